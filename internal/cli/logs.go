@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/suggest"
+)
+
+func newLogsCmd() *cobra.Command {
+	var runDir, wf string
+	var attempt int
+	c := &cobra.Command{
+		Use:   "logs TASK [--run-dir DIR | --workflow FILE] [--attempt N]",
+		Short: "Print the log of a task's attempt",
+		Long: `Print the output (stdout and stderr) of a task's last attempt, or of
+attempt N with --attempt. Name the run with --run-dir, or with --workflow
+for the workflow's default run directory.`,
+		Args: exactArgs(1, "one task id"),
+		RunE: func(c *cobra.Command, args []string) error {
+			dir, err := runDirFor(runDir, wf)
+			if err != nil {
+				return err
+			}
+			rows, err := loadRows(dir)
+			if err != nil {
+				return err
+			}
+			path, err := logPath(rows, args[0], attempt)
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return failed(fmt.Errorf("open log: %w", err))
+			}
+			defer f.Close()
+			if _, err := io.Copy(c.OutOrStdout(), f); err != nil {
+				return failed(err)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
+	c.Flags().StringVarP(&wf, "workflow", "w", "", "workflow file whose default run directory to use")
+	c.Flags().IntVar(&attempt, "attempt", 0, "attempt number (default: the last)")
+	return c
+}
+
+func logPath(rows []store.Row, id string, attempt int) (string, error) {
+	i := slices.IndexFunc(rows, func(r store.Row) bool { return r.ID == id })
+	if i < 0 {
+		msg := fmt.Sprintf("no task %q in this run", id)
+		near := suggest.Closest(id, func(yield func(string) bool) {
+			for _, r := range rows {
+				if !yield(r.ID) {
+					return
+				}
+			}
+		})
+		if near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		return "", failed(fmt.Errorf("%s", msg))
+	}
+	r := rows[i]
+	if len(r.Attempts) == 0 {
+		return "", failed(fmt.Errorf("task %q has not started yet (state %s)", id, r.State))
+	}
+	if attempt == 0 {
+		return r.LastAttempt().LogPath, nil
+	}
+	for _, a := range r.Attempts {
+		if a.Number == attempt {
+			return a.LogPath, nil
+		}
+	}
+	return "", invalid(fmt.Errorf("task %q has no attempt %d (it has attempts %d to %d)", id, attempt, r.Attempts[0].Number, r.LastAttempt().Number))
+}

@@ -1,0 +1,26 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate WORKFLOW",
+		Short: "Check a workflow file without running anything",
+		Long: `Check WORKFLOW as "gpusched run" would: syntax, unknown keys, field values,
+duplicate ids, unknown dependencies and cycles. Nothing runs and nothing is
+written. Exit code 0 if it is valid, 2 if not.`,
+		Args: exactArgs(1, "one workflow file"),
+		RunE: func(c *cobra.Command, args []string) error {
+			w, err := loadWorkflow(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s: %d tasks, valid\n", args[0], len(w.Tasks))
+			return nil
+		},
+	}
+}

@@ -1,0 +1,277 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/dag"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// Submit adds a batch of tasks, all or none. Each spec must already be
+// normalized and valid on its own (task.Spec.Validate); Submit checks the
+// graph: duplicates, unknown dependencies, cycles. specJSON[i] is spec i's
+// definition as persisted. Submit returns once the batch is committed.
+func (e *Engine) Submit(specs []*task.Spec, specJSON [][]byte) error {
+	reply := make(chan error, 1)
+	if !e.send(submitEvent{specs, specJSON, reply}) {
+		return ErrClosed
+	}
+	return <-reply
+}
+
+// Cancel cancels a task: a pending one never starts, a running one is
+// stopped (SIGTERM, then SIGKILL after the kill grace). Either way it ends
+// cancelled and its dependents blocked. Cancelling a finished task does
+// nothing.
+func (e *Engine) Cancel(id string) error {
+	reply := make(chan error, 1)
+	if !e.send(cancelEvent{id, reply}) {
+		return ErrClosed
+	}
+	return <-reply
+}
+
+// Records returns every submitted task's record, in submission order.
+func (e *Engine) Records() []task.Record {
+	reply := make(chan []task.Record, 1)
+	if !e.send(recordsEvent{reply}) {
+		return nil
+	}
+	return <-reply
+}
+
+// Run schedules until nothing more can run, then returns every record. When
+// ctx is done, running attempts are stopped and recorded cancelled, tasks
+// that had not started stay pending, and Run returns ctx's error.
+func (e *Engine) Run(ctx context.Context) ([]task.Record, error) {
+	reply := make(chan runResult, 1)
+	if !e.send(runEvent{ctx, reply}) {
+		return nil, ErrClosed
+	}
+	r := <-reply
+	return r.records, r.err
+}
+
+// Close stops running attempts, waits for them to end, and closes the store.
+func (e *Engine) Close() error {
+	reply := make(chan error, 1)
+	if !e.send(closeEvent{reply}) {
+		return ErrClosed
+	}
+	return <-reply
+}
+
+type submitEvent struct {
+	specs    []*task.Spec
+	specJSON [][]byte
+	reply    chan error
+}
+
+func (ev submitEvent) apply(e *Engine) {
+	if e.closing != nil {
+		ev.reply <- ErrClosed
+		return
+	}
+	if e.broken != nil {
+		ev.reply <- e.broken
+		return
+	}
+	if err := dag.CheckBatch(ev.specs, e.tasks); err != nil {
+		ev.reply <- err
+		return
+	}
+	nodes := make([]*node, len(ev.specs))
+	for i, s := range ev.specs {
+		n := &node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID}}
+		e.nextSeq++
+		if p := e.prior[s.ID]; p != nil {
+			// Seen in an earlier run: keep its history, continue numbering.
+			n.rec.Attempts, n.handles, n.rec.ExitCode = p.Attempts, p.Handles, p.ExitCode
+			delete(e.prior, s.ID)
+			n.kept = p.State == task.Complete
+		}
+		e.tasks[s.ID] = n
+		nodes[i] = n
+	}
+	for _, n := range topoOrder(nodes, e.tasks) {
+		e.admit(n)
+	}
+	e.effects = append(e.effects, func(err error) { ev.reply <- err })
+}
+
+// admit sets a new task's first state from its dependencies'. Dependencies
+// are admitted before their dependents.
+func (e *Engine) admit(n *node) {
+	var blockedBy *node
+	allKept := true
+	for _, id := range n.spec.Dependencies {
+		d := e.tasks[id]
+		d.dependents = append(d.dependents, n)
+		switch d.rec.State {
+		case task.Complete:
+		case task.Failed, task.Cancelled, task.Blocked:
+			if blockedBy == nil {
+				blockedBy = d
+				if d.rec.State == task.Blocked {
+					blockedBy = e.tasks[d.rec.BlockedBy]
+				}
+			}
+		default:
+			n.waiting++
+		}
+		allKept = allKept && d.kept
+	}
+	switch {
+	case blockedBy != nil:
+		n.kept = false
+		e.block(n, blockedBy)
+		return
+	case n.kept && allKept:
+		// Completed in an earlier run, and nothing it depends on reruns.
+		n.rec.State = task.Complete
+	default:
+		n.kept = false
+		n.rec.State = task.Pending
+		n.rec.Error = ""
+		if n.waiting == 0 {
+			e.makeReady(n)
+		}
+	}
+	e.writeTask(n)
+}
+
+// topoOrder orders a batch so that every task comes after the tasks of the
+// batch it depends on (Kahn's algorithm; the batch is known to be acyclic).
+func topoOrder(batch []*node, all map[string]*node) []*node {
+	inBatch := make(map[*node]int, len(batch)) // in-batch dependencies not yet placed
+	for _, n := range batch {
+		inBatch[n] = 0
+	}
+	children := make(map[*node][]*node)
+	for _, n := range batch {
+		for _, id := range n.spec.Dependencies {
+			d := all[id]
+			if _, ok := inBatch[d]; ok {
+				inBatch[n]++
+				children[d] = append(children[d], n)
+			}
+		}
+	}
+	out := make([]*node, 0, len(batch))
+	for _, n := range batch {
+		if inBatch[n] == 0 {
+			out = append(out, n)
+		}
+	}
+	for i := 0; i < len(out); i++ {
+		for _, c := range children[out[i]] {
+			if inBatch[c]--; inBatch[c] == 0 {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+type cancelEvent struct {
+	id    string
+	reply chan error
+}
+
+func (ev cancelEvent) apply(e *Engine) {
+	n := e.tasks[ev.id]
+	if n == nil {
+		ev.reply <- &task.Error{TaskID: ev.id, Reason: "no such task", Kind: task.ErrUnknownTask}
+		return
+	}
+	switch n.rec.State {
+	case task.Running:
+		n.cancelled = true
+		n.cancel(ErrCancelled)
+		ev.reply <- nil // the exit event records the cancellation
+	case task.Pending:
+		if n.inReady {
+			e.ready.Delete(n)
+			n.inReady = false
+		}
+		n.rec.State, n.rec.Error = task.Cancelled, "cancelled before it started"
+		e.writeTask(n)
+		e.notify(Event{Kind: TaskCancelled, TaskID: n.spec.ID})
+		e.blockDownstream(n)
+		e.effects = append(e.effects, func(err error) { ev.reply <- err })
+	default:
+		ev.reply <- nil
+	}
+}
+
+type recordsEvent struct{ reply chan []task.Record }
+
+func (ev recordsEvent) apply(e *Engine) { ev.reply <- e.records() }
+
+type runEvent struct {
+	ctx   context.Context
+	reply chan runResult
+}
+
+func (ev runEvent) apply(e *Engine) {
+	switch {
+	case e.closing != nil:
+		ev.reply <- runResult{nil, ErrClosed}
+	case e.run != nil:
+		ev.reply <- runResult{nil, ErrRunning}
+	case e.broken != nil:
+		ev.reply <- runResult{e.records(), e.broken}
+	default:
+		e.run = &runState{ctx: ev.ctx, reply: ev.reply}
+	}
+}
+
+type closeEvent struct{ reply chan error }
+
+func (ev closeEvent) apply(e *Engine) {
+	if e.closing != nil {
+		ev.reply <- ErrClosed
+		return
+	}
+	e.closing = ev.reply
+	e.stopAll(ErrClosed)
+}
+
+// EventKind says what happened to a task.
+type EventKind uint8
+
+// The kinds of events an Observer receives.
+const (
+	Started       EventKind = iota + 1 // an attempt started
+	Retrying                           // an attempt failed; the task will run again
+	Completed                          // the task completed
+	Failed                             // the task failed, retries spent
+	TaskBlocked                        // a dependency failed or was cancelled
+	TaskCancelled                      // the task was cancelled
+)
+
+var eventNames = [...]string{Started: "started", Retrying: "retrying", Completed: "complete", Failed: "failed", TaskBlocked: "blocked", TaskCancelled: "cancelled"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && eventNames[k] != "" {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", uint8(k))
+}
+
+// MarshalText writes the kind's name.
+func (k EventKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Event is a committed transition of one task.
+type Event struct {
+	Time      time.Time
+	Kind      EventKind
+	TaskID    string
+	Attempt   task.Attempt // the attempt concerned, for Started..Failed and a running task's cancellation
+	BlockedBy string       // for TaskBlocked
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,542 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// Errors of the engine's API.
+var (
+	// ErrClosed: the engine was closed.
+	ErrClosed = errors.New("scheduler closed")
+	// ErrRunning: Run was called while another Run is in progress.
+	ErrRunning = errors.New("scheduler is already running")
+	// ErrTimeout is the cause of an attempt's context when its timeout hit.
+	ErrTimeout = errors.New("attempt timed out")
+	// ErrCancelled is the cause of an attempt's context when it was
+	// cancelled (Cancel, Run's context, Close).
+	ErrCancelled = errors.New("attempt cancelled")
+)
+
+// Runner carries out one attempt: it builds the command from the task (the
+// kind's handler), runs it (an executor) and judges the result. It runs on a
+// worker goroutine and may block; it must return soon after ctx is done.
+type Runner interface {
+	Run(ctx context.Context, req AttemptRequest, started func(executor.Process)) Outcome
+}
+
+// AttemptRequest is what a Runner needs to run an attempt.
+type AttemptRequest struct {
+	Spec    *task.Spec
+	Number  int    // the attempt's number, from 1
+	LogPath string // the file that receives its output
+}
+
+// Outcome is what a Runner reports.
+type Outcome struct {
+	executor.Result
+	// Verdict is nil when the attempt succeeded, else why it failed (for
+	// example "exit code 3", or an error of the kind's handler).
+	Verdict error
+}
+
+// Config configures an engine. Zero values mean the documented defaults.
+type Config struct {
+	MaxParallel    int           // attempts running at once; must be > 0
+	DefaultTimeout time.Duration // per attempt; 0 means none
+	DefaultRetries int           // extra attempts of a failing task
+	LogDir         string        // attempt logs go to LogDir/<task>/attempt-<n>.log
+	Store          store.Store   // required
+	Runner         Runner        // required
+	// Observer, if set, is told of every transition after it is committed.
+	// It runs on the loop goroutine: it must be quick and must not call the
+	// engine.
+	Observer func(Event)
+	// Now is the clock for timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Engine schedules tasks. Its methods are safe for concurrent use, including
+// from a Runner.
+type Engine struct {
+	cfg    Config
+	events chan event    // to the loop, from anyone
+	closed chan struct{} // closed when the loop has ended
+
+	// Owned by the loop goroutine.
+	tasks     map[string]*node
+	ready     *btree.BTreeG[*node]
+	running   int
+	nextSeq   int64
+	prior     map[string]*store.Row // persisted tasks not (yet) submitted again
+	batch     store.Batch
+	effects   []func(commitErr error) // to do once the batch is committed
+	run       *runState               // the Run in progress, or nil
+	broken    error                   // a failed commit: nothing new starts
+	closing   chan error              // Close's reply, once asked
+	readyView readyQueue
+}
+
+// node is a task inside the loop.
+type node struct {
+	spec       *task.Spec
+	specJSON   []byte
+	seq        int64
+	rec        task.Record
+	handles    map[int]store.Handle
+	dependents []*node
+	waiting    int  // dependencies not yet complete
+	kept       bool // complete from an earlier run, not run again in this one
+	tries      int  // attempts started in this engine's life
+	inReady    bool
+	cancel     context.CancelCauseFunc // while running
+	cancelled  bool                    // a cancellation was requested while running
+}
+
+type runState struct {
+	ctx   context.Context
+	reply chan runResult
+	stop  error // why the run is stopping, once it is
+}
+
+type runResult struct {
+	records []task.Record
+	err     error
+}
+
+func lessNode(a, b *node) bool {
+	if a.spec.Priority != b.spec.Priority {
+		return a.spec.Priority > b.spec.Priority
+	}
+	return a.seq < b.seq
+}
+
+// Open loads the store's persisted tasks and starts the loop. Attempts that
+// were running when an earlier scheduler died are recorded as interrupted
+// and their tasks as pending.
+func Open(cfg Config) (*Engine, error) {
+	if cfg.MaxParallel <= 0 {
+		return nil, fmt.Errorf("engine: MaxParallel must be positive, got %d", cfg.MaxParallel)
+	}
+	if cfg.Store == nil || cfg.Runner == nil {
+		return nil, errors.New("engine: Store and Runner are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	rows, err := cfg.Store.Load()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:    cfg,
+		events: make(chan event, 1024),
+		closed: make(chan struct{}),
+		tasks:  map[string]*node{},
+		ready:  btree.NewG(32, lessNode),
+		prior:  make(map[string]*store.Row, len(rows)),
+	}
+	e.readyView = readyQueue{e.ready}
+	now := cfg.Now()
+	for i := range rows {
+		r := &rows[i]
+		e.prior[r.ID] = r
+		e.nextSeq = max(e.nextSeq, r.Seq+1)
+		if r.State != task.Running {
+			continue
+		}
+		// The scheduler that ran this attempt died with it.
+		for j := range r.Attempts {
+			if a := &r.Attempts[j]; !a.Ended() {
+				a.End, a.Interrupted = now, true
+				a.Error = "interrupted: the scheduler stopped during the attempt"
+				e.batch.Attempts = append(e.batch.Attempts, store.AttemptWrite{TaskID: r.ID, Attempt: *a, Handle: r.Handles[a.Number]})
+			}
+		}
+		r.State = task.Pending
+		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: r.ID, Seq: r.Seq, Kind: kindOf(r.Spec), State: task.Pending, ExitCode: r.ExitCode, Error: "interrupted"})
+	}
+	if err := cfg.Store.Apply(&e.batch); err != nil {
+		return nil, err
+	}
+	e.batch.Reset()
+	go e.loop()
+	return e, nil
+}
+
+// kindOf is only used for rows rewritten at Open, whose kind column is
+// required; the spec JSON holds it.
+func kindOf(spec []byte) string {
+	var s struct{ Kind string }
+	_ = jsonUnmarshal(spec, &s)
+	if s.Kind == "" {
+		return task.DefaultKind
+	}
+	return s.Kind
+}
+
+// event is something the loop applies to its state.
+type event interface{ apply(e *Engine) }
+
+// send delivers ev to the loop, or reports that the engine is closed.
+func (e *Engine) send(ev event) bool {
+	select {
+	case e.events <- ev:
+		return true
+	case <-e.closed:
+		return false
+	}
+}
+
+func (e *Engine) loop() {
+	defer close(e.closed)
+	for {
+		var runDone <-chan struct{}
+		if e.run != nil && e.run.stop == nil {
+			runDone = e.run.ctx.Done()
+		}
+		select {
+		case ev := <-e.events:
+			ev.apply(e)
+		drain: // apply what else is queued: one commit for the lot
+			for range 256 {
+				select {
+				case ev := <-e.events:
+					ev.apply(e)
+				default:
+					break drain
+				}
+			}
+		case <-runDone:
+			e.stopAll(e.run.ctx.Err())
+		}
+		e.schedule()
+		e.flush()
+		e.finishRun()
+		if e.closing != nil && e.running == 0 {
+			err := e.cfg.Store.Close()
+			if e.run != nil {
+				e.run.reply <- runResult{e.records(), ErrClosed}
+				e.run = nil
+			}
+			e.closing <- err
+			return
+		}
+	}
+}
+
+// schedule starts what decide chooses, unless the engine is stopping.
+func (e *Engine) schedule() {
+	if e.run == nil || e.run.stop != nil || e.broken != nil || e.closing != nil {
+		return
+	}
+	for _, a := range decide(View{Free: e.cfg.MaxParallel - e.running, Ready: e.readyView}) {
+		e.start(e.tasks[a.TaskID])
+	}
+}
+
+// flush commits the batch, then performs the effects it allows.
+func (e *Engine) flush() {
+	var err error
+	if e.batch.Len() > 0 {
+		err = e.cfg.Store.Apply(&e.batch)
+		e.batch.Reset()
+		if err != nil && e.broken == nil {
+			e.broken = fmt.Errorf("save state: %w", err)
+			e.stopAll(e.broken)
+		}
+	}
+	effects := e.effects
+	e.effects = nil
+	for _, f := range effects {
+		f(err)
+	}
+}
+
+// finishRun ends the Run in progress once nothing runs and nothing more can
+// start.
+func (e *Engine) finishRun() {
+	if e.run == nil || e.running > 0 {
+		return
+	}
+	stopping := e.run.stop != nil || e.broken != nil || e.closing != nil
+	if !stopping && e.ready.Len() > 0 {
+		return
+	}
+	err := e.run.stop
+	if e.broken != nil {
+		err = e.broken
+	}
+	e.run.reply <- runResult{e.records(), err}
+	e.run = nil
+}
+
+// stopAll cancels every running attempt; they end as cancelled.
+func (e *Engine) stopAll(why error) {
+	if e.run != nil && e.run.stop == nil {
+		e.run.stop = why
+	}
+	for _, n := range e.tasks {
+		if n.cancel != nil {
+			n.cancelled = true
+			n.cancel(ErrCancelled)
+		}
+	}
+}
+
+// start moves a ready task to running and, once that is committed, launches
+// its attempt on a worker goroutine.
+func (e *Engine) start(n *node) {
+	e.ready.Delete(n)
+	n.inReady = false
+	n.tries++
+	number := len(n.rec.Attempts) + 1
+	att := task.Attempt{
+		Number:  number,
+		Start:   e.cfg.Now(),
+		LogPath: filepath.Join(e.cfg.LogDir, n.spec.ID, "attempt-"+strconv.Itoa(number)+".log"),
+	}
+	n.rec.Attempts = append(n.rec.Attempts, att)
+	n.rec.State = task.Running
+	e.running++
+	e.writeTask(n)
+	e.writeAttempt(n, number)
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	n.cancel = cancel
+	timeout := e.timeoutOf(n.spec)
+	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: att.LogPath}
+	e.notify(Event{Kind: Started, TaskID: n.spec.ID, Attempt: att})
+	e.effects = append(e.effects, func(err error) {
+		if err != nil {
+			// Not recorded as started, so it must not start. The engine is
+			// broken now; report the attempt as never run.
+			go e.send(exitEvent{n: n, number: number, out: Outcome{Verdict: err}, cause: ErrCancelled})
+			return
+		}
+		go func() {
+			actx := ctx
+			if timeout > 0 {
+				var stop context.CancelFunc
+				actx, stop = context.WithTimeoutCause(ctx, timeout, ErrTimeout)
+				defer stop()
+			}
+			out := e.cfg.Runner.Run(actx, req, func(p executor.Process) {
+				e.send(startedEvent{n: n, number: number, proc: p})
+			})
+			e.send(exitEvent{n: n, number: number, out: out, cause: context.Cause(actx)})
+		}()
+	})
+}
+
+func (e *Engine) timeoutOf(s *task.Spec) time.Duration {
+	switch {
+	case s.Timeout == task.NoTimeout:
+		return 0
+	case s.Timeout > 0:
+		return s.Timeout
+	default:
+		return e.cfg.DefaultTimeout
+	}
+}
+
+func (e *Engine) retriesOf(s *task.Spec) int {
+	switch {
+	case s.Retries == task.NoRetries:
+		return 0
+	case s.Retries > 0:
+		return s.Retries
+	default:
+		return e.cfg.DefaultRetries
+	}
+}
+
+type startedEvent struct {
+	n      *node
+	number int
+	proc   executor.Process
+}
+
+func (ev startedEvent) apply(e *Engine) {
+	n := ev.n
+	a := &n.rec.Attempts[ev.number-1]
+	a.PID = ev.proc.PID
+	if n.handles == nil {
+		n.handles = map[int]store.Handle{}
+	}
+	n.handles[ev.number] = store.Handle{PID: ev.proc.PID, PGID: ev.proc.PGID, StartTicks: ev.proc.StartTicks}
+	e.writeAttempt(n, ev.number)
+}
+
+type exitEvent struct {
+	n      *node
+	number int
+	out    Outcome
+	cause  error // the attempt context's cause: nil, ErrTimeout or ErrCancelled
+}
+
+func (ev exitEvent) apply(e *Engine) {
+	n, out := ev.n, ev.out
+	e.running--
+	n.cancel(nil)
+	n.cancel = nil
+	a := &n.rec.Attempts[ev.number-1]
+	a.End = e.cfg.Now()
+	if !out.End.IsZero() {
+		a.Start, a.End = out.Start, out.End
+	}
+	a.ExitCode, a.Signal = nil, ""
+	if out.Started {
+		if out.Signal != 0 {
+			a.Signal = executor.SignalName(out.Signal)
+		} else {
+			code := out.ExitCode
+			a.ExitCode = &code
+		}
+	}
+	n.rec.ExitCode = a.ExitCode
+	cancelled := n.cancelled || errors.Is(ev.cause, ErrCancelled)
+	switch {
+	case cancelled:
+		a.Cancelled = true
+		a.Error = "cancelled"
+	case errors.Is(ev.cause, ErrTimeout):
+		a.TimedOut = true
+		a.Error = "timed out after " + e.timeoutOf(n.spec).String()
+	case out.Verdict != nil:
+		a.Error = out.Verdict.Error()
+	default:
+		a.Error = ""
+	}
+	e.writeAttempt(n, ev.number)
+	ended := Event{TaskID: n.spec.ID, Attempt: *a}
+
+	switch {
+	case a.Error == "":
+		n.rec.State, n.rec.Error = task.Complete, ""
+		e.writeTask(n)
+		ended.Kind = Completed
+		e.notify(ended)
+		for _, d := range n.dependents {
+			d.waiting--
+			if d.waiting == 0 && d.rec.State == task.Pending {
+				e.makeReady(d)
+			}
+		}
+	case cancelled:
+		n.rec.State, n.rec.Error = task.Cancelled, "cancelled"
+		e.writeTask(n)
+		ended.Kind = TaskCancelled
+		e.notify(ended)
+		e.blockDownstream(n)
+	case n.tries <= e.retriesOf(n.spec) && e.broken == nil && (e.run == nil || e.run.stop == nil):
+		n.rec.State, n.rec.Error = task.Pending, a.Error
+		e.writeTask(n)
+		ended.Kind = Retrying
+		e.notify(ended)
+		e.makeReady(n)
+	default:
+		n.rec.State, n.rec.Error = task.Failed, a.Error
+		e.writeTask(n)
+		ended.Kind = Failed
+		e.notify(ended)
+		e.blockDownstream(n)
+	}
+}
+
+// makeReady queues a pending task whose dependencies are all complete.
+func (e *Engine) makeReady(n *node) {
+	if !n.inReady {
+		e.ready.ReplaceOrInsert(n)
+		n.inReady = true
+	}
+}
+
+// blockDownstream marks every pending task that depends, directly or not, on
+// root (failed or cancelled) as blocked by it.
+func (e *Engine) blockDownstream(root *node) {
+	queue := slices.Clone(root.dependents)
+	for len(queue) > 0 {
+		d := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if d.rec.State != task.Pending {
+			continue
+		}
+		e.block(d, root)
+		queue = append(queue, d.dependents...)
+	}
+}
+
+func (e *Engine) block(d, by *node) {
+	if d.inReady {
+		e.ready.Delete(d)
+		d.inReady = false
+	}
+	d.rec.State = task.Blocked
+	d.rec.BlockedBy = by.spec.ID
+	d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", by.spec.ID, by.rec.State)
+	e.writeTask(d)
+	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: by.spec.ID})
+}
+
+func (e *Engine) writeTask(n *node) {
+	e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{
+		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON,
+		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
+	})
+	n.specJSON = nil // written once; later writes keep it
+}
+
+func (e *Engine) writeAttempt(n *node, number int) {
+	e.batch.Attempts = append(e.batch.Attempts, store.AttemptWrite{
+		TaskID: n.spec.ID, Attempt: n.rec.Attempts[number-1], Handle: n.handles[number],
+	})
+}
+
+// notify queues an observer event for after the commit.
+func (e *Engine) notify(ev Event) {
+	if e.cfg.Observer == nil {
+		return
+	}
+	ev.Time = e.cfg.Now()
+	e.effects = append(e.effects, func(err error) {
+		if err == nil {
+			e.cfg.Observer(ev)
+		}
+	})
+}
+
+// records returns a copy of every task's record, in submission order.
+func (e *Engine) records() []task.Record {
+	nodes := make([]*node, 0, len(e.tasks))
+	for _, n := range e.tasks {
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(a, b *node) int { return int(a.seq - b.seq) })
+	out := make([]task.Record, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.rec
+		out[i].Attempts = slices.Clone(n.rec.Attempts)
+	}
+	return out
+}
+
+// readyQueue adapts the loop's ready tree to decide's Queue.
+type readyQueue struct{ t *btree.BTreeG[*node] }
+
+func (q readyQueue) Ascend(fn func(Candidate) bool) {
+	q.t.Ascend(func(n *node) bool {
+		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Resources: n.spec.Resources})
+	})
+}

@@ -1,0 +1,68 @@
+package executor
+
+import (
+	"context"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Job is one attempt to run.
+type Job struct {
+	TaskID  string
+	Attempt int
+	// Args is the argv, run without a shell. A bare Args[0] is looked up in
+	// the PATH of Env; one with a slash is taken relative to Dir.
+	Args []string
+	// Env is the complete environment of the process, as KEY=VALUE.
+	Env []string
+	// Dir is the working directory; empty means the scheduler's.
+	Dir string
+	// LogPath receives stdout and stderr; its folder is created if needed.
+	LogPath string
+	// KillGrace is how long a stopped job has between SIGTERM and SIGKILL.
+	KillGrace time.Duration
+}
+
+// Process identifies a started job's process group beyond PID reuse.
+type Process struct {
+	PID        int
+	PGID       int
+	StartTicks uint64 // process start time in clock ticks since boot; 0 if unknown
+}
+
+// Result is how a job ended.
+type Result struct {
+	// Started is false when the command never ran (not found, bad dir...);
+	// Err says why.
+	Started bool
+	// ExitCode is the exit status when Signal is 0.
+	ExitCode int
+	// Signal is the signal that killed the process, or 0.
+	Signal syscall.Signal
+	// Start and End bracket the job.
+	Start, End time.Time
+	// Err is a failure of the executor itself (could not start, could not
+	// open the log); nil when the process ran, whatever its exit code.
+	Err error
+}
+
+// Executor runs jobs.
+type Executor interface {
+	// Execute runs job and blocks until it has ended and nothing of it is
+	// left running. started is called once, as soon as the process exists.
+	// When ctx is done, the job is stopped: SIGTERM to everything it
+	// started, then SIGKILL after job.KillGrace. Why ctx ended (timeout,
+	// cancel) is for the caller to tell, with context.Cause.
+	Execute(ctx context.Context, job Job, started func(Process)) Result
+}
+
+// SignalName returns a signal's conventional name, e.g. "SIGKILL".
+func SignalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return "signal " + strconv.Itoa(int(s))
+}

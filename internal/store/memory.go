@@ -1,0 +1,124 @@
+package store
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// Memory is a Store held in memory, for tests. Safe for concurrent use, so a
+// test may inspect it while an engine writes it.
+type Memory struct {
+	mu     sync.Mutex // guards the fields below
+	rows   map[string]*Row
+	closed bool
+	// Applies counts successful Apply calls, i.e. transactions.
+	applies int
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory { return &Memory{rows: map[string]*Row{}} }
+
+// Load returns a deep copy of every row, in submission order.
+func (m *Memory) Load() ([]Row, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]Row, 0, len(m.rows))
+	for _, r := range m.rows {
+		c := *r
+		c.Attempts = slices.Clone(r.Attempts)
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Row) int { return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.ID, b.ID)) })
+	return out, nil
+}
+
+// Apply applies the batch under the lock, so readers see all of it or none.
+func (m *Memory) Apply(b *Batch) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	for _, w := range b.Tasks {
+		r := m.rows[w.ID]
+		if r == nil {
+			r = &Row{}
+			m.rows[w.ID] = r
+		}
+		r.ID, r.Seq, r.State, r.ExitCode, r.Error, r.BlockedBy = w.ID, w.Seq, w.State, w.ExitCode, w.Error, w.BlockedBy
+		if w.Spec != nil {
+			r.Spec = slices.Clone(w.Spec)
+		}
+	}
+	for _, w := range b.Attempts {
+		r := m.rows[w.TaskID]
+		if r == nil {
+			return fmt.Errorf("write attempt %d: unknown task %q", w.Number, w.TaskID)
+		}
+		i := slices.IndexFunc(r.Attempts, func(a task.Attempt) bool { return a.Number == w.Number })
+		if i < 0 {
+			r.Attempts = append(r.Attempts, w.Attempt)
+			slices.SortFunc(r.Attempts, func(a, b task.Attempt) int { return cmp.Compare(a.Number, b.Number) })
+		} else {
+			r.Attempts[i] = w.Attempt
+		}
+		if w.Handle.PID > 0 {
+			if r.Handles == nil {
+				r.Handles = map[int]Handle{}
+			}
+			r.Handles[w.Number] = w.Handle
+		}
+	}
+	m.applies++
+	return nil
+}
+
+// Applies returns how many batches were applied.
+func (m *Memory) Applies() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.applies
+}
+
+// Close marks the store closed.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// Failing wraps a Store and fails every Apply once Fail is set, leaving the
+// inner store untouched, to test how the engine survives a broken disk.
+type Failing struct {
+	Store
+	mu  sync.Mutex // guards err
+	err error
+}
+
+// Fail makes every later Apply return err (nil heals the store).
+func (f *Failing) Fail(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+}
+
+// Apply fails if Fail was called, else applies to the inner store.
+func (f *Failing) Apply(b *Batch) error {
+	f.mu.Lock()
+	err := f.err
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.Store.Apply(b)
+}

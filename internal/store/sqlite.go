@@ -1,0 +1,392 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/task"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver: pure Go, so CGO_ENABLED=0 builds work
+)
+
+// ApplicationID marks a SQLite file as a gpusched state database ("GPUS").
+const ApplicationID = 0x47505553
+
+// ErrNotState is returned when a file exists but is not a gpusched state
+// database: not SQLite at all, or SQLite written by another program.
+var ErrNotState = errors.New("not a gpusched state database")
+
+// ErrTooNew is returned when the database was written by a newer gpusched
+// whose schema this one does not know. Nothing is changed.
+var ErrTooNew = errors.New("state database is newer than this gpusched")
+
+// SQLite is the store backed by a SQLite database in WAL mode.
+type SQLite struct {
+	db       *sql.DB
+	path     string
+	runDir   string // log paths are stored relative to it
+	readOnly bool
+
+	// Prepared statements of the writer; nil when read-only.
+	upsertTask, upsertAttempt *sql.Stmt
+}
+
+var _ Store = (*SQLite)(nil)
+
+// OpenSQLite opens or creates the state database at path for writing,
+// migrating its schema to the current version. It refuses, without writing
+// anything, a file that is not a gpusched database or is newer than this
+// version. Log paths are stored relative to runDir.
+func OpenSQLite(path, runDir string) (*SQLite, error) {
+	// busy_timeout and synchronous write nothing to the file, so they can be
+	// set before the file is known to be ours. synchronous=NORMAL in WAL mode
+	// survives a crash of the process at any moment; an OS crash may lose the
+	// last transactions, never consistency.
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open state db %s: %w", path, err)
+	}
+	// One connection: the scheduler's loop is the only writer, and a single
+	// connection keeps per-connection pragmas for good.
+	db.SetMaxOpenConns(1)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	s := &SQLite{db: db, path: path, runDir: runDir}
+	if err := s.checkOwner(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if s.upsertTask, err = db.Prepare(upsertTaskSQL); err == nil {
+		s.upsertAttempt, err = db.Prepare(upsertAttemptSQL)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare state db %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// OpenSQLiteReadOnly opens an existing state database for reading, for
+// example while a scheduler in another process writes it.
+func OpenSQLiteReadOnly(path, runDir string) (*SQLite, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open state db: %w", err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, fmt.Errorf("open state db %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	s := &SQLite{db: db, path: path, runDir: runDir, readOnly: true}
+	if err := s.checkOwner(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	var v int
+	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read state db %s: %w", path, err)
+	}
+	if v < len(migrations) {
+		db.Close()
+		return nil, fmt.Errorf("read state db %s: schema version %d is older than this gpusched's %d; run the workflow once to upgrade it", path, v, len(migrations))
+	}
+	return s, nil
+}
+
+// checkOwner refuses files that are not ours before anything is written.
+func (s *SQLite) checkOwner() error {
+	var appID, version int
+	err := s.db.QueryRow("PRAGMA application_id").Scan(&appID)
+	if err == nil {
+		err = s.db.QueryRow("PRAGMA user_version").Scan(&version)
+	}
+	if err != nil {
+		if strings.Contains(err.Error(), "not a database") {
+			return fmt.Errorf("open state db %s: %w (the file is not SQLite; move it away or choose another run directory)", s.path, ErrNotState)
+		}
+		return fmt.Errorf("open state db %s: %w", s.path, err)
+	}
+	switch {
+	case appID == ApplicationID && version > len(migrations):
+		return fmt.Errorf("open state db %s: %w (schema version %d; this gpusched knows up to %d): upgrade gpusched", s.path, ErrTooNew, version, len(migrations))
+	case appID == ApplicationID:
+		return nil
+	case appID != 0:
+		return fmt.Errorf("open state db %s: %w (SQLite application id %#x)", s.path, ErrNotState, appID)
+	}
+	var tables int
+	if err := s.db.QueryRow("SELECT count(*) FROM sqlite_master").Scan(&tables); err != nil {
+		return fmt.Errorf("open state db %s: %w", s.path, err)
+	}
+	if tables > 0 {
+		return fmt.Errorf("open state db %s: %w (a SQLite database of another program)", s.path, ErrNotState)
+	}
+	return nil
+}
+
+// migrations[i] takes the schema from version i to version i+1. Append only.
+var migrations = []string{
+	`CREATE TABLE tasks (
+		id         TEXT PRIMARY KEY,
+		seq        INTEGER NOT NULL,
+		kind       TEXT NOT NULL,
+		spec       TEXT NOT NULL,
+		state      TEXT NOT NULL,
+		exit_code  INTEGER,
+		error      TEXT NOT NULL DEFAULT '',
+		blocked_by TEXT NOT NULL DEFAULT '',
+		updated_at INTEGER NOT NULL
+	);
+	CREATE TABLE attempts (
+		task_id     TEXT NOT NULL REFERENCES tasks(id),
+		number      INTEGER NOT NULL,
+		started_at  INTEGER NOT NULL,
+		ended_at    INTEGER,
+		exit_code   INTEGER,
+		signal      TEXT NOT NULL DEFAULT '',
+		timed_out   INTEGER NOT NULL DEFAULT 0,
+		cancelled   INTEGER NOT NULL DEFAULT 0,
+		interrupted INTEGER NOT NULL DEFAULT 0,
+		error       TEXT NOT NULL DEFAULT '',
+		log_path    TEXT NOT NULL DEFAULT '',
+		pid         INTEGER,
+		pgid        INTEGER,
+		proc_start  INTEGER,
+		gpu         INTEGER,
+		PRIMARY KEY (task_id, number)
+	) WITHOUT ROWID;`,
+}
+
+// SchemaVersion is the schema version this build writes.
+func SchemaVersion() int { return len(migrations) }
+
+func (s *SQLite) migrate() error {
+	if _, err := s.db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+		return fmt.Errorf("set WAL mode on state db %s: %w", s.path, err)
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fmt.Errorf("migrate state db %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	var version int
+	if err := tx.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("migrate state db %s: %w", s.path, err)
+	}
+	if version == len(migrations) {
+		return nil
+	}
+	for v := version; v < len(migrations); v++ {
+		if _, err := tx.Exec(migrations[v]); err != nil {
+			return fmt.Errorf("migrate state db %s to version %d: %w", s.path, v+1, err)
+		}
+	}
+	// PRAGMA takes no bound parameters; both values are our own integers.
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id=%d; PRAGMA user_version=%d", ApplicationID, len(migrations))); err != nil {
+		return fmt.Errorf("migrate state db %s: %w", s.path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate state db %s: %w", s.path, err)
+	}
+	return nil
+}
+
+const upsertTaskSQL = `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at)
+VALUES (?1, ?2, ?3, coalesce(?4, ''), ?5, ?6, ?7, ?8, ?9)
+ON CONFLICT (id) DO UPDATE SET
+	seq = excluded.seq, kind = excluded.kind,
+	spec = coalesce(?4, tasks.spec),
+	state = excluded.state, exit_code = excluded.exit_code,
+	error = excluded.error, blocked_by = excluded.blocked_by,
+	updated_at = excluded.updated_at`
+
+const upsertAttemptSQL = `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
+	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+ON CONFLICT (task_id, number) DO UPDATE SET
+	started_at = excluded.started_at, ended_at = excluded.ended_at,
+	exit_code = excluded.exit_code, signal = excluded.signal,
+	timed_out = excluded.timed_out, cancelled = excluded.cancelled,
+	interrupted = excluded.interrupted, error = excluded.error,
+	log_path = excluded.log_path, pid = excluded.pid, pgid = excluded.pgid,
+	proc_start = excluded.proc_start, gpu = excluded.gpu`
+
+// Apply writes the batch in one transaction.
+func (s *SQLite) Apply(b *Batch) error {
+	if s.readOnly {
+		return fmt.Errorf("write state db %s: opened read-only", s.path)
+	}
+	if s.upsertTask == nil {
+		return ErrClosed
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fmt.Errorf("write state db %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	now := time.Now().UnixNano()
+	ut, ua := tx.Stmt(s.upsertTask), tx.Stmt(s.upsertAttempt)
+	for i := range b.Tasks {
+		w := &b.Tasks[i]
+		var spec any
+		if w.Spec != nil {
+			spec = string(w.Spec)
+		}
+		if _, err := ut.Exec(w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now); err != nil {
+			return fmt.Errorf("write task %q to state db %s: %w", w.ID, s.path, err)
+		}
+	}
+	for i := range b.Attempts {
+		w := &b.Attempts[i]
+		a := &w.Attempt
+		var pid, pgid, start any
+		if w.Handle.PID > 0 {
+			pid, pgid, start = w.Handle.PID, w.Handle.PGID, int64(w.Handle.StartTicks)
+		}
+		if _, err := ua.Exec(w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
+			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU)); err != nil {
+			return fmt.Errorf("write attempt %d of task %q to state db %s: %w", a.Number, w.TaskID, s.path, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit state db %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Load reads every task with its attempts, in submission order.
+func (s *SQLite) Load() ([]Row, error) {
+	tx, err := s.db.Begin() // one read transaction: a consistent snapshot
+	if err != nil {
+		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.Query("SELECT id, seq, spec, state, exit_code, error, blocked_by FROM tasks ORDER BY seq, id")
+	if err != nil {
+		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
+	}
+	var out []Row
+	byID := map[string]int{}
+	for rows.Next() {
+		var r Row
+		var state string
+		var exit sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
+		}
+		if r.State, err = task.ParseState(state); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
+		}
+		r.ExitCode = nullInt(exit)
+		byID[r.ID] = len(out)
+		out = append(out, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
+	}
+	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
+		interrupted, error, log_path, pid, pgid, proc_start, gpu FROM attempts ORDER BY task_id, number`)
+	if err != nil {
+		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, logPath string
+		var a task.Attempt
+		var start int64
+		var end, exit, pid, pgid, pstart, gpu sql.NullInt64
+		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
+			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu); err != nil {
+			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
+		}
+		i, ok := byID[id]
+		if !ok {
+			continue // foreign keys forbid this; skip rather than fail a reader
+		}
+		a.Start = time.Unix(0, start)
+		if end.Valid {
+			a.End = time.Unix(0, end.Int64)
+		}
+		a.ExitCode, a.GPU = nullInt(exit), nullInt(gpu)
+		a.LogPath = s.absLog(logPath)
+		a.PID = int(pid.Int64)
+		r := &out[i]
+		r.Attempts = append(r.Attempts, a)
+		if pid.Valid {
+			if r.Handles == nil {
+				r.Handles = map[int]Handle{}
+			}
+			r.Handles[a.Number] = Handle{PID: int(pid.Int64), PGID: int(pgid.Int64), StartTicks: uint64(pstart.Int64)}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// Close closes the database; the WAL is checkpointed by SQLite.
+func (s *SQLite) Close() error {
+	if s.upsertTask != nil {
+		s.upsertTask.Close()
+		s.upsertAttempt.Close()
+		s.upsertTask, s.upsertAttempt = nil, nil
+	}
+	return s.db.Close()
+}
+
+func (s *SQLite) relLog(p string) string {
+	if p == "" || s.runDir == "" {
+		return p
+	}
+	if rel, err := filepath.Rel(s.runDir, p); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}
+
+func (s *SQLite) absLog(p string) string {
+	if p == "" || filepath.IsAbs(p) || s.runDir == "" {
+		return p
+	}
+	return filepath.Join(s.runDir, p)
+}
+
+func intOrNil(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func timeOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func nullInt(n sql.NullInt64) *int {
+	if !n.Valid {
+		return nil
+	}
+	v := int(n.Int64)
+	return &v
+}

@@ -1,0 +1,60 @@
+package task
+
+import "time"
+
+// Attempt is one execution of a task's command.
+type Attempt struct {
+	// Number counts attempts from 1; it keeps counting across resumed runs.
+	Number int `json:"number"`
+	// Start and End bracket the attempt; End is zero while it runs.
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end,omitzero"`
+	// ExitCode is the process's exit status; nil if it was killed by a
+	// signal, never started, or is still running.
+	ExitCode *int `json:"exit_code"`
+	// Signal names the signal that ended the process, e.g. "SIGKILL".
+	Signal string `json:"signal,omitempty"`
+	// TimedOut is set when gpusched stopped the attempt at its timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Cancelled is set when the attempt was stopped by a cancellation
+	// (Scheduler.Cancel, Run's context, Ctrl-C).
+	Cancelled bool `json:"cancelled,omitempty"`
+	// Interrupted is set when the scheduler itself died during the attempt;
+	// such an attempt is not counted as the task's failure.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Error says why the attempt failed when the exit code alone doesn't:
+	// the command could not start, the handler rejected the result, ...
+	Error string `json:"error,omitempty"`
+	// LogPath is the file holding the attempt's stdout and stderr.
+	LogPath string `json:"log_path,omitempty"`
+	// PID is the process id of the attempt's leader, when it started.
+	PID int `json:"pid,omitempty"`
+	// GPU is the index of the card the attempt ran on; nil for CPU tasks.
+	GPU *int `json:"gpu"`
+}
+
+// Ended reports whether the attempt has finished.
+func (a *Attempt) Ended() bool { return !a.End.IsZero() }
+
+// Record is what happened to a task.
+type Record struct {
+	ID    string `json:"id"`
+	State State  `json:"state"`
+	// Attempts lists every attempt, oldest first, including those of
+	// earlier runs on the same run directory.
+	Attempts []Attempt `json:"attempts"`
+	// ExitCode is the exit code of the last finished attempt, if it exited.
+	ExitCode *int `json:"exit_code"`
+	// Error says why the task failed, was blocked or was cancelled.
+	Error string `json:"error,omitempty"`
+	// BlockedBy names the failed or cancelled task that blocked this one.
+	BlockedBy string `json:"blocked_by,omitempty"`
+}
+
+// LastAttempt returns the most recent attempt, or nil if none ran.
+func (r *Record) LastAttempt() *Attempt {
+	if len(r.Attempts) == 0 {
+		return nil
+	}
+	return &r.Attempts[len(r.Attempts)-1]
+}

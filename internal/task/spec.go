@@ -1,0 +1,163 @@
+package task
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Device says what a task runs on.
+type Device string
+
+// The devices a task can ask for.
+const (
+	CPU  Device = "cpu"
+	CUDA Device = "cuda"
+)
+
+// ResourceRequest is what a task needs to start. For a CUDA task MemoryMiB is
+// the GPU memory budget used for admission; it is not enforced as a hard
+// limit on the process. Exclusive asks for a card no other task shares.
+type ResourceRequest struct {
+	Device    Device `json:"device,omitempty"`
+	MemoryMiB int64  `json:"memory_mib,omitempty"`
+	Exclusive bool   `json:"exclusive,omitempty"`
+}
+
+// GPU reports whether the request needs a GPU.
+func (r ResourceRequest) GPU() bool { return r.Device == CUDA }
+
+// NoTimeout, as a Spec's Timeout, means "no timeout" even when the queue has
+// a default one. NoRetries, as a Spec's Retries, means "no retries" even when
+// the queue's default is more.
+const (
+	NoTimeout time.Duration = -1
+	NoRetries               = -1
+)
+
+// DefaultKind is the kind of a spec that names none: the built-in handler
+// that runs an argv and succeeds on exit code 0.
+const DefaultKind = "command"
+
+// Spec describes one task: what to run, after what, with what priority and
+// resources. The zero value of every field but ID is a usable default.
+type Spec struct {
+	// ID names the task; unique within a scheduler. Letters, digits and
+	// "_.:@+=,-", not starting with "." or "-", at most 200 bytes: it also
+	// names the task's log folder.
+	ID string `json:"id"`
+	// Kind selects the handler that turns the task into a command; empty
+	// means "command".
+	Kind string `json:"kind,omitempty"`
+	// Dependencies are the ids of tasks that must complete first.
+	Dependencies []string `json:"dependencies,omitempty"`
+	// Payload is the handler's input. For "command": the argv, a []string,
+	// run without a shell.
+	Payload any `json:"payload,omitempty"`
+	// Priority orders ready tasks: higher starts first; ties go by
+	// submission order.
+	Priority int `json:"priority,omitempty"`
+	// Resources is what the task needs to start (device, GPU memory budget).
+	Resources ResourceRequest `json:"resources,omitzero"`
+	// Timeout bounds each attempt; 0 means the queue default, NoTimeout none.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Retries is how many extra attempts a failing task gets; 0 means the
+	// queue default, NoRetries none.
+	Retries int `json:"retries,omitempty"`
+	// Env is added to the inherited environment of every attempt.
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the attempt's working directory; empty means the scheduler's.
+	Dir string `json:"dir,omitempty"`
+}
+
+// MaxIDLen is the longest task id accepted, in bytes.
+const MaxIDLen = 200
+
+// ValidID reports whether id may name a task, and if not, why.
+func ValidID(id string) (string, bool) {
+	switch {
+	case id == "":
+		return "must not be empty", false
+	case len(id) > MaxIDLen:
+		return fmt.Sprintf("is %d bytes long; the limit is %d", len(id), MaxIDLen), false
+	case id[0] == '.' || id[0] == '-':
+		return "must not start with '.' or '-'", false
+	}
+	for _, c := range []byte(id) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("_.:@+=,-", c) >= 0:
+		default:
+			return fmt.Sprintf("has %q; use letters, digits and _.:@+=,-", rune(c)), false
+		}
+	}
+	return "", true
+}
+
+// Normalize fills the spec's defaults in place (Kind, Resources.Device).
+func (s *Spec) Normalize() {
+	if s.Kind == "" {
+		s.Kind = DefaultKind
+	}
+	if s.Resources.Device == "" {
+		s.Resources.Device = CPU
+	}
+}
+
+// Validate checks the fields that need nothing but this spec. It does not
+// look at other tasks (see package dag) or at the kind's payload (the kind's
+// handler does). The spec should be normalized first.
+func (s *Spec) Validate() error {
+	if why, ok := ValidID(s.ID); !ok {
+		return &Error{TaskID: s.ID, Field: "id", Reason: why, Kind: ErrInvalidTask}
+	}
+	seen := make(map[string]bool, len(s.Dependencies))
+	for _, d := range s.Dependencies {
+		switch {
+		case d == "":
+			return Invalid(s.ID, "dependencies", "empty dependency id")
+		case d == s.ID:
+			return &CycleError{Path: []string{s.ID, s.ID}}
+		case seen[d]:
+			return Invalid(s.ID, "dependencies", "%q is listed twice", d)
+		}
+		seen[d] = true
+	}
+	if err := s.Resources.validate(s.ID); err != nil {
+		return err
+	}
+	if s.Timeout < 0 && s.Timeout != NoTimeout {
+		return Invalid(s.ID, "timeout", "must not be negative (got %s)", s.Timeout)
+	}
+	if s.Retries < 0 && s.Retries != NoRetries {
+		return Invalid(s.ID, "retries", "must not be negative (got %d)", s.Retries)
+	}
+	for k := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return Invalid(s.ID, "env", "invalid variable name %q", k)
+		}
+	}
+	return nil
+}
+
+func (r ResourceRequest) validate(id string) error {
+	switch r.Device {
+	case CPU:
+		if r.MemoryMiB != 0 {
+			return Invalid(id, "resources.memory_mib", "is a GPU memory budget; set resources.device to %q to use it", CUDA)
+		}
+		if r.Exclusive {
+			return Invalid(id, "resources.exclusive", "is for GPU tasks; set resources.device to %q", CUDA)
+		}
+	case CUDA:
+		if r.MemoryMiB < 0 {
+			return Invalid(id, "resources.memory_mib", "must not be negative (got %d)", r.MemoryMiB)
+		}
+		if r.MemoryMiB == 0 && !r.Exclusive {
+			return Invalid(id, "resources.memory_mib", "a cuda task needs a memory budget in MiB (or exclusive: true)")
+		}
+	default:
+		return Invalid(id, "resources.device", "must be %q or %q, not %q", CPU, CUDA, r.Device)
+	}
+	return nil
+}

@@ -1,0 +1,6 @@
+// Package workflow reads gpusched's YAML workflow files into scheduling
+// settings and task specs. It walks the YAML tree itself rather than
+// unmarshalling into structs, so that every error, structural or semantic,
+// names the file and the line, and an unknown key (a typo) is an error with
+// a suggestion instead of being silently ignored.
+package workflow

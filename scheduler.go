@@ -1,0 +1,308 @@
+package gpusched
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/gpusched/gpusched/internal/dag"
+	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// Files and folders of a run directory.
+const (
+	StateFile = "state.db" // the SQLite state database
+	LockFile  = "lock"     // held (flock) by the scheduler using the directory
+	LogsDir   = "logs"     // logs/<task>/attempt-<n>.log
+)
+
+// Scheduler runs tasks in a run directory. Create one with New and Close it
+// when done. Its methods are safe for concurrent use.
+type Scheduler struct {
+	runDir   string
+	settings Scheduling
+	handlers map[string]Handler // fixed at New
+	exec     executor.Executor
+	engine   *engine.Engine
+	lock     *os.File
+}
+
+// Option configures a Scheduler.
+type Option func(*options)
+
+type options struct {
+	handlers map[string]Handler
+	observer func(Event)
+	exec     executor.Executor
+}
+
+// WithHandler registers h for tasks of the given kind, replacing any
+// built-in handler of that name.
+func WithHandler(kind string, h Handler) Option {
+	return func(o *options) { o.handlers[kind] = h }
+}
+
+// WithObserver has f called with every committed transition (an attempt
+// started, a task completed, failed, was blocked...). f runs on the
+// scheduler's loop: it must return quickly and must not call the Scheduler.
+func WithObserver(f func(Event)) Option {
+	return func(o *options) { o.observer = f }
+}
+
+// New opens (creating it if needed) the run directory runDir and returns a
+// scheduler for it. It fails with a *LockedError if another scheduler uses
+// the directory, and with a clear error if its state database is not one
+// gpusched can use; nothing is overwritten then.
+func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	o := options{handlers: map[string]Handler{task.DefaultKind: CommandHandler{}}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.exec == nil {
+		o.exec = &local.Executor{}
+	}
+	abs, err := filepath.Abs(runDir)
+	if err != nil {
+		return nil, fmt.Errorf("run directory %s: %w", runDir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("create run directory: %w", err)
+	}
+	lock, err := lockDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.OpenSQLite(filepath.Join(abs, StateFile), abs)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, exec: o.exec, lock: lock}
+	sc.engine, err = engine.Open(engine.Config{
+		MaxParallel:    sc.settings.MaxParallelTasks,
+		DefaultTimeout: sc.settings.DefaultTimeout,
+		DefaultRetries: sc.settings.DefaultRetries,
+		LogDir:         filepath.Join(abs, LogsDir),
+		Store:          st,
+		Runner:         runner{sc},
+		Observer:       o.observer,
+	})
+	if err != nil {
+		st.Close()
+		lock.Close()
+		return nil, err
+	}
+	return sc, nil
+}
+
+// lockDir takes the run directory's lock, an flock released by the kernel
+// when the process dies, so a killed scheduler leaves no stale lock.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			b, _ := os.ReadFile(path)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return nil, &LockedError{Dir: dir, PID: pid}
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// RunDir returns the run directory's absolute path.
+func (s *Scheduler) RunDir() string { return s.runDir }
+
+// Settings returns the scheduling settings in effect, defaults filled in.
+func (s *Scheduler) Settings() Scheduling { return s.settings }
+
+// Submit adds one task; see SubmitMany.
+func (s *Scheduler) Submit(t TaskSpec) error { return s.SubmitMany([]TaskSpec{t}) }
+
+// SubmitMany adds a batch of tasks, all or none. It rejects, with a
+// *TaskError or *CycleError: an invalid field, an unknown kind or a payload
+// its handler refuses, a duplicate id (within the batch or against tasks
+// already submitted), a dependency on a task never submitted, and a cycle.
+// Tasks may depend on tasks of earlier batches, even finished ones. It works
+// before and during Run, from any goroutine.
+//
+// A task completed in an earlier run on the same run directory stays
+// complete when submitted again, provided the tasks it depends on do too;
+// anything else runs again, its attempt numbers continuing.
+func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
+	specs, blobs, err := prepare(tasks, s.handlers)
+	if err != nil {
+		return err
+	}
+	return s.engine.Submit(specs, blobs)
+}
+
+// ValidateTasks runs every check SubmitMany would on a fresh scheduler with
+// the built-in handlers, without a run directory: nothing is written and
+// nothing runs.
+func ValidateTasks(tasks []TaskSpec) error {
+	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}})
+	if err != nil {
+		return err
+	}
+	return dag.CheckBatch(specs, map[string]struct{}{})
+}
+
+// prepare copies, normalizes and validates each spec on its own, and
+// encodes it for the state database.
+func prepare(tasks []TaskSpec, handlers map[string]Handler) ([]*task.Spec, [][]byte, error) {
+	specs := make([]*task.Spec, len(tasks))
+	blobs := make([][]byte, len(tasks))
+	for i := range tasks {
+		sp := tasks[i] // a copy: the caller may reuse its slice
+		sp.Dependencies = slices.Clone(sp.Dependencies)
+		sp.Env = maps.Clone(sp.Env)
+		sp.Normalize()
+		if err := sp.Validate(); err != nil {
+			return nil, nil, err
+		}
+		h, ok := handlers[sp.Kind]
+		if !ok {
+			return nil, nil, &TaskError{TaskID: sp.ID, Field: "kind", Reason: fmt.Sprintf("no handler is registered for kind %q", sp.Kind), Kind: ErrUnknownKind}
+		}
+		if v, ok := h.(PayloadValidator); ok {
+			if err := v.ValidatePayload(&sp); err != nil {
+				return nil, nil, err
+			}
+		}
+		b, err := json.Marshal(&sp)
+		if err != nil {
+			return nil, nil, &TaskError{TaskID: sp.ID, Field: "payload", Reason: "cannot be saved as JSON: " + err.Error(), Kind: ErrInvalidTask}
+		}
+		specs[i], blobs[i] = &sp, b
+	}
+	return specs, blobs, nil
+}
+
+// Run runs tasks until nothing more can run and returns every submitted
+// task's record, in submission order. Run returns a nil error when it ran to
+// the end, whatever the tasks' fates; check each Record's State. If ctx is
+// done first, running attempts are stopped as at a timeout and recorded
+// cancelled, tasks not yet started stay pending, and Run returns ctx's
+// error.
+func (s *Scheduler) Run(ctx context.Context) ([]Record, error) {
+	return s.engine.Run(ctx)
+}
+
+// Cancel cancels task id: a pending task never starts; a running one is
+// stopped (SIGTERM to its process group, SIGKILL after KillGrace). It ends
+// cancelled, and its dependents blocked. Cancelling a finished task does
+// nothing. An unknown id is an ErrUnknownTask error.
+func (s *Scheduler) Cancel(id string) error { return s.engine.Cancel(id) }
+
+// Records returns every submitted task's record, in submission order.
+func (s *Scheduler) Records() []Record { return s.engine.Records() }
+
+// Close stops running attempts, waits for them, closes the state database
+// and releases the run directory.
+func (s *Scheduler) Close() error {
+	err := s.engine.Close()
+	if errors.Is(err, ErrClosed) {
+		return nil
+	}
+	s.lock.Close() // closing the descriptor releases the flock
+	return err
+}
+
+// runner carries out attempts for the engine: handler, executor, verdict.
+type runner struct{ s *Scheduler }
+
+func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func(executor.Process)) engine.Outcome {
+	h := r.s.handlers[req.Spec.Kind]
+	cmd, err := h.Command(ctx, req.Spec, req.Number)
+	if err != nil {
+		return failBeforeStart(req, fmt.Errorf("prepare command: %w", err))
+	}
+	dir := cmd.Dir
+	if dir == "" {
+		dir = req.Spec.Dir
+	}
+	job := executor.Job{
+		TaskID:    req.Spec.ID,
+		Attempt:   req.Number,
+		Args:      cmd.Args,
+		Env:       r.env(req, cmd.Env),
+		Dir:       dir,
+		LogPath:   req.LogPath,
+		KillGrace: r.s.settings.KillGrace,
+	}
+	res := r.s.exec.Execute(ctx, job, started)
+	out := engine.Outcome{Result: res}
+	if res.Err != nil {
+		out.Verdict = res.Err
+		return out
+	}
+	ar := AttemptResult{Attempt: req.Number, ExitCode: res.ExitCode, LogPath: req.LogPath}
+	if res.Signal != 0 {
+		ar.Signal = executor.SignalName(res.Signal)
+	}
+	out.Verdict = h.Judge(req.Spec, ar)
+	return out
+}
+
+// env is the attempt's environment: the scheduler's own, the command's
+// additions, then gpusched's variables, which always win.
+func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string {
+	env := os.Environ()
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	env = append(env,
+		"GPUSCHED_TASK_ID="+req.Spec.ID,
+		"GPUSCHED_ATTEMPT="+strconv.Itoa(req.Number),
+		"GPUSCHED_RUN_DIR="+r.s.runDir,
+	)
+	return dedupEnv(env)
+}
+
+// dedupEnv keeps the last value of each variable, as a shell would.
+func dedupEnv(env []string) []string {
+	last := make(map[string]int, len(env))
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		last[k] = i
+	}
+	out := env[:0:0]
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if last[k] == i {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func failBeforeStart(req engine.AttemptRequest, err error) engine.Outcome {
+	if mkErr := os.MkdirAll(filepath.Dir(req.LogPath), 0o755); mkErr == nil {
+		_ = os.WriteFile(req.LogPath, []byte("gpusched: "+err.Error()+"\n"), 0o644)
+	}
+	return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
+}
