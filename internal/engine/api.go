@@ -19,7 +19,11 @@ func (e *Engine) Submit(specs []*task.Spec, specJSON [][]byte) error {
 	if !e.send(submitEvent{specs, specJSON, reply}) {
 		return ErrClosed
 	}
-	return <-reply
+	err, ok := await(e, reply)
+	if !ok {
+		return ErrClosed
+	}
+	return err
 }
 
 // Cancel cancels a task: a pending one never starts, a running one is
@@ -31,7 +35,11 @@ func (e *Engine) Cancel(id string) error {
 	if !e.send(cancelEvent{id, reply}) {
 		return ErrClosed
 	}
-	return <-reply
+	err, ok := await(e, reply)
+	if !ok {
+		return ErrClosed
+	}
+	return err
 }
 
 // Records returns every submitted task's record, in submission order.
@@ -40,7 +48,8 @@ func (e *Engine) Records() []task.Record {
 	if !e.send(recordsEvent{reply}) {
 		return nil
 	}
-	return <-reply
+	recs, _ := await(e, reply)
+	return recs
 }
 
 // Run schedules until nothing more can run, then returns every record. When
@@ -51,7 +60,10 @@ func (e *Engine) Run(ctx context.Context) ([]task.Record, error) {
 	if !e.send(runEvent{ctx, reply}) {
 		return nil, ErrClosed
 	}
-	r := <-reply
+	r, ok := await(e, reply)
+	if !ok {
+		return nil, ErrClosed
+	}
 	return r.records, r.err
 }
 
@@ -61,7 +73,27 @@ func (e *Engine) Close() error {
 	if !e.send(closeEvent{reply}) {
 		return ErrClosed
 	}
-	return <-reply
+	err, ok := await(e, reply)
+	if !ok {
+		return ErrClosed
+	}
+	return err
+}
+
+// await waits for a reply to a request. A request queued just as the loop
+// ended gets no reply; ok is false then.
+func await[T any](e *Engine, reply chan T) (v T, ok bool) {
+	select {
+	case v = <-reply:
+		return v, true
+	case <-e.closed:
+		select { // the loop may have replied just before it ended
+		case v = <-reply:
+			return v, true
+		default:
+			return v, false
+		}
+	}
 }
 
 type submitEvent struct {

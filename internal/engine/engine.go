@@ -192,6 +192,11 @@ type event interface{ apply(e *Engine) }
 // send delivers ev to the loop, or reports that the engine is closed.
 func (e *Engine) send(ev event) bool {
 	select {
+	case <-e.closed:
+		return false
+	default:
+	}
+	select {
 	case e.events <- ev:
 		return true
 	case <-e.closed:

@@ -1,0 +1,268 @@
+package store
+
+import (
+	"bytes"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+func intp(v int) *int { return &v }
+
+// conformance checks what every Store promises.
+func conformance(t *testing.T, open func(t *testing.T) Store) {
+	t.Run("RoundTrip", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		t0 := time.Unix(1700000000, 123456789)
+		b := &Batch{
+			Tasks: []TaskWrite{
+				{ID: "b", Seq: 2, Kind: "command", Spec: []byte(`{"id":"b"}`), State: task.Pending},
+				{ID: "a", Seq: 1, Kind: "command", Spec: []byte(`{"id":"a"}`), State: task.Running},
+			},
+			Attempts: []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, LogPath: "/run/logs/a/attempt-1.log"}}},
+		}
+		if err := s.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+		// Finish a: spec nil keeps the stored definition.
+		b = &Batch{
+			Tasks: []TaskWrite{{ID: "a", Seq: 1, Kind: "command", State: task.Failed, ExitCode: intp(3), Error: "exit code 3"}, {ID: "b", Seq: 2, Kind: "command", State: task.Blocked, BlockedBy: "a", Error: "blocked"}},
+			Attempts: []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: intp(3), Error: "exit code 3",
+				TimedOut: true, Signal: "SIGKILL", LogPath: "/run/logs/a/attempt-1.log", PID: 42, GPU: intp(1)}, Handle: Handle{PID: 42, PGID: 42, StartTicks: 777}}},
+		}
+		if err := s.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || rows[0].ID != "a" || rows[1].ID != "b" {
+			t.Fatalf("rows = %+v, want a then b (by seq)", rows)
+		}
+		a := rows[0]
+		if string(a.Spec) != `{"id":"a"}` || a.State != task.Failed || *a.ExitCode != 3 || a.Error != "exit code 3" {
+			t.Errorf("a = %+v", a)
+		}
+		if len(a.Attempts) != 1 {
+			t.Fatalf("a attempts = %+v", a.Attempts)
+		}
+		at := a.Attempts[0]
+		if !at.Start.Equal(t0) || !at.End.Equal(t0.Add(time.Second)) || *at.ExitCode != 3 || !at.TimedOut || at.Signal != "SIGKILL" ||
+			at.LogPath != "/run/logs/a/attempt-1.log" || at.PID != 42 || *at.GPU != 1 || at.Error != "exit code 3" {
+			t.Errorf("attempt = %+v", at)
+		}
+		if h := a.Handles[1]; h != (Handle{PID: 42, PGID: 42, StartTicks: 777}) {
+			t.Errorf("handle = %+v", h)
+		}
+		if rows[1].State != task.Blocked || rows[1].BlockedBy != "a" || rows[1].ExitCode != nil {
+			t.Errorf("b = %+v", rows[1])
+		}
+	})
+	t.Run("ApplyIsIdempotent", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		b := &Batch{Tasks: []TaskWrite{{ID: "x", Seq: 1, Kind: "command", Spec: []byte(`{}`), State: task.Complete}},
+			Attempts: []AttemptWrite{{TaskID: "x", Attempt: task.Attempt{Number: 1, Start: time.Unix(1, 0)}}}}
+		for range 2 {
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, _ := s.Load()
+		if len(rows) != 1 || len(rows[0].Attempts) != 1 {
+			t.Errorf("rows = %+v", rows)
+		}
+	})
+}
+
+func TestMemoryConformance(t *testing.T) {
+	conformance(t, func(*testing.T) Store { return NewMemory() })
+}
+
+func TestSQLiteConformance(t *testing.T) {
+	conformance(t, func(t *testing.T) Store {
+		dir := t.TempDir()
+		s, err := OpenSQLite(filepath.Join(dir, "state.db"), "/run")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestSQLiteStoresLogPathsRelative(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	s, err := OpenSQLite(path, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "logs", "a", "attempt-1.log")
+	err = s.Apply(&Batch{Tasks: []TaskWrite{{ID: "a", Seq: 1, Kind: "command", Spec: []byte(`{}`), State: task.Running}},
+		Attempts: []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: time.Now(), LogPath: log}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, _ := sql.Open("sqlite", path)
+	var stored string
+	db.QueryRow("SELECT log_path FROM attempts").Scan(&stored)
+	db.Close()
+	if stored != filepath.Join("logs", "a", "attempt-1.log") {
+		t.Errorf("stored log path %q, want it relative to the run directory", stored)
+	}
+	// A moved run directory still finds its logs.
+	moved := filepath.Join(t.TempDir(), "moved")
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenSQLiteReadOnly(filepath.Join(moved, "state.db"), moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rows, _ := r.Load()
+	if got := rows[0].Attempts[0].LogPath; got != filepath.Join(moved, "logs", "a", "attempt-1.log") {
+		t.Errorf("log path after move = %q", got)
+	}
+}
+
+func TestSQLitePersistsAcrossReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := OpenSQLite(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(&Batch{Tasks: []TaskWrite{{ID: "a", Seq: 1, Kind: "command", Spec: []byte(`{}`), State: task.Complete}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = OpenSQLite(path, "")
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	rows, _ := s.Load()
+	if len(rows) != 1 || rows[0].State != task.Complete {
+		t.Errorf("rows after reopen = %+v", rows)
+	}
+}
+
+func TestSQLiteRefusesFilesNotOurs(t *testing.T) {
+	garbage := bytes.Repeat([]byte("this is not sqlite\n"), 300)
+	tests := []struct {
+		name string
+		make func(t *testing.T, path string)
+		want error
+	}{
+		{"garbage", func(t *testing.T, path string) { os.WriteFile(path, garbage, 0o644) }, ErrNotState},
+		{"another program's database", func(t *testing.T, path string) {
+			execSQL(t, path, "CREATE TABLE foo (x INTEGER); INSERT INTO foo VALUES (1)")
+		}, ErrNotState},
+		{"another application id", func(t *testing.T, path string) {
+			execSQL(t, path, "PRAGMA application_id=1234")
+		}, ErrNotState},
+		{"newer gpusched", func(t *testing.T, path string) {
+			execSQL(t, path, fmt.Sprintf("PRAGMA application_id=%d; PRAGMA user_version=99; CREATE TABLE future (x)", ApplicationID))
+		}, ErrTooNew},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			tt.make(t, path)
+			before, _ := os.ReadFile(path)
+			for _, open := range []func(string, string) (*SQLite, error){OpenSQLite, OpenSQLiteReadOnly} {
+				s, err := open(path, "")
+				if err == nil {
+					s.Close()
+					t.Fatal("opened a file that is not a usable state database")
+				}
+				if !errors.Is(err, tt.want) {
+					t.Errorf("error = %v, want %v", err, tt.want)
+				}
+				if !bytes.Contains([]byte(err.Error()), []byte(path)) {
+					t.Errorf("error %q does not name the file", err)
+				}
+			}
+			after, _ := os.ReadFile(path)
+			if !bytes.Equal(before, after) {
+				t.Error("the refused file was modified")
+			}
+			if _, err := os.Stat(path + "-wal"); err == nil {
+				t.Error("a WAL file was created beside the refused file")
+			}
+		})
+	}
+}
+
+func execSQL(t *testing.T, path, q string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(q); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSQLiteReaderWhileWriterOpen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	w, err := OpenSQLite(path, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	write := func(id string, seq int64) {
+		if err := w.Apply(&Batch{Tasks: []TaskWrite{{ID: id, Seq: seq, Kind: "command", Spec: []byte(`{}`), State: task.Running}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a", 1)
+	r, err := OpenSQLiteReadOnly(path, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	write("b", 2)
+	rows, err := r.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, row := range rows {
+		ids = append(ids, row.ID)
+	}
+	if !slices.Equal(ids, []string{"a", "b"}) {
+		t.Errorf("reader sees %v, want [a b]", ids)
+	}
+	if err := r.Apply(&Batch{Tasks: []TaskWrite{{ID: "c"}}}); err == nil {
+		t.Error("a read-only store accepted a write")
+	}
+}
+
+func TestFailing(t *testing.T) {
+	f := &Failing{Store: NewMemory()}
+	b := &Batch{Tasks: []TaskWrite{{ID: "a", Seq: 1}}}
+	if err := f.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	f.Fail(errors.New("disk full"))
+	if err := f.Apply(&Batch{Tasks: []TaskWrite{{ID: "b", Seq: 2}}}); err == nil || err.Error() != "disk full" {
+		t.Errorf("Apply = %v, want disk full", err)
+	}
+	if rows, _ := f.Load(); len(rows) != 1 {
+		t.Errorf("a failed Apply wrote: %+v", rows)
+	}
+}

@@ -1,0 +1,91 @@
+package task
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSpecValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  Spec
+		field string // "" means valid
+		want  error
+	}{
+		{"minimal", Spec{ID: "a"}, "", nil},
+		{"full", Spec{ID: "train-3.b:x@y+z=1,2_", Dependencies: []string{"a", "b"}, Priority: -5, Timeout: time.Hour, Retries: 3,
+			Env: map[string]string{"SEED": "1"}, Resources: ResourceRequest{Device: CUDA, MemoryMiB: 4096}}, "", nil},
+		{"exclusive cuda without budget", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, Exclusive: true}}, "", nil},
+		{"explicit none", Spec{ID: "a", Timeout: NoTimeout, Retries: NoRetries}, "", nil},
+		{"empty id", Spec{}, "id", ErrInvalidTask},
+		{"slash in id", Spec{ID: "a/b"}, "id", ErrInvalidTask},
+		{"space in id", Spec{ID: "a b"}, "id", ErrInvalidTask},
+		{"leading dot", Spec{ID: ".hidden"}, "id", ErrInvalidTask},
+		{"leading dash", Spec{ID: "-x"}, "id", ErrInvalidTask},
+		{"too long", Spec{ID: strings.Repeat("a", MaxIDLen+1)}, "id", ErrInvalidTask},
+		{"empty dependency", Spec{ID: "a", Dependencies: []string{""}}, "dependencies", ErrInvalidTask},
+		{"repeated dependency", Spec{ID: "a", Dependencies: []string{"b", "b"}}, "dependencies", ErrInvalidTask},
+		{"self dependency", Spec{ID: "a", Dependencies: []string{"a"}}, "", ErrCycle},
+		{"bad device", Spec{ID: "a", Resources: ResourceRequest{Device: "gpu"}}, "resources.device", ErrInvalidTask},
+		{"cuda without budget", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA}}, "resources.memory_mib", ErrInvalidTask},
+		{"negative budget", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: -1}}, "resources.memory_mib", ErrInvalidTask},
+		{"budget on cpu", Spec{ID: "a", Resources: ResourceRequest{Device: CPU, MemoryMiB: 10}}, "resources.memory_mib", ErrInvalidTask},
+		{"exclusive cpu", Spec{ID: "a", Resources: ResourceRequest{Device: CPU, Exclusive: true}}, "resources.exclusive", ErrInvalidTask},
+		{"negative timeout", Spec{ID: "a", Timeout: -2 * time.Second}, "timeout", ErrInvalidTask},
+		{"negative retries", Spec{ID: "a", Retries: -2}, "retries", ErrInvalidTask},
+		{"bad env name", Spec{ID: "a", Env: map[string]string{"A=B": "x"}}, "env", ErrInvalidTask},
+		{"empty env name", Spec{ID: "a", Env: map[string]string{"": "x"}}, "env", ErrInvalidTask},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.spec
+			s.Normalize()
+			err := s.Validate()
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Validate() = %v, want %v", err, tt.want)
+			}
+			var te *Error
+			if tt.field != "" && (!errors.As(err, &te) || te.Field != tt.field || te.TaskID != s.ID) {
+				t.Errorf("Validate() = %#v, want a task error on field %q", err, tt.field)
+			}
+			if !strings.Contains(err.Error(), s.ID) {
+				t.Errorf("message %q does not name the task", err)
+			}
+		})
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	s := Spec{ID: "a"}
+	s.Normalize()
+	if s.Kind != DefaultKind || s.Resources.Device != CPU {
+		t.Errorf("Normalize() = %+v", s)
+	}
+}
+
+func TestStateNames(t *testing.T) {
+	want := map[State]string{Pending: "pending", Running: "running", Complete: "complete", Failed: "failed", Blocked: "blocked", Cancelled: "cancelled"}
+	for st, name := range want {
+		if st.String() != name {
+			t.Errorf("%d.String() = %q, want %q", st, st.String(), name)
+		}
+		back, err := ParseState(name)
+		if err != nil || back != st {
+			t.Errorf("ParseState(%q) = %v, %v", name, back, err)
+		}
+	}
+	if _, err := ParseState("done"); err == nil {
+		t.Error("ParseState accepted an unknown name")
+	}
+	if !Failed.Terminal() || Running.Terminal() || Pending.Terminal() {
+		t.Error("Terminal() is wrong")
+	}
+}
