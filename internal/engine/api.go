@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/dag"
@@ -115,7 +116,9 @@ func (ev submitEvent) apply(e *Engine) {
 		ev.reply <- err
 		return
 	}
+	first := e.nextSeq // tasks of this batch have seq >= first
 	nodes := make([]*node, len(ev.specs))
+	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.specs))
 	for i, s := range ev.specs {
 		n := &node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID}}
 		e.nextSeq++
@@ -128,8 +131,34 @@ func (ev submitEvent) apply(e *Engine) {
 		e.tasks[s.ID] = n
 		nodes[i] = n
 	}
-	for _, n := range topoOrder(nodes, e.tasks) {
+	// Link the graph, counting each task's dependencies inside the batch.
+	for _, n := range nodes {
+		n.deps = make([]*node, len(n.spec.Dependencies))
+		for j, id := range n.spec.Dependencies {
+			d := e.tasks[id]
+			n.deps[j] = d
+			d.dependents = append(d.dependents, n)
+			if d.seq >= first {
+				n.inBatch++
+			}
+		}
+	}
+	// Admit in dependency order (Kahn's algorithm; the batch is acyclic):
+	// a task's first state depends on its dependencies' states.
+	queue := make([]*node, 0, len(nodes))
+	for _, n := range nodes {
+		if n.inBatch == 0 {
+			queue = append(queue, n)
+		}
+	}
+	for i := 0; i < len(queue); i++ {
+		n := queue[i]
 		e.admit(n)
+		for _, c := range n.dependents { // all of them are in this batch
+			if c.inBatch--; c.inBatch == 0 {
+				queue = append(queue, c)
+			}
+		}
 	}
 	e.effects = append(e.effects, func(err error) { ev.reply <- err })
 }
@@ -139,16 +168,14 @@ func (ev submitEvent) apply(e *Engine) {
 func (e *Engine) admit(n *node) {
 	var blockedBy *node
 	allKept := true
-	for _, id := range n.spec.Dependencies {
-		d := e.tasks[id]
-		d.dependents = append(d.dependents, n)
+	for _, d := range n.deps {
 		switch d.rec.State {
 		case task.Complete:
 		case task.Failed, task.Cancelled, task.Blocked:
 			if blockedBy == nil {
 				blockedBy = d
-				if d.rec.State == task.Blocked {
-					blockedBy = e.tasks[d.rec.BlockedBy]
+				if b := e.tasks[d.rec.BlockedBy]; d.rec.State == task.Blocked && b != nil {
+					blockedBy = b
 				}
 			}
 		default:
@@ -173,39 +200,6 @@ func (e *Engine) admit(n *node) {
 		}
 	}
 	e.writeTask(n)
-}
-
-// topoOrder orders a batch so that every task comes after the tasks of the
-// batch it depends on (Kahn's algorithm; the batch is known to be acyclic).
-func topoOrder(batch []*node, all map[string]*node) []*node {
-	inBatch := make(map[*node]int, len(batch)) // in-batch dependencies not yet placed
-	for _, n := range batch {
-		inBatch[n] = 0
-	}
-	children := make(map[*node][]*node)
-	for _, n := range batch {
-		for _, id := range n.spec.Dependencies {
-			d := all[id]
-			if _, ok := inBatch[d]; ok {
-				inBatch[n]++
-				children[d] = append(children[d], n)
-			}
-		}
-	}
-	out := make([]*node, 0, len(batch))
-	for _, n := range batch {
-		if inBatch[n] == 0 {
-			out = append(out, n)
-		}
-	}
-	for i := 0; i < len(out); i++ {
-		for _, c := range children[out[i]] {
-			if inBatch[c]--; inBatch[c] == 0 {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
 }
 
 type cancelEvent struct {

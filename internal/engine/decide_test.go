@@ -1,8 +1,13 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/google/btree"
+
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // sliceQueue is a Queue over candidates already in order.
@@ -61,5 +66,43 @@ func TestDecideWalksOnlyWhatItStarts(t *testing.T) {
 	}
 	if q.seen != 2 {
 		t.Errorf("decide looked at %d candidates to start 2", q.seen)
+	}
+}
+
+// BenchmarkDecide100kReady: choosing what to start with 100,000 ready tasks
+// in the engine's real ready queue (a B-tree by priority and submission).
+func BenchmarkDecide100kReady(b *testing.B) {
+	e := &Engine{ready: btree.NewG(32, lessNode)}
+	for i := range 100_000 {
+		n := &node{spec: &task.Spec{ID: fmt.Sprint("t", i), Priority: i % 7}, seq: int64(i)}
+		e.ready.ReplaceOrInsert(n)
+	}
+	q := readyQueue{e.ready}
+	for _, free := range []int{1, 8} {
+		b.Run(fmt.Sprint("free=", free), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if got := decide(View{Free: free, Ready: q}); len(got) != free {
+					b.Fatalf("started %d", len(got))
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadyQueueChurn: taking the best ready task out and putting a
+// new one in, as the loop does once per start, with 100,000 ready.
+func BenchmarkReadyQueueChurn(b *testing.B) {
+	t := btree.NewG(32, lessNode)
+	for i := range 100_000 {
+		t.ReplaceOrInsert(&node{spec: &task.Spec{Priority: i % 7}, seq: int64(i)})
+	}
+	seq := int64(100_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		n, _ := t.DeleteMin()
+		n.seq = seq
+		seq++
+		t.ReplaceOrInsert(n)
 	}
 }

@@ -32,8 +32,9 @@ type SQLite struct {
 	runDir   string // log paths are stored relative to it
 	readOnly bool
 
-	// Prepared statements of the writer; nil when read-only.
-	upsertTask, upsertAttempt *sql.Stmt
+	// Prepared upserts of the writer: task x1, task x chunk, attempt x1,
+	// attempt x chunk; nil when read-only or closed.
+	stmts []*sql.Stmt
 }
 
 var _ Store = (*SQLite)(nil)
@@ -66,12 +67,13 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 		db.Close()
 		return nil, err
 	}
-	if s.upsertTask, err = db.Prepare(upsertTaskSQL); err == nil {
-		s.upsertAttempt, err = db.Prepare(upsertAttemptSQL)
-	}
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("prepare state db %s: %w", path, err)
+	for _, q := range []string{upsertTaskSQL(1), upsertTaskSQL(chunk), upsertAttemptSQL(1), upsertAttemptSQL(chunk)} {
+		st, err := db.Prepare(q)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("prepare state db %s: %w", path, err)
+		}
+		s.stmts = append(s.stmts, st)
 	}
 	return s, nil
 }
@@ -202,18 +204,30 @@ func (s *SQLite) migrate() error {
 	return nil
 }
 
-const upsertTaskSQL = `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at)
-VALUES (?1, ?2, ?3, coalesce(?4, ''), ?5, ?6, ?7, ?8, ?9)
+// Rows are written by multi-row upserts of up to chunk rows: one statement
+// per row costs more in the driver than in SQLite, and a run submits up to
+// 100,000 tasks at once.
+const chunk = 64
+
+const taskColumns = 9
+
+func upsertTaskSQL(rows int) string {
+	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at) VALUES ` +
+		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
-	spec = coalesce(?4, tasks.spec),
+	spec = CASE WHEN excluded.spec = '' THEN tasks.spec ELSE excluded.spec END,
 	state = excluded.state, exit_code = excluded.exit_code,
 	error = excluded.error, blocked_by = excluded.blocked_by,
 	updated_at = excluded.updated_at`
+}
 
-const upsertAttemptSQL = `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
-	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+const attemptColumns = 15
+
+func upsertAttemptSQL(rows int) string {
+	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
+	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu) VALUES ` +
+		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
 	exit_code = excluded.exit_code, signal = excluded.signal,
@@ -221,13 +235,39 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	interrupted = excluded.interrupted, error = excluded.error,
 	log_path = excluded.log_path, pid = excluded.pid, pgid = excluded.pgid,
 	proc_start = excluded.proc_start, gpu = excluded.gpu`
+}
+
+// placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
+func placeholders(rows, cols int) string {
+	one := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
+	return strings.TrimSuffix(strings.Repeat(one+",", rows), ",")
+}
+
+// upsert writes rows of args (cols values each) with the one-row statement
+// and the chunk-row statement, both prepared on tx.
+func upsert(one, many *sql.Stmt, args []any, cols int) error {
+	rows := len(args) / cols
+	for rows >= chunk {
+		if _, err := many.Exec(args[:chunk*cols]...); err != nil {
+			return err
+		}
+		args, rows = args[chunk*cols:], rows-chunk
+	}
+	for ; rows > 0; rows-- {
+		if _, err := one.Exec(args[:cols]...); err != nil {
+			return err
+		}
+		args = args[cols:]
+	}
+	return nil
+}
 
 // Apply writes the batch in one transaction.
 func (s *SQLite) Apply(b *Batch) error {
 	if s.readOnly {
 		return fmt.Errorf("write state db %s: opened read-only", s.path)
 	}
-	if s.upsertTask == nil {
+	if s.stmts == nil {
 		return ErrClosed
 	}
 	if b.Len() == 0 {
@@ -239,17 +279,15 @@ func (s *SQLite) Apply(b *Batch) error {
 	}
 	defer tx.Rollback()
 	now := time.Now().UnixNano()
-	ut, ua := tx.Stmt(s.upsertTask), tx.Stmt(s.upsertAttempt)
+	args := make([]any, 0, max(len(b.Tasks)*taskColumns, len(b.Attempts)*attemptColumns))
 	for i := range b.Tasks {
 		w := &b.Tasks[i]
-		var spec any
-		if w.Spec != nil {
-			spec = string(w.Spec)
-		}
-		if _, err := ut.Exec(w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now); err != nil {
-			return fmt.Errorf("write task %q to state db %s: %w", w.ID, s.path, err)
-		}
+		args = append(args, w.ID, w.Seq, w.Kind, string(w.Spec), w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now)
 	}
+	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
+		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
+	}
+	args = args[:0]
 	for i := range b.Attempts {
 		w := &b.Attempts[i]
 		a := &w.Attempt
@@ -257,10 +295,11 @@ func (s *SQLite) Apply(b *Batch) error {
 		if w.Handle.PID > 0 {
 			pid, pgid, start = w.Handle.PID, w.Handle.PGID, int64(w.Handle.StartTicks)
 		}
-		if _, err := ua.Exec(w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
-			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU)); err != nil {
-			return fmt.Errorf("write attempt %d of task %q to state db %s: %w", a.Number, w.TaskID, s.path, err)
-		}
+		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
+			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU))
+	}
+	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
+		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit state db %s: %w", s.path, err)
@@ -344,11 +383,10 @@ func (s *SQLite) Load() ([]Row, error) {
 
 // Close closes the database; the WAL is checkpointed by SQLite.
 func (s *SQLite) Close() error {
-	if s.upsertTask != nil {
-		s.upsertTask.Close()
-		s.upsertAttempt.Close()
-		s.upsertTask, s.upsertAttempt = nil, nil
+	for _, st := range s.stmts {
+		st.Close()
 	}
+	s.stmts = nil
 	return s.db.Close()
 }
 

@@ -266,3 +266,27 @@ func TestFailing(t *testing.T) {
 		t.Errorf("a failed Apply wrote: %+v", rows)
 	}
 }
+
+// BenchmarkApply100kTasks: one transaction writing 100,000 new tasks, as a
+// SubmitMany of a 100,000-task graph does.
+func BenchmarkApply100kTasks(b *testing.B) {
+	batch := &Batch{}
+	for i := range 100_000 {
+		batch.Tasks = append(batch.Tasks, TaskWrite{ID: fmt.Sprintf("task-%06d", i), Seq: int64(i), Kind: "command",
+			Spec: []byte(`{"id":"task-000000","kind":"command","dependencies":["task-000001"],"payload":["true"]}`), State: task.Pending})
+	}
+	for b.Loop() {
+		b.StopTimer()
+		s, err := OpenSQLite(filepath.Join(b.TempDir(), "state.db"), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := s.Apply(batch); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+}
