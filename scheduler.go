@@ -101,6 +101,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		Store:          st,
 		Runner:         runner{sc},
 		Observer:       o.observer,
+		Reap:           local.KillStale,
 	})
 	if err != nil {
 		st.Close()

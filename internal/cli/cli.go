@@ -130,13 +130,19 @@ func loadWorkflow(path string) (*workflow.Workflow, error) {
 
 // runDirFor resolves --run-dir, else the workflow's default run directory.
 func runDirFor(flag, workflowPath string) (string, error) {
+	dir := flag
 	switch {
-	case flag != "":
-		return flag, nil
+	case dir != "":
 	case workflowPath != "":
-		return DefaultRunDir(workflowPath), nil
+		dir = DefaultRunDir(workflowPath)
+	default:
+		return "", invalid(errors.New("which run? give --run-dir DIR, or the workflow file whose default run directory to use"))
 	}
-	return "", invalid(errors.New("which run? give --run-dir DIR, or the workflow file whose default run directory to use"))
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", invalid(fmt.Errorf("run directory %s: %w", dir, err))
+	}
+	return abs, nil
 }
 
 func statePath(runDir string) (string, error) {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -47,10 +49,11 @@ database without locking it, so it works while "gpusched run" is going.
 			if err != nil {
 				return err
 			}
+			pid := schedulerPID(dir)
 			if asJSON {
-				return writeStatusJSON(c.OutOrStdout(), dir, rows)
+				return writeStatusJSON(c.OutOrStdout(), dir, pid, rows)
 			}
-			writeStatusTable(c.OutOrStdout(), rows, time.Now())
+			writeStatusTable(c.OutOrStdout(), rows, pid, time.Now())
 			return nil
 		},
 	}
@@ -93,11 +96,38 @@ type taskJSON struct {
 	History      []gpusched.Attempt `json:"history"`
 }
 
-func writeStatusJSON(w io.Writer, dir string, rows []store.Row) error {
+// schedulerPID returns the PID of the scheduler using the run directory, or
+// 0 if none is running: the PID the lock file names, if that process lives.
+func schedulerPID(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, gpusched.LockFile))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+		return 0
+	}
+	return pid
+}
+
+func writeStatusJSON(w io.Writer, dir string, pid int, rows []store.Row) error {
 	out := struct {
-		RunDir string     `json:"run_dir"`
-		Tasks  []taskJSON `json:"tasks"`
+		RunDir string `json:"run_dir"`
+		// SchedulerPID is the running scheduler's PID, null if none runs
+		// (then "running" tasks were interrupted and will run again).
+		SchedulerPID *int       `json:"scheduler_pid"`
+		Tasks        []taskJSON `json:"tasks"`
 	}{RunDir: dir, Tasks: make([]taskJSON, 0, len(rows))}
+	if pid > 0 {
+		out.SchedulerPID = &pid
+	}
 	for _, r := range rows {
 		var spec gpusched.TaskSpec
 		_ = json.Unmarshal(r.Spec, &spec)
@@ -135,7 +165,7 @@ func writeStatusJSON(w io.Writer, dir string, rows []store.Row) error {
 	return nil
 }
 
-func writeStatusTable(w io.Writer, rows []store.Row, now time.Time) {
+func writeStatusTable(w io.Writer, rows []store.Row, pid int, now time.Time) {
 	counts := map[gpusched.State]int{}
 	for _, r := range rows {
 		counts[r.State]++
@@ -146,7 +176,15 @@ func writeStatusTable(w io.Writer, rows []store.Row, now time.Time) {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
 		}
 	}
-	fmt.Fprintf(w, "%d tasks: %s\n\n", len(rows), strings.Join(parts, ", "))
+	fmt.Fprintf(w, "%d tasks: %s\n", len(rows), strings.Join(parts, ", "))
+	switch {
+	case pid > 0:
+		fmt.Fprintf(w, "scheduler: running (pid %d)\n\n", pid)
+	case counts[gpusched.StateRunning] > 0:
+		fmt.Fprintf(w, "scheduler: not running; the tasks shown running were interrupted and will run again\n\n")
+	default:
+		fmt.Fprintf(w, "scheduler: not running\n\n")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSTATE\tATTEMPTS\tEXIT\tGPU\tTIME\tNOTE")
 	for _, r := range rows {

@@ -65,6 +65,10 @@ type Config struct {
 	Observer func(Event)
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
+	// Reap, if set, is called at Open for each attempt that was running
+	// when an earlier scheduler died, to kill what is left of it; it
+	// returns how many processes it killed.
+	Reap func(executor.Process) (int, error)
 }
 
 // Engine schedules tasks. Its methods are safe for concurrent use, including
@@ -95,8 +99,10 @@ type node struct {
 	seq        int64
 	rec        task.Record
 	handles    map[int]store.Handle
+	deps       []*node // what it depends on, in Dependencies order
 	dependents []*node
 	waiting    int  // dependencies not yet complete
+	inBatch    int  // while being submitted: dependencies of its batch not yet admitted
 	kept       bool // complete from an earlier run, not run again in this one
 	tries      int  // attempts started in this engine's life
 	inReady    bool
@@ -161,6 +167,15 @@ func Open(cfg Config) (*Engine, error) {
 			if a := &r.Attempts[j]; !a.Ended() {
 				a.End, a.Interrupted = now, true
 				a.Error = "interrupted: the scheduler stopped during the attempt"
+				if h, ok := r.Handles[a.Number]; ok && cfg.Reap != nil {
+					n, err := cfg.Reap(executor.Process{PID: h.PID, PGID: h.PGID, StartTicks: h.StartTicks})
+					switch {
+					case err != nil:
+						a.Error += fmt.Sprintf("; could not kill its processes: %v", err)
+					case n > 0:
+						a.Error += fmt.Sprintf("; killed %d leftover process(es)", n)
+					}
+				}
 				e.batch.Attempts = append(e.batch.Attempts, store.AttemptWrite{TaskID: r.ID, Attempt: *a, Handle: r.Handles[a.Number]})
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -518,11 +519,18 @@ func TestOpenMarksInterruptedAttempts(t *testing.T) {
 			Tasks:    []store.TaskWrite{{ID: "t", Seq: 1, Kind: "command", Spec: []byte(`{"id":"t"}`), State: task.Running}},
 			Attempts: []store.AttemptWrite{{TaskID: "t", Attempt: task.Attempt{Number: 1, Start: started}, Handle: store.Handle{PID: 99, PGID: 99, StartTicks: 5}}},
 		})
-		h := newHarness(t, Config{}, st)
+		var reaped []executor.Process
+		h := newHarness(t, Config{Reap: func(p executor.Process) (int, error) { reaped = append(reaped, p); return 3, nil }}, st)
 		defer h.Close()
 		rows, _ := st.Load()
 		if rows[0].State != task.Pending || !rows[0].Attempts[0].Interrupted || !rows[0].Attempts[0].Ended() {
 			t.Fatalf("after Open: %+v", rows[0])
+		}
+		if want := (executor.Process{PID: 99, PGID: 99, StartTicks: 5}); len(reaped) != 1 || reaped[0] != want {
+			t.Errorf("reaped %+v, want the stored handle %+v", reaped, want)
+		}
+		if got := rows[0].Attempts[0].Error; !strings.Contains(got, "killed 3 leftover") {
+			t.Errorf("interrupted attempt's error = %q", got)
 		}
 		h.mustSubmit(t, spec("t"))
 		r := h.run(t)["t"]

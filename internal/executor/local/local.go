@@ -42,6 +42,20 @@ func (*Executor) Execute(ctx context.Context, job executor.Job, started func(exe
 	}
 	defer logf.Close()
 
+	if job.Dir != "" {
+		if fi, err := os.Stat(job.Dir); err != nil || !fi.IsDir() {
+			var pe *fs.PathError
+			switch {
+			case err == nil:
+				err = errors.New("not a directory")
+			case errors.As(err, &pe):
+				err = pe.Err
+			}
+			err = fmt.Errorf("working directory %s: %w", job.Dir, err)
+			fmt.Fprintf(logf, "gpusched: %v\n", err)
+			return fail(err)
+		}
+	}
 	path, err := lookPath(job.Args[0], job.Env, job.Dir)
 	if err != nil {
 		fmt.Fprintf(logf, "gpusched: %v\n", err)
@@ -156,17 +170,8 @@ func unwrapPathError(err error) error {
 // boot (field 22 of /proc/PID/stat), or 0 if it cannot be read. Together
 // with the PID it names a process uniquely across PID reuse.
 func StartTicks(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
+	fields, ok := statFields(pid)
+	if !ok || len(fields) < 20 {
 		return 0
 	}
 	v, _ := strconv.ParseUint(fields[19], 10, 64)
