@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,9 +70,20 @@ func Parse(path string, data []byte) (*Workflow, error) {
 	}
 	w := &Workflow{Path: path, lines: map[string]int{}}
 	p := parser{path: path, base: filepath.Dir(abs), w: w}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{Path: path, Msg: "empty workflow: it needs a list of tasks under \"tasks:\""}
+		}
 		return nil, p.yamlError(err)
+	}
+	var second yaml.Node
+	if err := dec.Decode(&second); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, p.yamlError(err)
+		}
+		return nil, p.errorf(&second, "a second YAML document (after ---): a workflow file holds one")
 	}
 	if len(doc.Content) == 0 {
 		return nil, &Error{Path: path, Msg: "empty workflow: it needs a list of tasks under \"tasks:\""}
@@ -128,12 +141,30 @@ func (p *parser) errorf(n *yaml.Node, format string, args ...any) error {
 
 var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
 
+// parserProblems are the messages of the YAML library's parser (as opposed
+// to its scanner). For these it reports the 0-based line of the construct
+// being parsed, so one is added to name the 1-based line people see.
+var parserProblems = []string{
+	"did not find expected <document start>",
+	"did not find expected node content",
+	"did not find expected key",
+	"did not find expected '-' indicator",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found undefined tag handle",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+}
+
 func (p *parser) yamlError(err error) error {
 	msg := err.Error()
 	line := 0
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = msg[len(m[0]):]
+		if line > 0 && slices.ContainsFunc(parserProblems, func(pp string) bool { return strings.HasPrefix(msg, pp) }) {
+			line++
+		}
 	}
 	return &Error{Path: p.path, Line: line, Msg: "invalid YAML: " + msg}
 }
@@ -168,21 +199,23 @@ func (p *parser) fields(n *yaml.Node, where string, known []string, visit func(k
 }
 
 func (p *parser) top(n *yaml.Node) error {
-	sawTasks := false
+	var tasksKey *yaml.Node
 	err := p.fields(n, "workflow", []string{"scheduling", "tasks"}, func(key string, k, v *yaml.Node) error {
 		switch key {
 		case "scheduling":
 			return p.scheduling(v)
 		default:
-			sawTasks = true
+			tasksKey = k
 			return p.tasks(v)
 		}
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if !sawTasks || len(p.w.Tasks) == 0 {
+	case tasksKey == nil:
 		return p.errorf(n, "the workflow has no tasks: list them under \"tasks:\"")
+	case len(p.w.Tasks) == 0:
+		return p.errorf(tasksKey, "the workflow has no tasks: the list under \"tasks:\" is empty")
 	}
 	return nil
 }
@@ -254,6 +287,11 @@ func (p *parser) tasks(n *yaml.Node) error {
 				explicitTimeout = true
 			case "retries":
 				t.Retries, err = p.integer(v, field)
+				if err == nil && t.Retries < 0 {
+					// Checked here: -1 would pass as gpusched.NoRetries.
+					te := gpusched.TaskError{TaskID: id, Field: "retries", Reason: fmt.Sprintf("must not be negative (got %d)", t.Retries), Kind: gpusched.ErrInvalidTask}
+					err = &Error{Path: p.path, Line: v.Line, Msg: te.Error(), Err: &te}
+				}
 				explicitRetries = true
 			case "env":
 				t.Env, err = p.env(v, field)
@@ -384,6 +422,9 @@ func (p *parser) env(n *yaml.Node, where string) (map[string]string, error) {
 	out := map[string]string{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		if _, dup := out[k.Value]; dup {
+			return nil, p.errorf(k, "%s: key %q appears twice", where, k.Value)
+		}
 		if v.Kind != yaml.ScalarNode {
 			return nil, p.errorf(v, "%s.%s must be a single value, not %s", where, k.Value, kindName(v))
 		}
