@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Throughput of gpusched against xargs on no-op tasks, and the cost of a
+# dependency hop, measured in the same run on the same machine.
+#
+#   bench/throughput.sh [N_TASKS] [CHAIN_LEN]     (defaults: 2000 and 200)
+#
+# 1. N_TASKS independent `true` tasks through `gpusched run -j 2`, and the same
+#    N_TASKS `true` commands through `xargs -P 2`: prints both rates and their
+#    ratio (goal: gpusched >= 0.7 of xargs).
+# 2. A chain of CHAIN_LEN `true` tasks, each depending on the previous one,
+#    through `gpusched run -j 1`, against a shell loop that runs /bin/true
+#    CHAIN_LEN times: prints the extra time per dependency hop (goal < 2 ms).
+# Each measurement is the best of 3 runs (fresh run directory each time), so
+# a passing hiccup on a shared machine does not decide the figure.
+set -euo pipefail
+n=${1:-2000}
+chain=${2:-200}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+truebin=$(command -v true)
+case $truebin in /*) ;; *) truebin=/bin/true ;; esac
+
+go build -o "$work/gpusched" "$root/cmd/gpusched"
+
+{
+	echo "tasks:"
+	for i in $(seq 1 "$n"); do
+		printf '  - {id: t%d, args: [%s]}\n' "$i" "$truebin"
+	done
+} >"$work/flat.yaml"
+{
+	echo "tasks:"
+	echo "  - {id: c1, args: [$truebin]}"
+	for i in $(seq 2 "$chain"); do
+		printf '  - {id: c%d, dependencies: [c%d], args: [%s]}\n' "$i" "$((i - 1))" "$truebin"
+	done
+} >"$work/chain.yaml"
+
+now() { date +%s.%N; }
+best() { # best of 3: prints the smallest elapsed seconds of "$@"
+	local b="" s e t
+	for _ in 1 2 3; do
+		rm -rf "$work/run"
+		s=$(now)
+		"$@" >/dev/null
+		e=$(now)
+		t=$(echo "$e - $s" | bc -l)
+		if [ -z "$b" ] || [ "$(echo "$t < $b" | bc -l)" = 1 ]; then b=$t; fi
+	done
+	echo "$b"
+}
+xargs_run() { seq 1 "$n" | xargs -P 2 -n 1 "$truebin" ; }
+loop_run() { for _ in $(seq 1 "$chain"); do "$truebin"; done; }
+
+g=$(best "$work/gpusched" run "$work/flat.yaml" --run-dir "$work/run" -j 2)
+x=$(best xargs_run)
+printf 'throughput: %d no-op tasks at -j 2\n' "$n"
+printf '  gpusched  %6.3f s  %7.0f tasks/s\n' "$g" "$(echo "$n / $g" | bc -l)"
+printf '  xargs -P2 %6.3f s  %7.0f tasks/s\n' "$x" "$(echo "$n / $x" | bc -l)"
+printf '  ratio (gpusched rate / xargs rate): %.2f\n' "$(echo "$x / $g" | bc -l)"
+
+c=$(best "$work/gpusched" run "$work/chain.yaml" --run-dir "$work/run" -j 1)
+l=$(best loop_run)
+printf 'dependency chain of %d no-op tasks at -j 1\n' "$chain"
+printf '  gpusched   %6.3f s\n' "$c"
+printf '  shell loop %6.3f s\n' "$l"
+printf '  extra per hop: %.2f ms\n' "$(echo "($c - $l) * 1000 / $chain" | bc -l)"
