@@ -48,7 +48,7 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 	// set before the file is known to be ours. synchronous=NORMAL in WAL mode
 	// survives a crash of the process at any moment; an OS crash may lose the
 	// last transactions, never consistency.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)"
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-32768)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open state db %s: %w", path, err)
@@ -207,7 +207,7 @@ func (s *SQLite) migrate() error {
 // Rows are written by multi-row upserts of up to chunk rows: one statement
 // per row costs more in the driver than in SQLite, and a run submits up to
 // 100,000 tasks at once.
-const chunk = 64
+const chunk = 256
 
 const taskColumns = 9
 
