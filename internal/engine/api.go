@@ -117,10 +117,16 @@ func (ev submitEvent) apply(e *Engine) {
 		return
 	}
 	first := e.nextSeq // tasks of this batch have seq >= first
+	if len(e.tasks) == 0 {
+		e.tasks = make(map[string]*node, len(ev.specs)) // sized once for a big first batch
+	}
 	nodes := make([]*node, len(ev.specs))
+	store := make([]node, len(ev.specs)) // one allocation for the batch's nodes
+	ndeps := 0
 	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.specs))
 	for i, s := range ev.specs {
-		n := &node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID}}
+		n := &store[i]
+		*n = node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID}}
 		e.nextSeq++
 		if p := e.prior[s.ID]; p != nil {
 			// Seen in an earlier run: keep its history, continue numbering.
@@ -130,17 +136,32 @@ func (ev submitEvent) apply(e *Engine) {
 		}
 		e.tasks[s.ID] = n
 		nodes[i] = n
+		ndeps += len(s.Dependencies)
 	}
 	// Link the graph, counting each task's dependencies inside the batch.
+	// Dependency lists share one backing array; dependents lists of the
+	// batch's tasks are sized by a first count, then share another.
+	depsArr := make([]*node, ndeps)
 	for _, n := range nodes {
-		n.deps = make([]*node, len(n.spec.Dependencies))
+		k := len(n.spec.Dependencies)
+		n.deps, depsArr = depsArr[:k:k], depsArr[k:]
 		for j, id := range n.spec.Dependencies {
 			d := e.tasks[id]
 			n.deps[j] = d
-			d.dependents = append(d.dependents, n)
 			if d.seq >= first {
 				n.inBatch++
+				d.inBatchDependents++
 			}
+		}
+	}
+	dependentsArr := make([]*node, ndeps)
+	for _, n := range nodes {
+		k := n.inBatchDependents
+		n.dependents, dependentsArr = dependentsArr[:0:k], dependentsArr[k:]
+	}
+	for _, n := range nodes {
+		for _, d := range n.deps {
+			d.dependents = append(d.dependents, n)
 		}
 	}
 	// Admit in dependency order (Kahn's algorithm; the batch is acyclic):

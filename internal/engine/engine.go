@@ -94,20 +94,21 @@ type Engine struct {
 
 // node is a task inside the loop.
 type node struct {
-	spec       *task.Spec
-	specJSON   []byte
-	seq        int64
-	rec        task.Record
-	handles    map[int]store.Handle
-	deps       []*node // what it depends on, in Dependencies order
-	dependents []*node
-	waiting    int  // dependencies not yet complete
-	inBatch    int  // while being submitted: dependencies of its batch not yet admitted
-	kept       bool // complete from an earlier run, not run again in this one
-	tries      int  // attempts started in this engine's life
-	inReady    bool
-	cancel     context.CancelCauseFunc // while running
-	cancelled  bool                    // a cancellation was requested while running
+	spec              *task.Spec
+	specJSON          []byte
+	seq               int64
+	rec               task.Record
+	handles           map[int]store.Handle
+	deps              []*node // what it depends on, in Dependencies order
+	dependents        []*node
+	waiting           int  // dependencies not yet complete
+	inBatch           int  // while being submitted: dependencies of its batch not yet admitted
+	inBatchDependents int  // while being submitted: tasks of its batch that depend on it
+	kept              bool // complete from an earlier run, not run again in this one
+	tries             int  // attempts started in this engine's life
+	inReady           bool
+	cancel            context.CancelCauseFunc // while running
+	cancelled         bool                    // a cancellation was requested while running
 }
 
 type runState struct {

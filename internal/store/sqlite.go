@@ -216,7 +216,7 @@ func upsertTaskSQL(rows int) string {
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
-	spec = CASE WHEN excluded.spec = '' THEN tasks.spec ELSE excluded.spec END,
+	spec = CASE WHEN length(excluded.spec) = 0 THEN tasks.spec ELSE excluded.spec END,
 	state = excluded.state, exit_code = excluded.exit_code,
 	error = excluded.error, blocked_by = excluded.blocked_by,
 	updated_at = excluded.updated_at`
@@ -282,7 +282,11 @@ func (s *SQLite) Apply(b *Batch) error {
 	args := make([]any, 0, max(len(b.Tasks)*taskColumns, len(b.Attempts)*attemptColumns))
 	for i := range b.Tasks {
 		w := &b.Tasks[i]
-		args = append(args, w.ID, w.Seq, w.Kind, string(w.Spec), w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now)
+		spec := w.Spec
+		if spec == nil {
+			spec = []byte{} // empty: keep the stored definition
+		}
+		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now)
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
