@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/gpu/nvidiasmi"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -35,6 +38,8 @@ type Scheduler struct {
 	settings Scheduling
 	handlers map[string]Handler // fixed at New
 	exec     executor.Executor
+	probe    gpu.Probe
+	smi      bool // probe is the real nvidia-smi
 	engine   *engine.Engine
 	lock     *os.File
 }
@@ -46,6 +51,7 @@ type options struct {
 	handlers map[string]Handler
 	observer func(Event)
 	exec     executor.Executor
+	probe    gpu.Probe // nil: nvidia-smi
 }
 
 // WithHandler registers h for tasks of the given kind, replacing any
@@ -92,7 +98,10 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		lock.Close()
 		return nil, err
 	}
-	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, exec: o.exec, lock: lock}
+	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, exec: o.exec, lock: lock, probe: o.probe}
+	if sc.probe == nil {
+		sc.probe, sc.smi = &nvidiasmi.Probe{Timeout: sc.settings.NvidiaSMITimeout}, true
+	}
 	sc.engine, err = engine.Open(engine.Config{
 		MaxParallel:    sc.settings.MaxParallelTasks,
 		DefaultTimeout: sc.settings.DefaultTimeout,
@@ -102,6 +111,13 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		Runner:         runner{sc},
 		Observer:       o.observer,
 		Reap:           local.KillStale,
+		GPU: engine.GPUConfig{
+			Probe:          sc.probe,
+			Settings:       sc.settings.gpuSettings(),
+			PollInterval:   sc.settings.GPUPollInterval,
+			ReserveAfter:   sc.settings.GPUReserveAfter,
+			UnknownTimeout: sc.settings.GPUUnknownTimeout,
+		},
 	})
 	if err != nil {
 		st.Close()
@@ -158,7 +174,32 @@ func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
 	if err != nil {
 		return err
 	}
-	return s.engine.Submit(specs, blobs)
+	reading, err := s.readGPUs(specs)
+	if err != nil {
+		return err
+	}
+	return s.engine.Submit(specs, blobs, reading)
+}
+
+// readGPUs reads the GPUs when a batch has GPU tasks, so that the engine can
+// refuse requests no card can hold. A machine without nvidia-smi refuses GPU
+// tasks at once; an nvidia-smi that fails leaves the state unknown, and the
+// tasks wait (status says why). A batch without GPU tasks never runs
+// nvidia-smi.
+func (s *Scheduler) readGPUs(specs []*task.Spec) (*engine.Reading, error) {
+	i := slices.IndexFunc(specs, func(sp *task.Spec) bool { return sp.Resources.GPU() })
+	if i < 0 {
+		return nil, nil
+	}
+	if s.smi {
+		if _, err := nvidiasmi.Bin(); err != nil {
+			return nil, &TaskError{TaskID: specs[i].ID, Field: "resources.device",
+				Reason: "cuda tasks need nvidia-smi, which was not found; install the NVIDIA driver or set " + nvidiasmi.EnvBin + " to its path",
+				Kind:   ErrInvalidTask}
+		}
+	}
+	snap, err := s.probe.Snapshot(context.Background())
+	return &engine.Reading{Snap: snap, Err: err}, nil
 }
 
 // ValidateTasks runs every check SubmitMany would on a fresh scheduler with
@@ -266,7 +307,24 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 		ar.Signal = executor.SignalName(res.Signal)
 	}
 	out.Verdict = h.Judge(req.Spec, ar)
+	if out.Verdict != nil && req.GPU != nil {
+		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(logTail(req.LogPath, 64<<10))
+	}
 	return out
+}
+
+// logTail returns up to n bytes from the end of the file at path.
+func logTail(path string, n int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		_, _ = f.Seek(fi.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return b
 }
 
 // env is the attempt's environment: the scheduler's own, the command's
@@ -281,6 +339,19 @@ func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string
 		"GPUSCHED_ATTEMPT="+strconv.Itoa(req.Number),
 		"GPUSCHED_RUN_DIR="+r.s.runDir,
 	)
+	if g := req.GPU; g != nil {
+		// Exactly the card it was admitted to, numbered as nvidia-smi does.
+		env = append(env,
+			"CUDA_VISIBLE_DEVICES="+strconv.Itoa(g.Index),
+			"CUDA_DEVICE_ORDER=PCI_BUS_ID",
+			"GPUSCHED_GPU_INDEX="+strconv.Itoa(g.Index),
+			"GPUSCHED_GPU_UUID="+g.UUID,
+			"GPUSCHED_GPU_MEMORY_MIB="+strconv.FormatInt(g.MemoryMiB, 10),
+		)
+	} else {
+		// No card: a CPU task must not take GPU memory nobody accounts for.
+		env = append(env, "CUDA_VISIBLE_DEVICES=")
+	}
 	return dedupEnv(env)
 }
 

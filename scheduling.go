@@ -1,8 +1,15 @@
 package gpusched
 
 import (
+	"cmp"
+	"fmt"
 	"runtime"
+	"strings"
 	"time"
+
+	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/gpu/nvidiasmi"
 )
 
 // Scheduling holds the queue's settings. The zero value is valid: every
@@ -20,6 +27,37 @@ type Scheduling struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when an attempt is
 	// stopped. Default 10s.
 	KillGrace time.Duration
+
+	// GPU admission (see docs/gpu.md). For the durations and sizes below,
+	// 0 means the default and a negative value means none (or never).
+
+	// GPUSafetyMarginMiB is kept free on every card. Default 512.
+	GPUSafetyMarginMiB int64
+	// GPUCooldown: after a task leaves a card nothing new starts there for
+	// this long. Default 3s.
+	GPUCooldown time.Duration
+	// GPUPlacement is "spread" (the card with the most memory left; the
+	// default) or "pack" (the least that still fits).
+	GPUPlacement string
+	// VisibleGPUs restricts the cards used, by index or UUID. Default: all.
+	VisibleGPUs []string
+	// GPUQuarantineAfter failed attempts in a row on a card quarantine it.
+	// Default 3.
+	GPUQuarantineAfter int
+	// GPUQuarantineFor is how long a quarantine lasts. Default 10m.
+	GPUQuarantineFor time.Duration
+	// GPUPollInterval is how often nvidia-smi is read while GPU tasks wait
+	// or run. Default 2s.
+	GPUPollInterval time.Duration
+	// GPUReserveAfter: a GPU task that does not fit may be passed over by
+	// smaller ones for this long; then it reserves a card until it fits.
+	// Default 1m.
+	GPUReserveAfter time.Duration
+	// GPUUnknownTimeout: GPU tasks waiting while nvidia-smi cannot be read
+	// fail after this long rather than wait forever. Default 10m.
+	GPUUnknownTimeout time.Duration
+	// NvidiaSMITimeout bounds each nvidia-smi call. Default 10s.
+	NvidiaSMITimeout time.Duration
 }
 
 // DefaultKillGrace is KillGrace's default.
@@ -36,9 +74,32 @@ func (s Scheduling) Validate() error {
 		return &SchedulingError{"retries", "must not be negative"}
 	case s.KillGrace < 0:
 		return &SchedulingError{"kill_grace", "must not be negative"}
+	case s.GPUPlacement != "" && s.GPUPlacement != "spread" && s.GPUPlacement != "pack":
+		return &SchedulingError{"gpu_placement", fmt.Sprintf("must be \"spread\" or \"pack\", not %q", s.GPUPlacement)}
+	case s.GPUPollInterval < 0:
+		return &SchedulingError{"gpu_poll_interval", "must not be negative"}
+	case s.NvidiaSMITimeout < 0:
+		return &SchedulingError{"nvidia_smi_timeout", "must not be negative"}
+	}
+	for _, v := range s.VisibleGPUs {
+		if strings.TrimSpace(v) == "" {
+			return &SchedulingError{"visible_gpus", "has an empty entry; list card indices or UUIDs"}
+		}
 	}
 	return nil
 }
+
+// Defaults of the GPU settings.
+const (
+	DefaultGPUSafetyMarginMiB = gpu.DefaultSafetyMarginMiB
+	DefaultGPUCooldown        = gpu.DefaultCooldown
+	DefaultGPUQuarantineAfter = gpu.DefaultQuarantineAfter
+	DefaultGPUQuarantineFor   = gpu.DefaultQuarantineFor
+	DefaultGPUPollInterval    = engine.DefaultPollInterval
+	DefaultGPUReserveAfter    = engine.DefaultReserveAfter
+	DefaultGPUUnknownTimeout  = engine.DefaultUnknownTimeout
+	DefaultNvidiaSMITimeout   = nvidiasmi.DefaultTimeout
+)
 
 // withDefaults returns s with zero fields set to their defaults.
 func (s Scheduling) withDefaults() Scheduling {
@@ -48,5 +109,40 @@ func (s Scheduling) withDefaults() Scheduling {
 	if s.KillGrace == 0 {
 		s.KillGrace = DefaultKillGrace
 	}
+	s.GPUSafetyMarginMiB = orDefault(s.GPUSafetyMarginMiB, DefaultGPUSafetyMarginMiB)
+	s.GPUCooldown = orDefault(s.GPUCooldown, DefaultGPUCooldown)
+	s.GPUQuarantineAfter = orDefault(s.GPUQuarantineAfter, DefaultGPUQuarantineAfter)
+	s.GPUQuarantineFor = orDefault(s.GPUQuarantineFor, DefaultGPUQuarantineFor)
+	s.GPUReserveAfter = cmp.Or(s.GPUReserveAfter, DefaultGPUReserveAfter) // negative stays: never
+	s.GPUUnknownTimeout = orDefault(s.GPUUnknownTimeout, DefaultGPUUnknownTimeout)
+	s.GPUPollInterval = cmp.Or(s.GPUPollInterval, DefaultGPUPollInterval)
+	s.NvidiaSMITimeout = cmp.Or(s.NvidiaSMITimeout, DefaultNvidiaSMITimeout)
+	if s.GPUPlacement == "" {
+		s.GPUPlacement = "spread"
+	}
 	return s
+}
+
+// orDefault: 0 means the default, negative means none (0).
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// gpuSettings returns the admission settings of s, defaults filled in.
+func (s Scheduling) gpuSettings() gpu.Settings {
+	p, _ := gpu.ParsePlacement(s.GPUPlacement)
+	return gpu.Settings{
+		SafetyMarginMiB: s.GPUSafetyMarginMiB,
+		Cooldown:        s.GPUCooldown,
+		Placement:       p,
+		Visible:         s.VisibleGPUs,
+		QuarantineAfter: s.GPUQuarantineAfter,
+		QuarantineFor:   s.GPUQuarantineFor,
+	}
 }

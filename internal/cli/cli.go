@@ -96,7 +96,7 @@ line is invalid, and nothing ran.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return invalid(fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath()))
 	})
-	root.AddCommand(newRunCmd(), newValidateCmd(), newStatusCmd(), newLogsCmd())
+	root.AddCommand(newRunCmd(), newValidateCmd(), newStatusCmd(), newLogsCmd(), newGPUsCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

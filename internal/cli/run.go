@@ -117,12 +117,20 @@ func lineObserver(w io.Writer) func(gpusched.Event) {
 		a := ev.Attempt
 		switch ev.Kind {
 		case gpusched.EventStarted:
+			if a.GPU != nil {
+				fmt.Fprintf(w, "%s start     %s (attempt %d, card %d, %d MiB)\n", ts, ev.TaskID, a.Number, *a.GPU, a.MemRequestedMiB)
+				break
+			}
 			fmt.Fprintf(w, "%s start     %s (attempt %d)\n", ts, ev.TaskID, a.Number)
 		case gpusched.EventComplete:
 			fmt.Fprintf(w, "%s complete  %s (attempt %d, %s)\n", ts, ev.TaskID, a.Number, round(a.End.Sub(a.Start)))
 		case gpusched.EventRetrying:
 			fmt.Fprintf(w, "%s retry     %s: attempt %d %s; log %s\n", ts, ev.TaskID, a.Number, a.Error, a.LogPath)
 		case gpusched.EventFailed:
+			if a.Number == 0 {
+				fmt.Fprintf(w, "%s failed    %s: %s\n", ts, ev.TaskID, ev.Error)
+				break
+			}
 			fmt.Fprintf(w, "%s failed    %s: attempt %d %s; log %s\n", ts, ev.TaskID, a.Number, a.Error, a.LogPath)
 		case gpusched.EventBlocked:
 			fmt.Fprintf(w, "%s blocked   %s (by %s)\n", ts, ev.TaskID, ev.BlockedBy)
@@ -151,8 +159,11 @@ func writeSummary(w io.Writer, records []gpusched.Record, completedNow int, took
 	for _, r := range records {
 		switch r.State {
 		case gpusched.StateFailed:
-			a := r.LastAttempt()
-			fmt.Fprintf(w, "  failed  %s: %s after %d attempt(s); log %s\n", r.ID, r.Error, len(r.Attempts), a.LogPath)
+			if a := r.LastAttempt(); a != nil {
+				fmt.Fprintf(w, "  failed  %s: %s after %d attempt(s); log %s\n", r.ID, r.Error, len(r.Attempts), a.LogPath)
+			} else {
+				fmt.Fprintf(w, "  failed  %s: %s (it never started)\n", r.ID, r.Error)
+			}
 		case gpusched.StateBlocked:
 			fmt.Fprintf(w, "  blocked %s: %s\n", r.ID, r.Error)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 )
 
@@ -23,13 +24,16 @@ func newStatusCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "status [WORKFLOW] [--run-dir DIR] [--json]",
 		Short: "Show the state of every task of a run",
-		Long: `Show every task of a run: state, attempts, last exit code, card, time, and
-why it failed or is blocked. Name the run with --run-dir, or give the
+		Long: `Show every task of a run: state, attempts, last exit code, card, time, why
+it failed or is blocked, and why a pending task is still waiting (for a GPU
+task: what it needs and what stands in the way on the best card). With GPU
+tasks, the cards are shown too. Name the run with --run-dir, or give the
 workflow file to use its default run directory. It reads the state
 database without locking it, so it works while "gpusched run" is going.
 
---json prints {"run_dir": ..., "tasks": [{"id", "state", "attempts",
-"exit_code", "gpu", ...}]}; exit_code and gpu are null when not known.`,
+--json prints {"run_dir": ..., "scheduler_pid": ..., "tasks": [{"id",
+"state", "attempts", "exit_code", "gpu", "waiting", ...}], "gpus": [...]};
+exit_code and gpu are null when not known.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return invalid(fmt.Errorf("%s takes at most one workflow file (got %d arguments)", c.CommandPath(), len(args)))
@@ -45,15 +49,14 @@ database without locking it, so it works while "gpusched run" is going.
 			if err != nil {
 				return err
 			}
-			rows, err := loadRows(dir)
+			v, err := loadRun(dir)
 			if err != nil {
 				return err
 			}
-			pid := schedulerPID(dir)
 			if asJSON {
-				return writeStatusJSON(c.OutOrStdout(), dir, pid, rows)
+				return writeStatusJSON(c.OutOrStdout(), v)
 			}
-			writeStatusTable(c.OutOrStdout(), rows, pid, time.Now())
+			writeStatusTable(c.OutOrStdout(), v, time.Now())
 			return nil
 		},
 	}
@@ -62,8 +65,31 @@ database without locking it, so it works while "gpusched run" is going.
 	return c
 }
 
+// runView is what status and gpus show: a run's tasks, cards and facts,
+// read through a read-only connection.
+type runView struct {
+	dir       string
+	pid       int // the running scheduler, 0 if none
+	rows      []store.Row
+	specs     map[string]gpusched.TaskSpec
+	cards     []gpu.CardView
+	cardsAt   time.Time
+	unknown   string            // why the GPU state cannot be read
+	waiting   map[string]string // pending task -> why it does not start
+	gpuTasks  bool              // the run has GPU tasks
+	taskIndex map[string]int
+}
+
 // loadRows reads a run's tasks through a read-only connection.
 func loadRows(dir string) ([]store.Row, error) {
+	v, err := loadRun(dir)
+	if err != nil {
+		return nil, err
+	}
+	return v.rows, nil
+}
+
+func loadRun(dir string) (*runView, error) {
 	path, err := statePath(dir)
 	if err != nil {
 		return nil, err
@@ -73,11 +99,55 @@ func loadRows(dir string) ([]store.Row, error) {
 		return nil, failed(err)
 	}
 	defer st.Close()
-	rows, err := st.Load()
+	v := &runView{dir: dir, pid: schedulerPID(dir), specs: map[string]gpusched.TaskSpec{}, taskIndex: map[string]int{}}
+	if v.rows, err = st.Load(); err != nil {
+		return nil, failed(err)
+	}
+	if v.cards, v.cardsAt, err = st.LoadCards(); err != nil {
+		return nil, failed(err)
+	}
+	meta, err := st.LoadMeta()
 	if err != nil {
 		return nil, failed(err)
 	}
-	return rows, nil
+	v.unknown = meta[store.MetaGPUUnknown]
+	for i, r := range v.rows {
+		var sp gpusched.TaskSpec
+		_ = json.Unmarshal(r.Spec, &sp)
+		v.specs[r.ID] = sp
+		v.taskIndex[r.ID] = i
+		v.gpuTasks = v.gpuTasks || sp.Resources.GPU()
+	}
+	v.explainWaiting()
+	return v, nil
+}
+
+// explainWaiting says, for each pending task, why it has not started.
+func (v *runView) explainWaiting() {
+	v.waiting = map[string]string{}
+	for _, r := range v.rows {
+		if r.State != gpusched.StatePending {
+			continue
+		}
+		sp := v.specs[r.ID]
+		var waitingOn []string
+		for _, d := range sp.Dependencies {
+			if i, ok := v.taskIndex[d]; ok && v.rows[i].State != gpusched.StateComplete {
+				waitingOn = append(waitingOn, d)
+			}
+		}
+		switch {
+		case v.pid == 0:
+			v.waiting[r.ID] = "not started: no scheduler is running"
+		case len(waitingOn) > 0:
+			v.waiting[r.ID] = "waiting for " + strings.Join(waitingOn, ", ")
+		case sp.Resources.GPU():
+			need := gpu.Need{MiB: max(sp.Resources.MemoryMiB, r.GPURequestMiB), Exclusive: sp.Resources.Exclusive}
+			v.waiting[r.ID] = gpu.Explain(v.cards, need, r.ID, v.unknown)
+		default:
+			v.waiting[r.ID] = "waiting for a free slot"
+		}
+	}
 }
 
 type taskJSON struct {
@@ -88,8 +158,10 @@ type taskJSON struct {
 	GPU          *int               `json:"gpu"`
 	Error        string             `json:"error,omitempty"`
 	BlockedBy    string             `json:"blocked_by,omitempty"`
+	Waiting      string             `json:"waiting,omitempty"`
 	Dependencies []string           `json:"dependencies"`
 	Priority     int                `json:"priority"`
+	MemoryMiB    int64              `json:"memory_mib,omitempty"`
 	Started      *time.Time         `json:"started"`
 	Ended        *time.Time         `json:"ended"`
 	Log          *string            `json:"log"`
@@ -117,24 +189,31 @@ func schedulerPID(dir string) int {
 	return pid
 }
 
-func writeStatusJSON(w io.Writer, dir string, pid int, rows []store.Row) error {
+func writeStatusJSON(w io.Writer, v *runView) error {
 	out := struct {
 		RunDir string `json:"run_dir"`
 		// SchedulerPID is the running scheduler's PID, null if none runs
 		// (then "running" tasks were interrupted and will run again).
-		SchedulerPID *int       `json:"scheduler_pid"`
-		Tasks        []taskJSON `json:"tasks"`
-	}{RunDir: dir, Tasks: make([]taskJSON, 0, len(rows))}
-	if pid > 0 {
-		out.SchedulerPID = &pid
+		SchedulerPID *int           `json:"scheduler_pid"`
+		Tasks        []taskJSON     `json:"tasks"`
+		GPUs         []gpu.CardView `json:"gpus"`
+		GPUUnknown   string         `json:"gpu_unknown,omitempty"`
+	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown}
+	if v.pid > 0 {
+		out.SchedulerPID = &v.pid
 	}
-	for _, r := range rows {
-		var spec gpusched.TaskSpec
-		_ = json.Unmarshal(r.Spec, &spec)
+	if out.GPUs == nil {
+		out.GPUs = []gpu.CardView{}
+	}
+	for _, r := range v.rows {
+		spec := v.specs[r.ID]
 		t := taskJSON{
 			ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
-			Error: r.Error, BlockedBy: r.BlockedBy, Dependencies: spec.Dependencies, Priority: spec.Priority,
-			History: r.Attempts,
+			Error: r.Error, BlockedBy: r.BlockedBy, Waiting: v.waiting[r.ID],
+			Dependencies: spec.Dependencies, Priority: spec.Priority, History: r.Attempts,
+		}
+		if spec.Resources.GPU() {
+			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
 		}
 		if t.Dependencies == nil {
 			t.Dependencies = []string{}
@@ -165,9 +244,9 @@ func writeStatusJSON(w io.Writer, dir string, pid int, rows []store.Row) error {
 	return nil
 }
 
-func writeStatusTable(w io.Writer, rows []store.Row, pid int, now time.Time) {
+func writeStatusTable(w io.Writer, v *runView, now time.Time) {
 	counts := map[gpusched.State]int{}
-	for _, r := range rows {
+	for _, r := range v.rows {
 		counts[r.State]++
 	}
 	var parts []string
@@ -176,10 +255,10 @@ func writeStatusTable(w io.Writer, rows []store.Row, pid int, now time.Time) {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
 		}
 	}
-	fmt.Fprintf(w, "%d tasks: %s\n", len(rows), strings.Join(parts, ", "))
+	fmt.Fprintf(w, "%d tasks: %s\n", len(v.rows), strings.Join(parts, ", "))
 	switch {
-	case pid > 0:
-		fmt.Fprintf(w, "scheduler: running (pid %d)\n\n", pid)
+	case v.pid > 0:
+		fmt.Fprintf(w, "scheduler: running (pid %d)\n\n", v.pid)
 	case counts[gpusched.StateRunning] > 0:
 		fmt.Fprintf(w, "scheduler: not running; the tasks shown running were interrupted and will run again\n\n")
 	default:
@@ -187,14 +266,14 @@ func writeStatusTable(w io.Writer, rows []store.Row, pid int, now time.Time) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tSTATE\tATTEMPTS\tEXIT\tGPU\tTIME\tNOTE")
-	for _, r := range rows {
-		exit, gpu, took := "-", "-", "-"
+	for _, r := range v.rows {
+		exit, card, took := "-", "-", "-"
 		if r.ExitCode != nil {
 			exit = strconv.Itoa(*r.ExitCode)
 		}
 		if a := r.LastAttempt(); a != nil {
 			if a.GPU != nil {
-				gpu = strconv.Itoa(*a.GPU)
+				card = strconv.Itoa(*a.GPU)
 			}
 			end := a.End
 			if !a.Ended() {
@@ -206,10 +285,55 @@ func writeStatusTable(w io.Writer, rows []store.Row, pid int, now time.Time) {
 			}
 		}
 		note := r.Error
-		if r.State == gpusched.StateComplete {
+		switch r.State {
+		case gpusched.StateComplete, gpusched.StateRunning:
 			note = ""
+		case gpusched.StatePending:
+			note = v.waiting[r.ID]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.State, len(r.Attempts), exit, gpu, took, note)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.State, len(r.Attempts), exit, card, took, note)
+	}
+	tw.Flush()
+	if v.gpuTasks && (len(v.cards) > 0 || v.unknown != "") {
+		fmt.Fprintln(w)
+		writeCards(w, v.cards, v.unknown, v.cardsAt)
+	}
+}
+
+// writeCards prints the cards as admission sees them.
+func writeCards(w io.Writer, cards []gpu.CardView, unknown string, at time.Time) {
+	if unknown != "" {
+		fmt.Fprintf(w, "GPU state unknown: %s\n", unknown)
+	}
+	if len(cards) == 0 {
+		return
+	}
+	if !at.IsZero() {
+		fmt.Fprintf(w, "cards as of %s (MiB):\n", at.Format(time.TimeOnly))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CARD\tNAME\tTOTAL\tUSED\tFOREIGN\tCHARGED\tAVAILABLE\tSTATE\tTASKS\t")
+	for _, c := range cards {
+		state := c.State.String()
+		if c.Reason != "" && c.State != gpu.CardOK {
+			state += ": " + c.Reason
+		}
+		if !c.Until.IsZero() {
+			state += " (until " + c.Until.Local().Format(time.TimeOnly) + ")"
+		}
+		if c.ReservedFor != "" {
+			state += ", reserved for " + c.ReservedFor
+		}
+		var tasks []string
+		for _, h := range c.Holders {
+			s := fmt.Sprintf("%s %d", h.Task, h.ChargedMiB())
+			if h.Exclusive {
+				s += " (exclusive)"
+			}
+			tasks = append(tasks, s)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", c.Index, c.Name, c.TotalMiB, c.UsedMiB, c.ForeignMiB,
+			c.ChargedMiB, c.AvailableMiB, state, strings.Join(tasks, ", "))
 	}
 	tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/dag"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -15,9 +16,12 @@ import (
 // normalized and valid on its own (task.Spec.Validate); Submit checks the
 // graph: duplicates, unknown dependencies, cycles. specJSON[i] is spec i's
 // definition as persisted. Submit returns once the batch is committed.
-func (e *Engine) Submit(specs []*task.Spec, specJSON [][]byte) error {
+//
+// reading, if not nil, is a GPU probe's answer taken for this batch: GPU
+// tasks larger than every card are refused with it.
+func (e *Engine) Submit(specs []*task.Spec, specJSON [][]byte, reading *Reading) error {
 	reply := make(chan error, 1)
-	if !e.send(submitEvent{specs, specJSON, reply}) {
+	if !e.send(submitEvent{specs, specJSON, reading, reply}) {
 		return ErrClosed
 	}
 	err, ok := await(e, reply)
@@ -100,6 +104,7 @@ func await[T any](e *Engine, reply chan T) (v T, ok bool) {
 type submitEvent struct {
 	specs    []*task.Spec
 	specJSON [][]byte
+	reading  *Reading
 	reply    chan error
 }
 
@@ -116,6 +121,10 @@ func (ev submitEvent) apply(e *Engine) {
 		ev.reply <- err
 		return
 	}
+	if err := e.checkSubmittedGPU(ev.specs, ev.reading); err != nil {
+		ev.reply <- err
+		return
+	}
 	first := e.nextSeq // tasks of this batch have seq >= first
 	if len(e.tasks) == 0 {
 		e.tasks = make(map[string]*node, len(ev.specs)) // sized once for a big first batch
@@ -126,11 +135,17 @@ func (ev submitEvent) apply(e *Engine) {
 	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.specs))
 	for i, s := range ev.specs {
 		n := &store[i]
-		*n = node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID}}
+		*n = node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID}, card: -1}
+		if s.Resources.GPU() {
+			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
+		}
 		e.nextSeq++
 		if p := e.prior[s.ID]; p != nil {
 			// Seen in an earlier run: keep its history, continue numbering.
 			n.rec.Attempts, n.handles, n.rec.ExitCode = p.Attempts, p.Handles, p.ExitCode
+			if p.GPURequestMiB > n.need.MiB && s.Resources.GPU() {
+				n.need.MiB = p.GPURequestMiB // it ran out of memory before
+			}
 			delete(e.prior, s.ID)
 			n.kept = p.State == task.Complete
 		}
@@ -240,10 +255,7 @@ func (ev cancelEvent) apply(e *Engine) {
 		n.cancel(ErrCancelled)
 		ev.reply <- nil // the exit event records the cancellation
 	case task.Pending:
-		if n.inReady {
-			e.ready.Delete(n)
-			n.inReady = false
-		}
+		e.unready(n)
 		n.rec.State, n.rec.Error = task.Cancelled, "cancelled before it started"
 		e.writeTask(n)
 		e.notify(Event{Kind: TaskCancelled, TaskID: n.spec.ID})
@@ -319,6 +331,7 @@ type Event struct {
 	TaskID    string
 	Attempt   task.Attempt // the attempt concerned, for Started..Failed and a running task's cancellation
 	BlockedBy string       // for TaskBlocked
+	Error     string       // for Failed without an attempt: why it could not run
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

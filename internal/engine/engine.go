@@ -12,6 +12,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -41,6 +42,15 @@ type AttemptRequest struct {
 	Spec    *task.Spec
 	Number  int    // the attempt's number, from 1
 	LogPath string // the file that receives its output
+	// GPU is the card a GPU task was admitted to; nil for a CPU task.
+	GPU *Assignment
+}
+
+// Assignment is the card an attempt runs on.
+type Assignment struct {
+	Index     int    // nvidia-smi's index
+	UUID      string // the card's UUID
+	MemoryMiB int64  // the memory it was admitted with
 }
 
 // Outcome is what a Runner reports.
@@ -49,6 +59,10 @@ type Outcome struct {
 	// Verdict is nil when the attempt succeeded, else why it failed (for
 	// example "exit code 3", or an error of the kind's handler).
 	Verdict error
+	// OOM is set when a GPU attempt's output shows CUDA running out of
+	// memory; OOMTriedMiB is the failing allocation's size when known.
+	OOM         bool
+	OOMTriedMiB int64
 }
 
 // Config configures an engine. Zero values mean the documented defaults.
@@ -69,6 +83,8 @@ type Config struct {
 	// when an earlier scheduler died, to kill what is left of it; it
 	// returns how many processes it killed.
 	Reap func(executor.Process) (int, error)
+	// GPU configures GPU admission.
+	GPU GPUConfig
 }
 
 // Engine schedules tasks. Its methods are safe for concurrent use, including
@@ -90,6 +106,19 @@ type Engine struct {
 	broken    error                   // a failed commit: nothing new starts
 	closing   chan error              // Close's reply, once asked
 	readyView readyQueue
+
+	// GPU admission, owned by the loop too.
+	board      *gpu.Board
+	gpuReady   int            // ready tasks that need a GPU
+	gpuRunning int            // running attempts that hold a GPU
+	polling    bool           // a probe is in flight
+	nextPoll   time.Time      // when to probe next while GPU tasks wait or run
+	wake       *time.Timer    // wakes the loop for the next poll or card change
+	reserved   map[int]string // card index -> starving task, from the last decision
+	cardsDirty bool           // the saved view of the cards is out of date
+	fitCheck   bool           // a reading arrived: check waiting tasks still fit some card
+	pollCtx    context.Context
+	stopPolls  context.CancelFunc
 }
 
 // node is a task inside the loop.
@@ -109,6 +138,12 @@ type node struct {
 	inReady           bool
 	cancel            context.CancelCauseFunc // while running
 	cancelled         bool                    // a cancellation was requested while running
+
+	// GPU tasks only.
+	need       gpu.Need  // its request; grows after an out-of-memory failure
+	readySince time.Time // when it last became ready
+	card       int       // the card of its running attempt; -1 when none
+	outgrown   string    // why its grown request fits no card, if it does not
 }
 
 type runState struct {
@@ -155,6 +190,7 @@ func Open(cfg Config) (*Engine, error) {
 		prior:  make(map[string]*store.Row, len(rows)),
 	}
 	e.readyView = readyQueue{e.ready}
+	e.initGPU()
 	now := cfg.Now()
 	for i := range rows {
 		r := &rows[i]
@@ -181,7 +217,8 @@ func Open(cfg Config) (*Engine, error) {
 			}
 		}
 		r.State = task.Pending
-		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: r.ID, Seq: r.Seq, Kind: kindOf(r.Spec), State: task.Pending, ExitCode: r.ExitCode, Error: "interrupted"})
+		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: r.ID, Seq: r.Seq, Kind: kindOf(r.Spec), State: task.Pending,
+			ExitCode: r.ExitCode, Error: "interrupted", GPURequestMiB: r.GPURequestMiB})
 	}
 	if err := cfg.Store.Apply(&e.batch); err != nil {
 		return nil, err
@@ -241,11 +278,17 @@ func (e *Engine) loop() {
 			}
 		case <-runDone:
 			e.stopAll(e.run.ctx.Err())
+		case <-e.wake.C:
+			// A poll is due, or a card's cooldown or quarantine ended.
 		}
+		e.checkGPUWaits()
 		e.schedule()
+		e.pollGPUs()
 		e.flush()
 		e.finishRun()
 		if e.closing != nil && e.running == 0 {
+			e.stopPolls()
+			e.wake.Stop()
 			err := e.cfg.Store.Close()
 			if e.run != nil {
 				e.run.reply <- runResult{e.records(), ErrClosed}
@@ -262,8 +305,23 @@ func (e *Engine) schedule() {
 	if e.run == nil || e.run.stop != nil || e.broken != nil || e.closing != nil {
 		return
 	}
-	for _, a := range decide(View{Free: e.cfg.MaxParallel - e.running, Ready: e.readyView}) {
-		e.start(e.tasks[a.TaskID])
+	v := View{Free: e.cfg.MaxParallel - e.running, Ready: e.readyView, Now: e.cfg.Now()}
+	if e.gpuReady > 0 {
+		v.GPUKnown = e.board.Known()
+		v.Cards = e.board.Views(v.Now)
+		v.Placement = e.board.Settings().Placement
+		v.ReserveAfter = e.cfg.GPU.ReserveAfter
+	}
+	plan := decide(v)
+	for _, a := range plan.Starts {
+		var card *gpu.CardView
+		if a.Card >= 0 {
+			card = &v.Cards[a.Card]
+		}
+		e.start(e.tasks[a.TaskID], card)
+	}
+	if e.gpuReady > 0 || len(e.reserved) > 0 {
+		e.setReserved(plan.Reserved)
 	}
 }
 
@@ -318,15 +376,24 @@ func (e *Engine) stopAll(why error) {
 
 // start moves a ready task to running and, once that is committed, launches
 // its attempt on a worker goroutine.
-func (e *Engine) start(n *node) {
-	e.ready.Delete(n)
-	n.inReady = false
+func (e *Engine) start(n *node, card *gpu.CardView) {
+	e.unready(n)
 	n.tries++
 	number := len(n.rec.Attempts) + 1
 	att := task.Attempt{
 		Number:  number,
 		Start:   e.cfg.Now(),
 		LogPath: filepath.Join(e.cfg.LogDir, n.spec.ID, "attempt-"+strconv.Itoa(number)+".log"),
+	}
+	var assign *Assignment
+	if card != nil {
+		idx := card.Index
+		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
+		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
+		n.card = idx
+		e.board.Hold(n.spec.ID, idx, n.need)
+		e.gpuRunning++
+		e.cardsDirty = true
 	}
 	n.rec.Attempts = append(n.rec.Attempts, att)
 	n.rec.State = task.Running
@@ -337,7 +404,7 @@ func (e *Engine) start(n *node) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	n.cancel = cancel
 	timeout := e.timeoutOf(n.spec)
-	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: att.LogPath}
+	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: att.LogPath, GPU: assign}
 	e.notify(Event{Kind: Started, TaskID: n.spec.ID, Attempt: att})
 	e.effects = append(e.effects, func(err error) {
 		if err != nil {
@@ -397,6 +464,9 @@ func (ev startedEvent) apply(e *Engine) {
 		n.handles = map[int]store.Handle{}
 	}
 	n.handles[ev.number] = store.Handle{PID: ev.proc.PID, PGID: ev.proc.PGID, StartTicks: ev.proc.StartTicks}
+	if n.card >= 0 {
+		e.board.SetPID(n.spec.ID, n.card, ev.proc.PID)
+	}
 	e.writeAttempt(n, ev.number)
 }
 
@@ -440,6 +510,9 @@ func (ev exitEvent) apply(e *Engine) {
 	default:
 		a.Error = ""
 	}
+	if n.card >= 0 {
+		e.releaseGPU(n, a, a.Error != "" && !cancelled, out)
+	}
 	e.writeAttempt(n, ev.number)
 	ended := Event{TaskID: n.spec.ID, Attempt: *a}
 
@@ -461,7 +534,7 @@ func (ev exitEvent) apply(e *Engine) {
 		ended.Kind = TaskCancelled
 		e.notify(ended)
 		e.blockDownstream(n)
-	case n.tries <= e.retriesOf(n.spec) && e.broken == nil && (e.run == nil || e.run.stop == nil):
+	case n.tries <= e.retriesOf(n.spec) && e.broken == nil && (e.run == nil || e.run.stop == nil) && !e.outgrown(n):
 		n.rec.State, n.rec.Error = task.Pending, a.Error
 		e.writeTask(n)
 		ended.Kind = Retrying
@@ -481,6 +554,21 @@ func (e *Engine) makeReady(n *node) {
 	if !n.inReady {
 		e.ready.ReplaceOrInsert(n)
 		n.inReady = true
+		if n.spec.Resources.GPU() {
+			e.gpuReady++
+			n.readySince = e.cfg.Now()
+		}
+	}
+}
+
+// unready takes a task out of the ready queue.
+func (e *Engine) unready(n *node) {
+	if n.inReady {
+		e.ready.Delete(n)
+		n.inReady = false
+		if n.spec.Resources.GPU() {
+			e.gpuReady--
+		}
 	}
 }
 
@@ -500,10 +588,7 @@ func (e *Engine) blockDownstream(root *node) {
 }
 
 func (e *Engine) block(d, by *node) {
-	if d.inReady {
-		e.ready.Delete(d)
-		d.inReady = false
-	}
+	e.unready(d)
 	d.rec.State = task.Blocked
 	d.rec.BlockedBy = by.spec.ID
 	d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", by.spec.ID, by.rec.State)
@@ -512,8 +597,12 @@ func (e *Engine) block(d, by *node) {
 }
 
 func (e *Engine) writeTask(n *node) {
+	var grown int64
+	if n.need.MiB != n.spec.Resources.MemoryMiB {
+		grown = n.need.MiB
+	}
 	e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{
-		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON,
+		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
 	})
 	n.specJSON = nil // written once; later writes keep it
@@ -558,6 +647,7 @@ type readyQueue struct{ t *btree.BTreeG[*node] }
 
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
 	q.t.Ascend(func(n *node) bool {
-		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Resources: n.spec.Resources})
+		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq,
+			GPU: n.spec.Resources.GPU(), Need: n.need, ReadySince: n.readySince})
 	})
 }

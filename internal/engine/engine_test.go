@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,11 +24,13 @@ type step struct {
 	dur   time.Duration // how long the attempt runs (fake time in a bubble)
 	exit  int           // its exit code
 	block bool          // run until stopped
+	use   int64         // GPU memory it takes, MiB; 0 means what it was admitted with
 }
 
 // fakeRunner pretends to run attempts, following a script per task.
 type fakeRunner struct {
 	store *store.Memory // checked at each start: the attempt must be committed first
+	gpus  *fakeProbe    // GPU attempts take memory there; nil: no GPUs
 
 	mu         sync.Mutex // guards the fields below
 	script     map[string][]step
@@ -36,6 +39,16 @@ type fakeRunner struct {
 	starts     []string // "id#attempt", in start order
 	hook       func(req AttemptRequest)
 	problems   []string
+	pids       int
+	gpuStarts  []gpuStart
+}
+
+// gpuStart records a GPU attempt's start, for tests to check placement.
+type gpuStart struct {
+	task      string
+	card      int
+	requested int64
+	at        time.Time
 }
 
 func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(executor.Process)) Outcome {
@@ -56,11 +69,26 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(e
 	if len(steps) > 0 {
 		st = steps[min(req.Number, len(steps))-1]
 	}
-	started(executor.Process{PID: 40000 + req.Number, PGID: 40000 + req.Number, StartTicks: 7})
+	f.mu.Lock()
+	f.pids++
+	pid := 40000 + f.pids
+	if req.GPU != nil {
+		f.gpuStarts = append(f.gpuStarts, gpuStart{id, req.GPU.Index, req.GPU.MemoryMiB, time.Now()})
+	}
+	f.mu.Unlock()
+	started(executor.Process{PID: pid, PGID: pid, StartTicks: 7})
 	if hook != nil {
 		hook(req)
 	}
 	res := executor.Result{Started: true, Start: time.Now()}
+	if req.GPU != nil && f.gpus != nil {
+		use := cmp.Or(st.use, req.GPU.MemoryMiB)
+		if err := f.gpus.take(pid, req.GPU.UUID, use); err != nil {
+			res.ExitCode, res.End = 1, time.Now()
+			return Outcome{Result: res, Verdict: err, OOM: true}
+		}
+		defer f.gpus.release(pid)
+	}
 	var wait <-chan time.Time
 	if !st.block {
 		wait = time.After(st.dur)
@@ -142,7 +170,7 @@ func (h *harness) submit(t *testing.T, specs ...*task.Spec) error {
 		}
 		blobs[i], _ = json.Marshal(s)
 	}
-	return h.Submit(specs, blobs)
+	return h.Submit(specs, blobs, nil)
 }
 
 func (h *harness) mustSubmit(t *testing.T, specs ...*task.Spec) {
@@ -554,7 +582,7 @@ func TestStoreFailureStopsScheduling(t *testing.T) {
 		for _, s := range []*task.Spec{a, b} {
 			s.Normalize()
 		}
-		if err := e.Submit([]*task.Spec{a, b}, [][]byte{[]byte(`{}`), []byte(`{}`)}); err != nil {
+		if err := e.Submit([]*task.Spec{a, b}, [][]byte{[]byte(`{}`), []byte(`{}`)}, nil); err != nil {
 			t.Fatal(err)
 		}
 		time.AfterFunc(time.Second, func() { st.Fail(errors.New("disk full")) })
@@ -565,7 +593,7 @@ func TestStoreFailureStopsScheduling(t *testing.T) {
 		if got := r.startOrder(); !slices.Equal(got, []string{"a#1"}) {
 			t.Errorf("started %v after the store broke, want only a#1", got)
 		}
-		if err := e.Submit([]*task.Spec{spec("c")}, [][]byte{[]byte(`{}`)}); err == nil {
+		if err := e.Submit([]*task.Spec{spec("c")}, [][]byte{[]byte(`{}`)}, nil); err == nil {
 			t.Error("Submit on a broken engine succeeded")
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -14,6 +15,8 @@ import (
 type Memory struct {
 	mu     sync.Mutex // guards the fields below
 	rows   map[string]*Row
+	cards  []gpu.CardView
+	meta   map[string]string
 	closed bool
 	// Applies counts successful Apply calls, i.e. transactions.
 	applies int
@@ -54,7 +57,7 @@ func (m *Memory) Apply(b *Batch) error {
 			r = &Row{}
 			m.rows[w.ID] = r
 		}
-		r.ID, r.Seq, r.State, r.ExitCode, r.Error, r.BlockedBy = w.ID, w.Seq, w.State, w.ExitCode, w.Error, w.BlockedBy
+		r.ID, r.Seq, r.State, r.ExitCode, r.Error, r.BlockedBy, r.GPURequestMiB = w.ID, w.Seq, w.State, w.ExitCode, w.Error, w.BlockedBy, w.GPURequestMiB
 		if w.Spec != nil {
 			r.Spec = slices.Clone(w.Spec)
 		}
@@ -78,8 +81,35 @@ func (m *Memory) Apply(b *Batch) error {
 			r.Handles[w.Number] = w.Handle
 		}
 	}
+	if b.Cards != nil {
+		m.cards = slices.Clone(b.Cards)
+	}
+	for k, v := range b.Meta {
+		if m.meta == nil {
+			m.meta = map[string]string{}
+		}
+		if v == "" {
+			delete(m.meta, k)
+		} else {
+			m.meta[k] = v
+		}
+	}
 	m.applies++
 	return nil
+}
+
+// Cards returns the saved view of the GPUs.
+func (m *Memory) Cards() []gpu.CardView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.cards)
+}
+
+// Meta returns the value saved for key.
+func (m *Memory) Meta(key string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.meta[key]
 }
 
 // Applies returns how many batches were applied.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver: pure Go, so CGO_ENABLED=0 builds work
@@ -168,6 +170,21 @@ var migrations = []string{
 		gpu         INTEGER,
 		PRIMARY KEY (task_id, number)
 	) WITHOUT ROWID;`,
+	// 2: GPU admission: per-attempt card and memory, the request a task
+	// grew to after running out of memory, the cards' view, run facts.
+	`ALTER TABLE attempts ADD COLUMN gpu_uuid TEXT NOT NULL DEFAULT '';
+	ALTER TABLE attempts ADD COLUMN mem_requested INTEGER;
+	ALTER TABLE attempts ADD COLUMN mem_peak INTEGER;
+	ALTER TABLE tasks ADD COLUMN gpu_request INTEGER;
+	CREATE TABLE gpus (
+		idx        INTEGER PRIMARY KEY,
+		view       TEXT NOT NULL,
+		updated_at INTEGER NOT NULL
+	);
+	CREATE TABLE meta (
+		key   TEXT PRIMARY KEY,
+		value TEXT NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -209,24 +226,25 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 9
+const taskColumns = 10
 
 func upsertTaskSQL(rows int) string {
-	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at) VALUES ` +
+	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
 	spec = CASE WHEN length(excluded.spec) = 0 THEN tasks.spec ELSE excluded.spec END,
 	state = excluded.state, exit_code = excluded.exit_code,
 	error = excluded.error, blocked_by = excluded.blocked_by,
-	updated_at = excluded.updated_at`
+	updated_at = excluded.updated_at, gpu_request = excluded.gpu_request`
 }
 
-const attemptColumns = 15
+const attemptColumns = 18
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
-	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu) VALUES ` +
+	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu,
+	gpu_uuid, mem_requested, mem_peak) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -234,7 +252,8 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	timed_out = excluded.timed_out, cancelled = excluded.cancelled,
 	interrupted = excluded.interrupted, error = excluded.error,
 	log_path = excluded.log_path, pid = excluded.pid, pgid = excluded.pgid,
-	proc_start = excluded.proc_start, gpu = excluded.gpu`
+	proc_start = excluded.proc_start, gpu = excluded.gpu,
+	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak`
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -286,7 +305,7 @@ func (s *SQLite) Apply(b *Batch) error {
 		if spec == nil {
 			spec = []byte{} // empty: keep the stored definition
 		}
-		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now)
+		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB))
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -300,15 +319,86 @@ func (s *SQLite) Apply(b *Batch) error {
 			pid, pgid, start = w.Handle.PID, w.Handle.PGID, int64(w.Handle.StartTicks)
 		}
 		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
-			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU))
+			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU),
+			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB))
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
+	}
+	if b.Cards != nil {
+		if _, err := tx.Exec("DELETE FROM gpus"); err != nil {
+			return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
+		}
+		for _, c := range b.Cards {
+			view, err := json.Marshal(c)
+			if err != nil {
+				return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
+			}
+			if _, err := tx.Exec("INSERT INTO gpus (idx, view, updated_at) VALUES (?, ?, ?)", c.Index, view, now); err != nil {
+				return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
+			}
+		}
+	}
+	for k, v := range b.Meta {
+		var err error
+		if v == "" {
+			_, err = tx.Exec("DELETE FROM meta WHERE key = ?", k)
+		} else {
+			_, err = tx.Exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", k, v)
+		}
+		if err != nil {
+			return fmt.Errorf("write %s to state db %s: %w", k, s.path, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit state db %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// LoadCards returns the saved view of the GPUs, by index, and when it was
+// saved.
+func (s *SQLite) LoadCards() ([]gpu.CardView, time.Time, error) {
+	rows, err := s.db.Query("SELECT view, updated_at FROM gpus ORDER BY idx")
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read gpus from state db %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []gpu.CardView
+	var at int64
+	for rows.Next() {
+		var view []byte
+		if err := rows.Scan(&view, &at); err != nil {
+			return nil, time.Time{}, fmt.Errorf("read gpus from state db %s: %w", s.path, err)
+		}
+		var c gpu.CardView
+		if err := json.Unmarshal(view, &c); err != nil {
+			return nil, time.Time{}, fmt.Errorf("read gpus from state db %s: %w", s.path, err)
+		}
+		out = append(out, c)
+	}
+	if at == 0 {
+		return out, time.Time{}, rows.Err()
+	}
+	return out, time.Unix(0, at), rows.Err()
+}
+
+// LoadMeta returns the run-wide facts.
+func (s *SQLite) LoadMeta() (map[string]string, error) {
+	rows, err := s.db.Query("SELECT key, value FROM meta")
+	if err != nil {
+		return nil, fmt.Errorf("read meta from state db %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("read meta from state db %s: %w", s.path, err)
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
 }
 
 // Load reads every task with its attempts, in submission order.
@@ -318,7 +408,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, spec, state, exit_code, error, blocked_by FROM tasks ORDER BY seq, id")
+	rows, err := tx.Query("SELECT id, seq, spec, state, exit_code, error, blocked_by, gpu_request FROM tasks ORDER BY seq, id")
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -327,8 +417,8 @@ func (s *SQLite) Load() ([]Row, error) {
 	for rows.Next() {
 		var r Row
 		var state string
-		var exit sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy); err != nil {
+		var exit, gpuReq sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
@@ -337,6 +427,7 @@ func (s *SQLite) Load() ([]Row, error) {
 			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
 		}
 		r.ExitCode = nullInt(exit)
+		r.GPURequestMiB = gpuReq.Int64
 		byID[r.ID] = len(out)
 		out = append(out, r)
 	}
@@ -345,7 +436,8 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
-		interrupted, error, log_path, pid, pgid, proc_start, gpu FROM attempts ORDER BY task_id, number`)
+		interrupted, error, log_path, pid, pgid, proc_start, gpu, gpu_uuid, mem_requested, mem_peak
+		FROM attempts ORDER BY task_id, number`)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
@@ -354,9 +446,9 @@ func (s *SQLite) Load() ([]Row, error) {
 		var id, logPath string
 		var a task.Attempt
 		var start int64
-		var end, exit, pid, pgid, pstart, gpu sql.NullInt64
+		var end, exit, pid, pgid, pstart, gpu, memReq, memPeak sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
-			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu); err != nil {
+			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu, &a.GPUUUID, &memReq, &memPeak); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
 		i, ok := byID[id]
@@ -368,6 +460,7 @@ func (s *SQLite) Load() ([]Row, error) {
 			a.End = time.Unix(0, end.Int64)
 		}
 		a.ExitCode, a.GPU = nullInt(exit), nullInt(gpu)
+		a.MemRequestedMiB, a.MemPeakMiB = memReq.Int64, memPeak.Int64
 		a.LogPath = s.absLog(logPath)
 		a.PID = int(pid.Int64)
 		r := &out[i]
@@ -416,6 +509,13 @@ func intOrNil(p *int) any {
 		return nil
 	}
 	return *p
+}
+
+func positiveOrNil(v int64) any {
+	if v <= 0 {
+		return nil
+	}
+	return v
 }
 
 func timeOrNil(t time.Time) any {

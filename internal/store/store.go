@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -21,6 +22,9 @@ type Store interface {
 type Row struct {
 	Seq  int64
 	Spec []byte // the task's definition as JSON, as given to TaskWrite
+	// GPURequestMiB is the GPU memory its next attempt asks for when it
+	// differs from the definition's (it grew after running out of memory).
+	GPURequestMiB int64
 	task.Record
 	// Handles holds the process handles of attempts, by attempt number, so
 	// a restarted scheduler can find processes of an attempt it lost.
@@ -41,18 +45,24 @@ type Handle struct {
 type Batch struct {
 	Tasks    []TaskWrite
 	Attempts []AttemptWrite
+	// Cards, when not nil, replaces the saved view of the GPUs.
+	Cards []gpu.CardView
+	// Meta sets run-wide facts by key (e.g. why the GPU state is unknown);
+	// an empty value deletes the key.
+	Meta map[string]string
 }
 
 // TaskWrite sets a task's row. Spec nil keeps the stored definition.
 type TaskWrite struct {
-	ID        string
-	Seq       int64
-	Kind      string
-	Spec      []byte
-	State     task.State
-	ExitCode  *int
-	Error     string
-	BlockedBy string
+	ID            string
+	GPURequestMiB int64 // 0: as the definition says
+	Seq           int64
+	Kind          string
+	Spec          []byte
+	State         task.State
+	ExitCode      *int
+	Error         string
+	BlockedBy     string
 }
 
 // AttemptWrite sets one attempt's row.
@@ -63,7 +73,13 @@ type AttemptWrite struct {
 }
 
 // Len is the number of writes in the batch.
-func (b *Batch) Len() int { return len(b.Tasks) + len(b.Attempts) }
+func (b *Batch) Len() int {
+	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta)
+	if b.Cards != nil {
+		n++
+	}
+	return n
+}
 
 // Reset empties the batch, keeping its storage.
 func (b *Batch) Reset() {
@@ -71,7 +87,16 @@ func (b *Batch) Reset() {
 	clear(b.Attempts)
 	b.Tasks = b.Tasks[:0]
 	b.Attempts = b.Attempts[:0]
+	b.Cards, b.Meta = nil, nil
 }
+
+// Meta keys.
+const (
+	// MetaGPUUnknown holds why the GPU state cannot be read, while it cannot.
+	MetaGPUUnknown = "gpu_unknown"
+	// MetaGPUSettings holds the run's GPU settings as JSON.
+	MetaGPUSettings = "gpu_settings"
+)
 
 // ErrClosed is returned by a store used after Close.
 var ErrClosed = errors.New("store closed")

@@ -31,6 +31,13 @@ type Attempt struct {
 	PID int `json:"pid,omitempty"`
 	// GPU is the index of the card the attempt ran on; nil for CPU tasks.
 	GPU *int `json:"gpu"`
+	// GPUUUID is that card's UUID.
+	GPUUUID string `json:"gpu_uuid,omitempty"`
+	// MemRequestedMiB is the GPU memory the attempt was admitted with (the
+	// task's budget, or more after an out-of-memory failure).
+	MemRequestedMiB int64 `json:"mem_requested_mib,omitempty"`
+	// MemPeakMiB is the most GPU memory its processes were seen to use.
+	MemPeakMiB int64 `json:"mem_peak_mib,omitempty"`
 }
 
 // Ended reports whether the attempt has finished.

@@ -220,9 +220,16 @@ func (p *parser) top(n *yaml.Node) error {
 	return nil
 }
 
+var schedulingKeys = []string{
+	"max_parallel_tasks", "timeout", "retries", "kill_grace",
+	"gpu_safety_margin_mib", "gpu_cooldown", "gpu_placement", "visible_gpus",
+	"gpu_quarantine_after", "gpu_quarantine_for", "gpu_poll_interval",
+	"gpu_reserve_after", "gpu_unknown_timeout", "nvidia_smi_timeout",
+}
+
 func (p *parser) scheduling(n *yaml.Node) error {
 	s := &p.w.Scheduling
-	return p.fields(n, "scheduling", []string{"max_parallel_tasks", "timeout", "retries", "kill_grace"}, func(key string, k, v *yaml.Node) error {
+	return p.fields(n, "scheduling", schedulingKeys, func(key string, k, v *yaml.Node) error {
 		p.w.lines["scheduling/"+key] = k.Line
 		where := "scheduling." + key
 		var err error
@@ -235,9 +242,66 @@ func (p *parser) scheduling(n *yaml.Node) error {
 			s.DefaultRetries, err = p.integer(v, where)
 		case "kill_grace":
 			s.KillGrace, err = p.duration(v, where)
+		case "gpu_safety_margin_mib":
+			var m int
+			m, err = p.nonNegative(v, where)
+			s.GPUSafetyMarginMiB = explicitZero(int64(m))
+		case "gpu_cooldown":
+			s.GPUCooldown, err = p.duration(v, where)
+			s.GPUCooldown = explicitZero(s.GPUCooldown)
+		case "gpu_placement":
+			s.GPUPlacement, err = p.scalar(v, where)
+		case "visible_gpus":
+			s.VisibleGPUs, err = p.strings(v, where)
+		case "gpu_quarantine_after":
+			s.GPUQuarantineAfter, err = p.nonNegative(v, where)
+			s.GPUQuarantineAfter = explicitZero(s.GPUQuarantineAfter)
+		case "gpu_quarantine_for":
+			s.GPUQuarantineFor, err = p.duration(v, where)
+			s.GPUQuarantineFor = explicitZero(s.GPUQuarantineFor)
+		case "gpu_poll_interval":
+			s.GPUPollInterval, err = p.positiveDuration(v, where)
+		case "gpu_reserve_after":
+			if v.Kind == yaml.ScalarNode && v.Value == "never" {
+				s.GPUReserveAfter = -1
+				break
+			}
+			s.GPUReserveAfter, err = p.duration(v, where)
+			if s.GPUReserveAfter == 0 {
+				s.GPUReserveAfter = time.Nanosecond // "0": at once
+			}
+		case "gpu_unknown_timeout":
+			s.GPUUnknownTimeout, err = p.positiveDuration(v, where)
+		case "nvidia_smi_timeout":
+			s.NvidiaSMITimeout, err = p.positiveDuration(v, where)
 		}
 		return err
 	})
+}
+
+// explicitZero maps a 0 written in the file to the Go API's "none"
+// (negative), since 0 there means "the default".
+func explicitZero[T int | int64 | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+func (p *parser) nonNegative(n *yaml.Node, where string) (int, error) {
+	v, err := p.integer(n, where)
+	if err == nil && v < 0 {
+		err = p.errorf(n, "%s must not be negative (got %d)", where, v)
+	}
+	return v, err
+}
+
+func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, error) {
+	d, err := p.duration(n, where)
+	if err == nil && d == 0 {
+		err = p.errorf(n, "%s must be more than 0", where)
+	}
+	return d, err
 }
 
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources"}

@@ -77,7 +77,7 @@ func TestParseFullExample(t *testing.T) {
 	if w.Path != wfPath {
 		t.Errorf("Path = %q, want %q", w.Path, wfPath)
 	}
-	if w.Scheduling != fullScheduling {
+	if !reflect.DeepEqual(w.Scheduling, fullScheduling) {
 		t.Errorf("Scheduling = %+v, want %+v", w.Scheduling, fullScheduling)
 	}
 	want := fullSpecs(wfDir)
@@ -256,7 +256,7 @@ tasks:
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if w.Scheduling != tt.sched {
+			if !reflect.DeepEqual(w.Scheduling, tt.sched) {
 				t.Errorf("Scheduling = %+v, want %+v", w.Scheduling, tt.sched)
 			}
 			if !reflect.DeepEqual(w.Tasks, tt.tasks) {

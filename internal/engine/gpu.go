@@ -1,0 +1,271 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// GPUConfig configures GPU admission.
+type GPUConfig struct {
+	// Probe reads the GPUs; nil means GPU tasks are refused at submit.
+	Probe gpu.Probe
+	// Settings are the admission settings (margin, cooldown, placement,
+	// visible cards, quarantine).
+	Settings gpu.Settings
+	// PollInterval is how often the GPUs are read while GPU tasks wait or
+	// run. Default 2s.
+	PollInterval time.Duration
+	// ReserveAfter is how long a GPU task that does not fit may be passed
+	// over by smaller ones before it reserves a card. Negative: never.
+	ReserveAfter time.Duration
+	// UnknownTimeout: if the GPU state cannot be read for this long, the
+	// waiting GPU tasks fail instead of waiting forever. Default 10m.
+	UnknownTimeout time.Duration
+}
+
+// Defaults of GPUConfig, documented in docs/gpu.md.
+const (
+	DefaultPollInterval   = 2 * time.Second
+	DefaultReserveAfter   = time.Minute
+	DefaultUnknownTimeout = 10 * time.Minute
+)
+
+// Reading is a probe's answer taken outside the loop (at submit), handed to
+// it with the tasks it was taken for.
+type Reading struct {
+	Snap gpu.Snapshot
+	Err  error
+}
+
+func (e *Engine) initGPU() {
+	c := &e.cfg.GPU
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.UnknownTimeout <= 0 {
+		c.UnknownTimeout = DefaultUnknownTimeout
+	}
+	e.board = gpu.NewBoard(c.Settings)
+	e.wake = time.NewTimer(time.Hour)
+	e.wake.Stop()
+	e.pollCtx, e.stopPolls = context.WithCancel(context.Background())
+}
+
+// checkSubmittedGPU refuses GPU tasks that cannot run here: no probe, or a
+// request larger than every card.
+func (e *Engine) checkSubmittedGPU(specs []*task.Spec, r *Reading) error {
+	if r != nil {
+		e.applyReading(*r)
+	}
+	for _, s := range specs {
+		if !s.Resources.GPU() {
+			continue
+		}
+		if e.cfg.GPU.Probe == nil {
+			return task.Invalid(s.ID, "resources.device", "needs a GPU, and this scheduler has no GPU probe")
+		}
+		if err := e.neverFits(s.ID, gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}); err != "" {
+			return task.Invalid(s.ID, "resources.memory_mib", "%s", err)
+		}
+	}
+	return nil
+}
+
+// neverFits says why need can never be met on this machine, or "" if it
+// may be (including when the cards are not known yet).
+func (e *Engine) neverFits(id string, need gpu.Need) string {
+	if !e.board.Known() {
+		return ""
+	}
+	views := e.board.Views(e.cfg.Now())
+	var largest *gpu.CardView
+	visible := 0
+	for i := range views {
+		c := &views[i]
+		switch c.State {
+		case gpu.CardHidden:
+			continue
+		case gpu.CardUnknown:
+			return "" // it may be the one
+		}
+		visible++
+		if largest == nil || c.CapacityMiB > largest.CapacityMiB {
+			largest = c
+		}
+	}
+	switch {
+	case visible == 0 && len(e.board.Settings().Visible) > 0:
+		return fmt.Sprintf("no card matches visible_gpus %v", e.board.Settings().Visible)
+	case visible == 0:
+		return "the machine has no GPU"
+	case need.MiB > largest.CapacityMiB:
+		return fmt.Sprintf("needs %d MiB, more than any card can give: the largest, card %d (%s), has %d MiB less the %d MiB safety margin",
+			need.MiB, largest.Index, largest.Name, largest.TotalMiB, largest.TotalMiB-largest.CapacityMiB)
+	}
+	return ""
+}
+
+// applyReading takes a probe's answer into the board.
+func (e *Engine) applyReading(r Reading) {
+	now := e.cfg.Now()
+	if r.Err != nil {
+		e.board.Fail(r.Err, now)
+	} else {
+		e.board.Apply(r.Snap, now)
+	}
+	e.cardsDirty = true
+}
+
+type snapshotEvent struct{ Reading }
+
+func (ev snapshotEvent) apply(e *Engine) {
+	e.polling = false
+	e.nextPoll = e.cfg.Now().Add(e.cfg.GPU.PollInterval)
+	e.applyReading(ev.Reading)
+	e.fitCheck = true
+}
+
+// pollGPUs starts a probe when one is due while GPU tasks wait or run, and
+// arms the wake-up for the next poll or the next card that comes back from
+// a cooldown or quarantine. It also queues the cards' view for saving.
+func (e *Engine) pollGPUs() {
+	now := e.cfg.Now()
+	if e.cardsDirty {
+		e.saveCards(now)
+	}
+	active := e.cfg.GPU.Probe != nil && e.run != nil && e.run.stop == nil && e.closing == nil && e.broken == nil &&
+		(e.gpuReady > 0 || e.gpuRunning > 0)
+	if !active {
+		e.wake.Stop()
+		return
+	}
+	if !e.polling && !now.Before(e.nextPoll) {
+		e.polling = true
+		probe, ctx := e.cfg.GPU.Probe, e.pollCtx
+		go func() {
+			snap, err := probe.Snapshot(ctx)
+			e.send(snapshotEvent{Reading{Snap: snap, Err: err}})
+		}()
+	}
+	var next time.Time
+	if !e.polling {
+		next = e.nextPoll
+	}
+	if c := e.board.NextChange(now); !c.IsZero() && e.gpuReady > 0 && (next.IsZero() || c.Before(next)) {
+		next = c
+	}
+	if next.IsZero() {
+		e.wake.Stop()
+	} else {
+		e.wake.Reset(max(next.Sub(now), 0))
+	}
+}
+
+// saveCards queues the cards' view, with reservations, for the state
+// database, where `gpusched status` and `gpusched gpus` read it.
+func (e *Engine) saveCards(now time.Time) {
+	views := e.board.Views(now)
+	for i := range views {
+		views[i].ReservedFor = e.reserved[views[i].Index]
+	}
+	if views == nil {
+		views = []gpu.CardView{}
+	}
+	e.batch.Cards = views
+	unknown, _ := e.board.Err()
+	if e.gpuReady == 0 && e.gpuRunning == 0 && unknown == "no reading yet" {
+		unknown = ""
+	}
+	settings, _ := json.Marshal(e.board.Settings())
+	e.batch.Meta = map[string]string{store.MetaGPUUnknown: unknown, store.MetaGPUSettings: string(settings)}
+	e.cardsDirty = false
+}
+
+// setReserved records the cards decide reserved for starving tasks.
+func (e *Engine) setReserved(r map[int]string) {
+	if len(r) != len(e.reserved) {
+		e.cardsDirty = true
+	} else {
+		for k, v := range r {
+			if e.reserved[k] != v {
+				e.cardsDirty = true
+			}
+		}
+	}
+	e.reserved = r
+}
+
+// releaseGPU ends an attempt's charge on its card. A failed attempt makes
+// the task avoid that card next time; one that ran out of memory makes it
+// ask for more.
+func (e *Engine) releaseGPU(n *node, a *task.Attempt, failed bool, out Outcome) {
+	now := e.cfg.Now()
+	h := e.board.Release(n.spec.ID, n.card, failed, now)
+	a.MemPeakMiB = h.PeakMiB
+	e.gpuRunning--
+	e.cardsDirty = true
+	e.nextPoll = now // read the cards again right away
+	if failed && !slices.Contains(n.need.Avoid, n.card) {
+		n.need.Avoid = append(n.need.Avoid, n.card)
+	}
+	n.card = -1
+	n.outgrown = ""
+	if failed && out.OOM {
+		before := n.need.MiB
+		n.need.MiB = gpu.GrowAfterOOM(n.need.MiB, h.PeakMiB, out.OOMTriedMiB, e.board.Settings().SafetyMarginMiB)
+		a.Error += fmt.Sprintf("; CUDA out of memory (peak seen %d MiB): the next attempt asks for %d MiB instead of %d", h.PeakMiB, n.need.MiB, before)
+		if why := e.neverFits(n.spec.ID, n.need); why != "" {
+			n.outgrown = why
+			a.Error += "; no retry: " + why
+		}
+	}
+}
+
+// outgrown reports whether a task's request grew beyond every card.
+func (e *Engine) outgrown(n *node) bool { return n.outgrown != "" }
+
+// checkGPUWaits fails waiting GPU tasks that can never start: their request
+// is larger than every card (checked after each reading), or the GPU state
+// has been unknown for longer than UnknownTimeout.
+func (e *Engine) checkGPUWaits() {
+	if e.gpuReady == 0 {
+		return
+	}
+	now := e.cfg.Now()
+	var why func(n *node) string
+	if err, since := e.board.Err(); err != "" && !since.IsZero() && now.Sub(since) >= e.cfg.GPU.UnknownTimeout {
+		why = func(*node) string {
+			return fmt.Sprintf("GPU state unknown for %s: %s", now.Sub(since).Round(time.Second), err)
+		}
+	} else if e.fitCheck && e.board.Known() {
+		why = func(n *node) string { return e.neverFits(n.spec.ID, n.need) }
+	}
+	e.fitCheck = false
+	if why == nil {
+		return
+	}
+	var doomed []*node
+	e.ready.Ascend(func(n *node) bool {
+		if n.spec.Resources.GPU() {
+			if w := why(n); w != "" {
+				n.rec.Error = w
+				doomed = append(doomed, n)
+			}
+		}
+		return true
+	})
+	for _, n := range doomed {
+		e.unready(n)
+		n.rec.State = task.Failed
+		e.writeTask(n)
+		e.notify(Event{Kind: Failed, TaskID: n.spec.ID, Error: n.rec.Error})
+		e.blockDownstream(n)
+	}
+}

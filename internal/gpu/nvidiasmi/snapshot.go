@@ -1,0 +1,85 @@
+package nvidiasmi
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/gpu"
+)
+
+var _ gpu.Probe = (*Probe)(nil)
+
+// Snapshot runs Query and returns its answer as the admission code sees
+// it: cards (unusable ones with the reason), compute processes with their
+// process group and ancestors read from /proc, so they can be attributed to
+// our tasks, and the cards nvidia-smi reported lost.
+func (p *Probe) Snapshot(ctx context.Context) (gpu.Snapshot, error) {
+	q, err := p.Query(ctx)
+	if err != nil {
+		return gpu.Snapshot{}, err
+	}
+	return convert(q, time.Now(), lineage), nil
+}
+
+// convert maps a Query answer to a gpu.Snapshot; lin gives a process's
+// group and ancestors.
+func convert(q Snapshot, now time.Time, lin func(pid int) (int, []int)) gpu.Snapshot {
+	s := gpu.Snapshot{Time: now}
+	for _, g := range q.GPUs {
+		if g.Index < 0 {
+			continue // a card we cannot name cannot be given to a task
+		}
+		c := gpu.Card{Index: g.Index, UUID: g.UUID, Name: g.Name, Problem: g.Unusable}
+		c.TotalMiB, c.UsedMiB, c.FreeMiB = g.Total.MiB, g.Used.MiB, g.Free.MiB
+		s.Cards = append(s.Cards, c)
+	}
+	for _, a := range q.Apps {
+		pr := gpu.Proc{PID: a.PID, GPUUUID: a.GPUUUID, UsedMiB: -1}
+		if a.Used.Known {
+			pr.UsedMiB = a.Used.MiB
+		}
+		if a.PID > 0 {
+			pr.PGID, pr.Ancestors = lin(a.PID)
+		}
+		s.Procs = append(s.Procs, pr)
+	}
+	for _, pb := range q.Problems {
+		if pb.NamesCard() {
+			s.Lost = append(s.Lost, gpu.Lost{Index: pb.GPUIndex, BusID: pb.BusID, Reason: strings.TrimSpace(pb.Text + " " + pb.Msg)})
+		}
+	}
+	return s
+}
+
+// lineage returns pid's process group and its ancestors (parent first), as
+// far as /proc shows them; nvidia-smi reports host PIDs, so processes in
+// other PID namespaces may show none.
+func lineage(pid int) (pgid int, ancestors []int) {
+	for range 64 {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return pgid, ancestors
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			return pgid, ancestors
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 {
+			return pgid, ancestors
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		if pgid == 0 {
+			pgid, _ = strconv.Atoi(f[2])
+		}
+		if ppid <= 1 {
+			return pgid, ancestors
+		}
+		ancestors = append(ancestors, ppid)
+		pid = ppid
+	}
+	return pgid, ancestors
+}

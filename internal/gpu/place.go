@@ -1,0 +1,168 @@
+package gpu
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// holds reports whether card c can take need for task now: it takes work,
+// is not held exclusively or reserved for another task, and has room (for
+// an exclusive need: no task of ours, no foreign process, and the request
+// within what foreign memory leaves).
+func holds(c *CardView, need Need, task string) bool {
+	if !c.Takes() || c.Exclusive || (c.ReservedFor != "" && c.ReservedFor != task) {
+		return false
+	}
+	if need.Exclusive {
+		return len(c.Holders) == 0 && c.ForeignProcs == 0 && need.MiB <= c.CapacityMiB-c.ForeignMiB
+	}
+	return need.MiB <= c.AvailableMiB
+}
+
+// Fits reports whether need could ever fit card c: on the card emptied of
+// our tasks, with today's foreign memory.
+func Fits(c *CardView, need Need) bool {
+	return c.State != CardHidden && need.MiB <= c.CapacityMiB-c.ForeignMiB
+}
+
+// Fit returns the position in cards of the card task should start on, or -1
+// if none holds need now. Cards in need.Avoid are used only when no other
+// fits. Among the rest, Spread picks the most memory left after the task,
+// Pack the least; ties go to the lower index.
+func Fit(cards []CardView, need Need, p Placement, task string) int {
+	best, bestAvoided := -1, true
+	for i := range cards {
+		c := &cards[i]
+		if !holds(c, need, task) {
+			continue
+		}
+		avoided := slices.Contains(need.Avoid, c.Index)
+		switch {
+		case best < 0, bestAvoided && !avoided:
+		case avoided && !bestAvoided:
+			continue
+		case p == Spread && c.AvailableMiB > cards[best].AvailableMiB,
+			p == Pack && c.AvailableMiB < cards[best].AvailableMiB:
+		default:
+			continue
+		}
+		best, bestAvoided = i, avoided
+	}
+	return best
+}
+
+// Charge books need for task on card c, as the Board will once the task
+// starts, so that one decision never promises the same memory twice.
+func Charge(c *CardView, need Need, task string) {
+	charge := need.MiB
+	if need.Exclusive {
+		charge = max(need.MiB, c.AvailableMiB) // the whole card
+		c.Exclusive = true
+	}
+	c.Holders = append(c.Holders, Holding{Task: task, RequestMiB: charge, Exclusive: need.Exclusive})
+	c.ChargedMiB += charge
+	c.AvailableMiB -= charge
+}
+
+// Reserve picks the card a starving task should have to itself until it
+// fits: among cards that could ever hold it and are not reserved, the one
+// closest to holding it now (most memory left). It returns -1 if none.
+func Reserve(cards []CardView, need Need) int {
+	best := -1
+	for i := range cards {
+		c := &cards[i]
+		if c.ReservedFor != "" || c.State == CardHidden || c.State == CardUnknown || !Fits(c, need) {
+			continue
+		}
+		if best < 0 || c.AvailableMiB > cards[best].AvailableMiB {
+			best = i
+		}
+	}
+	return best
+}
+
+// Explain says, for a person, why a task that needs need does not start
+// now, from the cards as admission sees them. unknown, when not empty, is
+// why the GPU state cannot be read.
+func Explain(cards []CardView, need Need, task, unknown string) string {
+	if unknown != "" {
+		return "GPU state unknown: " + unknown
+	}
+	var visible []*CardView
+	for i := range cards {
+		if cards[i].State != CardHidden {
+			visible = append(visible, &cards[i])
+		}
+	}
+	if len(visible) == 0 {
+		return "no GPU visible"
+	}
+	want := fmt.Sprintf("needs %d MiB", need.MiB)
+	if need.Exclusive {
+		want = "needs a card to itself"
+		if need.MiB > 0 {
+			want += fmt.Sprintf(" with %d MiB", need.MiB)
+		}
+	}
+	// The best card that takes work, by what stops the task there.
+	var best *CardView
+	for _, c := range visible {
+		if c.Takes() && (best == nil || c.AvailableMiB > best.AvailableMiB) {
+			best = c
+		}
+	}
+	var parts []string
+	if best != nil {
+		parts = append(parts, describe(best, need, task))
+	}
+	for _, c := range visible {
+		if c != best && !c.Takes() {
+			parts = append(parts, fmt.Sprintf("card %d %s", c.Index, stateText(c)))
+		}
+	}
+	return want + "; " + strings.Join(parts, "; ")
+}
+
+// describe says why card c does not take the task now.
+func describe(c *CardView, need Need, task string) string {
+	switch {
+	case c.ReservedFor != "" && c.ReservedFor != task:
+		return fmt.Sprintf("card %d is reserved for %s, which has waited longest", c.Index, c.ReservedFor)
+	case c.Exclusive:
+		return fmt.Sprintf("card %d is held exclusively by %s", c.Index, holderNames(c))
+	case need.Exclusive && len(c.Holders) > 0:
+		return fmt.Sprintf("best card %d runs %s", c.Index, holderNames(c))
+	case need.Exclusive && c.ForeignProcs > 0:
+		return fmt.Sprintf("best card %d has %d process(es) that are not ours", c.Index, c.ForeignProcs)
+	}
+	s := fmt.Sprintf("best card %d has %d MiB left (foreign %d", c.Index, max(c.AvailableMiB, 0), c.ForeignMiB)
+	for _, h := range c.Holders {
+		s += fmt.Sprintf(", %s holds %d", h.Task, h.ChargedMiB())
+	}
+	s += ")"
+	if need.MiB > c.CapacityMiB-c.ForeignMiB {
+		s += fmt.Sprintf(", and even empty of our tasks it would have %d", c.CapacityMiB-c.ForeignMiB)
+	}
+	return s
+}
+
+func holderNames(c *CardView) string {
+	names := make([]string, len(c.Holders))
+	for i, h := range c.Holders {
+		names[i] = h.Task
+	}
+	return strings.Join(names, ", ")
+}
+
+func stateText(c *CardView) string {
+	s := c.State.String()
+	if c.Reason != "" {
+		s += ": " + c.Reason
+	}
+	if !c.Until.IsZero() {
+		s += " (until " + c.Until.Format(time.TimeOnly) + ")"
+	}
+	return s
+}
