@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -288,5 +289,43 @@ func BenchmarkApply100kTasks(b *testing.B) {
 		b.StopTimer()
 		s.Close()
 		b.StartTimer()
+	}
+}
+
+// A database written by the first schema version is upgraded in place,
+// keeping its tasks.
+func TestSQLiteMigratesFromVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	execSQL(t, path, migrations[0]+fmt.Sprintf("; PRAGMA application_id=%d; PRAGMA user_version=1;", ApplicationID)+
+		`INSERT INTO tasks (id, seq, kind, spec, state, updated_at) VALUES ('old', 1, 'command', '{"id":"old"}', 'complete', 0);
+		INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, log_path) VALUES ('old', 1, 10, 20, 0, 'logs/old/attempt-1.log');`)
+	s, err := OpenSQLite(path, "/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rows, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].State != task.Complete || len(rows[0].Attempts) != 1 || rows[0].Attempts[0].MemPeakMiB != 0 {
+		t.Errorf("rows after migration = %+v", rows)
+	}
+	var v int
+	s.db.QueryRow("PRAGMA user_version").Scan(&v)
+	if v != SchemaVersion() {
+		t.Errorf("schema version %d after migration, want %d", v, SchemaVersion())
+	}
+	// The new tables work.
+	err = s.Apply(&Batch{Cards: []gpu.CardView{{Index: 0, UUID: "GPU-a", State: gpu.CardCooling}}, Meta: map[string]string{MetaGPUUnknown: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cards, _, err := s.LoadCards()
+	if err != nil || len(cards) != 1 || cards[0].State != gpu.CardCooling {
+		t.Errorf("cards = %+v, %v", cards, err)
+	}
+	if m, _ := s.LoadMeta(); m[MetaGPUUnknown] != "x" {
+		t.Errorf("meta = %v", m)
 	}
 }
