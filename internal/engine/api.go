@@ -126,6 +126,7 @@ func (ev submitEvent) apply(e *Engine) {
 		return
 	}
 	first := e.nextSeq // tasks of this batch have seq >= first
+	now := e.cfg.Now()
 	if len(e.tasks) == 0 {
 		e.tasks = make(map[string]*node, len(ev.specs)) // sized once for a big first batch
 	}
@@ -135,7 +136,7 @@ func (ev submitEvent) apply(e *Engine) {
 	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.specs))
 	for i, s := range ev.specs {
 		n := &store[i]
-		*n = node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID}, card: -1}
+		*n = node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
 		if s.Resources.GPU() {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
 		}

@@ -109,14 +109,15 @@ type Engine struct {
 
 	// GPU admission, owned by the loop too.
 	board      *gpu.Board
-	gpuReady   int            // ready tasks that need a GPU
-	gpuRunning int            // running attempts that hold a GPU
-	polling    bool           // a probe is in flight
-	nextPoll   time.Time      // when to probe next while GPU tasks wait or run
-	wake       *time.Timer    // wakes the loop for the next poll or card change
-	reserved   map[int]string // card index -> starving task, from the last decision
-	cardsDirty bool           // the saved view of the cards is out of date
-	fitCheck   bool           // a reading arrived: check waiting tasks still fit some card
+	gpuReady   int                  // ready tasks that need a GPU
+	gpuRunning int                  // running attempts that hold a GPU
+	polling    bool                 // a probe is in flight
+	nextPoll   time.Time            // when to probe next while GPU tasks wait or run
+	wake       *time.Timer          // wakes the loop for the next poll or card change
+	reserved   map[int]string       // card index -> starving task, from the last decision
+	cardsDirty bool                 // the saved view of the cards is out of date
+	fitCheck   bool                 // a reading arrived: check waiting tasks still fit some card
+	lastSample map[int]store.Sample // by card: the last memory sample saved
 	pollCtx    context.Context
 	stopPolls  context.CancelFunc
 }
@@ -141,7 +142,7 @@ type node struct {
 
 	// GPU tasks only.
 	need       gpu.Need  // its request; grows after an out-of-memory failure
-	readySince time.Time // when it last became ready
+	readySince time.Time // when it last became ready (all tasks)
 	card       int       // the card of its running attempt; -1 when none
 	outgrown   string    // why its grown request fits no card, if it does not
 }
@@ -384,6 +385,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 		Number:  number,
 		Start:   e.cfg.Now(),
 		LogPath: filepath.Join(e.cfg.LogDir, n.spec.ID, "attempt-"+strconv.Itoa(number)+".log"),
+		ReadyAt: n.readySince,
 	}
 	var assign *Assignment
 	if card != nil {
@@ -554,9 +556,9 @@ func (e *Engine) makeReady(n *node) {
 	if !n.inReady {
 		e.ready.ReplaceOrInsert(n)
 		n.inReady = true
+		n.readySince = e.cfg.Now()
 		if n.spec.Resources.GPU() {
 			e.gpuReady++
-			n.readySince = e.cfg.Now()
 		}
 	}
 }
@@ -602,7 +604,7 @@ func (e *Engine) writeTask(n *node) {
 		grown = n.need.MiB
 	}
 	e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{
-		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown,
+		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
 	})
 	n.specJSON = nil // written once; later writes keep it

@@ -130,6 +130,36 @@ func (ev snapshotEvent) apply(e *Engine) {
 	e.nextPoll = e.cfg.Now().Add(e.cfg.GPU.PollInterval)
 	e.applyReading(ev.Reading)
 	e.fitCheck = true
+	if ev.Err == nil {
+		e.sample(e.cfg.Now())
+	}
+}
+
+// sampleEvery bounds how often an unchanged card is sampled for reports.
+const sampleEvery = 10 * time.Second
+
+// sample queues the cards' memory for reports: a card whose numbers
+// changed since its last sample, or whose last sample is old.
+func (e *Engine) sample(now time.Time) {
+	if e.lastSample == nil {
+		e.lastSample = map[int]store.Sample{}
+	}
+	for _, v := range e.board.Views(now) {
+		if v.State == gpu.CardHidden || v.State == gpu.CardUnknown {
+			continue
+		}
+		s := store.Sample{At: now, Index: v.Index, TotalMiB: v.TotalMiB, UsedMiB: v.UsedMiB, ForeignMiB: v.ForeignMiB,
+			ChargedMiB: v.ChargedMiB, CapacityMiB: v.CapacityMiB}
+		for _, h := range v.Holders {
+			s.ObservedMiB += h.ObservedMiB
+		}
+		last, ok := e.lastSample[v.Index]
+		same := ok && last.UsedMiB == s.UsedMiB && last.ForeignMiB == s.ForeignMiB && last.ChargedMiB == s.ChargedMiB && last.ObservedMiB == s.ObservedMiB
+		if !same || now.Sub(last.At) >= sampleEvery {
+			e.batch.Samples = append(e.batch.Samples, s)
+			e.lastSample[v.Index] = s
+		}
+	}
 }
 
 // pollGPUs starts a probe when one is due while GPU tasks wait or run, and

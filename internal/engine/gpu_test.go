@@ -160,6 +160,20 @@ func TestGPUTasksPackWithoutOvercommit(t *testing.T) {
 				t.Errorf("%s attempt = %+v", r.ID, a)
 			}
 		}
+		for _, r := range recs {
+			if a := r.Attempts[0]; a.ReadyAt.IsZero() || a.Start.Before(a.ReadyAt) || r.Submitted.IsZero() || a.ReadyAt.Before(r.Submitted) {
+				t.Errorf("%s: submitted %v, ready %v, started %v", r.ID, r.Submitted, a.ReadyAt, a.Start)
+			}
+		}
+		samples := h.store.Samples()
+		if len(samples) < 4 {
+			t.Errorf("%d memory samples saved for a run of ~15s on 2 cards", len(samples))
+		}
+		for _, sm := range samples {
+			if sm.ChargedMiB > sm.CapacityMiB || sm.TotalMiB == 0 {
+				t.Errorf("sample %+v", sm)
+			}
+		}
 		// Both cards were used at once.
 		used := map[int]bool{}
 		for _, g := range h.runner.gpuStarts {

@@ -57,7 +57,7 @@ func TestBoardChargesTheLargerOfRequestAndUse(t *testing.T) {
 	snap := twoCards()
 	snap.Cards[1].UsedMiB, snap.Cards[1].FreeMiB = 9000, 11500
 	snap.Procs = []Proc{
-		{PID: 100, GPUUUID: "GPU-b", UsedMiB: 6000},                                  // the leader itself
+		{PID: 100, GPUUUID: "GPU-b", UsedMiB: 6000},                                   // the leader itself
 		{PID: 555, GPUUUID: "GPU-b", UsedMiB: 1000, PGID: 999, Ancestors: []int{200}}, // a child of honest's leader
 		{PID: 777, GPUUUID: "GPU-b", UsedMiB: 2000, PGID: 777},                        // somebody else's
 	}

@@ -13,11 +13,12 @@ import (
 // Memory is a Store held in memory, for tests. Safe for concurrent use, so a
 // test may inspect it while an engine writes it.
 type Memory struct {
-	mu     sync.Mutex // guards the fields below
-	rows   map[string]*Row
-	cards  []gpu.CardView
-	meta   map[string]string
-	closed bool
+	mu      sync.Mutex // guards the fields below
+	rows    map[string]*Row
+	cards   []gpu.CardView
+	samples []Sample
+	meta    map[string]string
+	closed  bool
 	// Applies counts successful Apply calls, i.e. transactions.
 	applies int
 }
@@ -58,6 +59,9 @@ func (m *Memory) Apply(b *Batch) error {
 			m.rows[w.ID] = r
 		}
 		r.ID, r.Seq, r.State, r.ExitCode, r.Error, r.BlockedBy, r.GPURequestMiB = w.ID, w.Seq, w.State, w.ExitCode, w.Error, w.BlockedBy, w.GPURequestMiB
+		if !w.Submitted.IsZero() {
+			r.Submitted = w.Submitted
+		}
 		if w.Spec != nil {
 			r.Spec = slices.Clone(w.Spec)
 		}
@@ -84,6 +88,7 @@ func (m *Memory) Apply(b *Batch) error {
 	if b.Cards != nil {
 		m.cards = slices.Clone(b.Cards)
 	}
+	m.samples = append(m.samples, b.Samples...)
 	for k, v := range b.Meta {
 		if m.meta == nil {
 			m.meta = map[string]string{}
@@ -103,6 +108,13 @@ func (m *Memory) Cards() []gpu.CardView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.cards)
+}
+
+// Samples returns the saved card samples.
+func (m *Memory) Samples() []Sample {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.samples)
 }
 
 // Meta returns the value saved for key.

@@ -185,6 +185,21 @@ var migrations = []string{
 		key   TEXT PRIMARY KEY,
 		value TEXT NOT NULL
 	);`,
+	// 3: for reports: when tasks were submitted and attempts became ready,
+	// and the cards' memory over time.
+	`ALTER TABLE tasks ADD COLUMN submitted_at INTEGER;
+	ALTER TABLE attempts ADD COLUMN ready_at INTEGER;
+	CREATE TABLE gpu_samples (
+		at           INTEGER NOT NULL,
+		idx          INTEGER NOT NULL,
+		total_mib    INTEGER NOT NULL,
+		used_mib     INTEGER NOT NULL,
+		foreign_mib  INTEGER NOT NULL,
+		observed_mib INTEGER NOT NULL,
+		charged_mib  INTEGER NOT NULL,
+		capacity_mib INTEGER NOT NULL,
+		PRIMARY KEY (at, idx)
+	) WITHOUT ROWID;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -226,25 +241,26 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 10
+const taskColumns = 11
 
 func upsertTaskSQL(rows int) string {
-	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request) VALUES ` +
+	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
 	spec = CASE WHEN length(excluded.spec) = 0 THEN tasks.spec ELSE excluded.spec END,
 	state = excluded.state, exit_code = excluded.exit_code,
 	error = excluded.error, blocked_by = excluded.blocked_by,
-	updated_at = excluded.updated_at, gpu_request = excluded.gpu_request`
+	updated_at = excluded.updated_at, gpu_request = excluded.gpu_request,
+	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at)`
 }
 
-const attemptColumns = 18
+const attemptColumns = 19
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
 	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu,
-	gpu_uuid, mem_requested, mem_peak) VALUES ` +
+	gpu_uuid, mem_requested, mem_peak, ready_at) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -253,7 +269,8 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	interrupted = excluded.interrupted, error = excluded.error,
 	log_path = excluded.log_path, pid = excluded.pid, pgid = excluded.pgid,
 	proc_start = excluded.proc_start, gpu = excluded.gpu,
-	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak`
+	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
+	ready_at = excluded.ready_at`
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -305,7 +322,7 @@ func (s *SQLite) Apply(b *Batch) error {
 		if spec == nil {
 			spec = []byte{} // empty: keep the stored definition
 		}
-		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB))
+		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted))
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -320,7 +337,7 @@ func (s *SQLite) Apply(b *Batch) error {
 		}
 		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
 			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU),
-			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB))
+			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt))
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -337,6 +354,12 @@ func (s *SQLite) Apply(b *Batch) error {
 			if _, err := tx.Exec("INSERT INTO gpus (idx, view, updated_at) VALUES (?, ?, ?)", c.Index, view, now); err != nil {
 				return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
 			}
+		}
+	}
+	for _, sm := range b.Samples {
+		if _, err := tx.Exec(`INSERT OR REPLACE INTO gpu_samples (at, idx, total_mib, used_mib, foreign_mib, observed_mib, charged_mib, capacity_mib)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, sm.At.UnixNano(), sm.Index, sm.TotalMiB, sm.UsedMiB, sm.ForeignMiB, sm.ObservedMiB, sm.ChargedMiB, sm.CapacityMiB); err != nil {
+			return fmt.Errorf("write gpu samples to state db %s: %w", s.path, err)
 		}
 	}
 	for k, v := range b.Meta {
@@ -383,6 +406,27 @@ func (s *SQLite) LoadCards() ([]gpu.CardView, time.Time, error) {
 	return out, time.Unix(0, at), rows.Err()
 }
 
+// LoadSamples returns the cards' memory over time, oldest first.
+func (s *SQLite) LoadSamples() ([]Sample, error) {
+	rows, err := s.db.Query(`SELECT at, idx, total_mib, used_mib, foreign_mib, observed_mib, charged_mib, capacity_mib
+		FROM gpu_samples ORDER BY at, idx`)
+	if err != nil {
+		return nil, fmt.Errorf("read gpu samples from state db %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []Sample
+	for rows.Next() {
+		var sm Sample
+		var at int64
+		if err := rows.Scan(&at, &sm.Index, &sm.TotalMiB, &sm.UsedMiB, &sm.ForeignMiB, &sm.ObservedMiB, &sm.ChargedMiB, &sm.CapacityMiB); err != nil {
+			return nil, fmt.Errorf("read gpu samples from state db %s: %w", s.path, err)
+		}
+		sm.At = time.Unix(0, at)
+		out = append(out, sm)
+	}
+	return out, rows.Err()
+}
+
 // LoadMeta returns the run-wide facts.
 func (s *SQLite) LoadMeta() (map[string]string, error) {
 	rows, err := s.db.Query("SELECT key, value FROM meta")
@@ -408,7 +452,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, spec, state, exit_code, error, blocked_by, gpu_request FROM tasks ORDER BY seq, id")
+	rows, err := tx.Query("SELECT id, seq, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at FROM tasks ORDER BY seq, id")
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -417,8 +461,8 @@ func (s *SQLite) Load() ([]Row, error) {
 	for rows.Next() {
 		var r Row
 		var state string
-		var exit, gpuReq sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq); err != nil {
+		var exit, gpuReq, submitted sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
@@ -428,6 +472,9 @@ func (s *SQLite) Load() ([]Row, error) {
 		}
 		r.ExitCode = nullInt(exit)
 		r.GPURequestMiB = gpuReq.Int64
+		if submitted.Valid {
+			r.Submitted = time.Unix(0, submitted.Int64)
+		}
 		byID[r.ID] = len(out)
 		out = append(out, r)
 	}
@@ -436,7 +483,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
-		interrupted, error, log_path, pid, pgid, proc_start, gpu, gpu_uuid, mem_requested, mem_peak
+		interrupted, error, log_path, pid, pgid, proc_start, gpu, gpu_uuid, mem_requested, mem_peak, ready_at
 		FROM attempts ORDER BY task_id, number`)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
@@ -446,9 +493,9 @@ func (s *SQLite) Load() ([]Row, error) {
 		var id, logPath string
 		var a task.Attempt
 		var start int64
-		var end, exit, pid, pgid, pstart, gpu, memReq, memPeak sql.NullInt64
+		var end, exit, pid, pgid, pstart, gpu, memReq, memPeak, readyAt sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
-			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu, &a.GPUUUID, &memReq, &memPeak); err != nil {
+			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
 		i, ok := byID[id]
@@ -461,6 +508,9 @@ func (s *SQLite) Load() ([]Row, error) {
 		}
 		a.ExitCode, a.GPU = nullInt(exit), nullInt(gpu)
 		a.MemRequestedMiB, a.MemPeakMiB = memReq.Int64, memPeak.Int64
+		if readyAt.Valid {
+			a.ReadyAt = time.Unix(0, readyAt.Int64)
+		}
 		a.LogPath = s.absLog(logPath)
 		a.PID = int(pid.Int64)
 		r := &out[i]

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"time"
 
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
@@ -50,11 +51,26 @@ type Batch struct {
 	// Meta sets run-wide facts by key (e.g. why the GPU state is unknown);
 	// an empty value deletes the key.
 	Meta map[string]string
+	// Samples are readings of the cards over time, for reports.
+	Samples []Sample
+}
+
+// Sample is one card's memory at one moment, as admission saw it.
+type Sample struct {
+	At          time.Time
+	Index       int
+	TotalMiB    int64
+	UsedMiB     int64 // memory.used as nvidia-smi reported it
+	ForeignMiB  int64
+	ObservedMiB int64 // what our tasks' processes were seen to use
+	ChargedMiB  int64 // what our running tasks were charged
+	CapacityMiB int64
 }
 
 // TaskWrite sets a task's row. Spec nil keeps the stored definition.
 type TaskWrite struct {
 	ID            string
+	Submitted     time.Time
 	GPURequestMiB int64 // 0: as the definition says
 	Seq           int64
 	Kind          string
@@ -74,7 +90,7 @@ type AttemptWrite struct {
 
 // Len is the number of writes in the batch.
 func (b *Batch) Len() int {
-	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta)
+	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta) + len(b.Samples)
 	if b.Cards != nil {
 		n++
 	}
@@ -87,7 +103,7 @@ func (b *Batch) Reset() {
 	clear(b.Attempts)
 	b.Tasks = b.Tasks[:0]
 	b.Attempts = b.Attempts[:0]
-	b.Cards, b.Meta = nil, nil
+	b.Cards, b.Meta, b.Samples = nil, nil, nil
 }
 
 // Meta keys.

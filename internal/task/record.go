@@ -38,6 +38,10 @@ type Attempt struct {
 	MemRequestedMiB int64 `json:"mem_requested_mib,omitempty"`
 	// MemPeakMiB is the most GPU memory its processes were seen to use.
 	MemPeakMiB int64 `json:"mem_peak_mib,omitempty"`
+	// ReadyAt is when the task last became ready before this attempt (its
+	// dependencies complete, or its previous attempt failed): Start - ReadyAt
+	// is the time it waited for a slot or a card.
+	ReadyAt time.Time `json:"ready_at,omitzero"`
 }
 
 // Ended reports whether the attempt has finished.
@@ -56,6 +60,8 @@ type Record struct {
 	Error string `json:"error,omitempty"`
 	// BlockedBy names the failed or cancelled task that blocked this one.
 	BlockedBy string `json:"blocked_by,omitempty"`
+	// Submitted is when the task was (last) submitted.
+	Submitted time.Time `json:"submitted,omitzero"`
 }
 
 // LastAttempt returns the most recent attempt, or nil if none ran.
