@@ -68,10 +68,13 @@ type Plan struct {
 // Ready tasks are taken in queue order while parallel slots remain. A CPU
 // task starts. A GPU task starts on the card Fit picks; one that fits
 // nowhere is passed over, so smaller tasks behind it may start (backfill).
-// But once it has been ready for ReserveAfter it reserves the card closest
-// to holding it, and no task after it in the queue starts there; as tasks
-// on that card finish, it fits. A CPU-only queue is walked only as far as
-// tasks start, so choosing costs nothing like the number of ready tasks.
+// But once it has been ready for ReserveAfter, the first such task in the
+// queue reserves the card closest to holding it, and no task after it in
+// the queue starts there; as tasks on that card finish, it fits. One card
+// at most is reserved at a time: reserving a card for every waiting big
+// task would stop backfilling everywhere (the simulation in sim_test.go
+// measures this). A CPU-only queue is walked only as far as tasks start, so
+// choosing costs nothing like the number of ready tasks.
 func decide(v View) Plan {
 	var p Plan
 	if v.Free <= 0 || v.Ready == nil {
@@ -98,7 +101,7 @@ func decide(v View) Plan {
 			free--
 			return free > 0
 		}
-		if v.ReserveAfter >= 0 && v.Now.Sub(c.ReadySince) >= v.ReserveAfter {
+		if p.Reserved == nil && v.ReserveAfter >= 0 && v.Now.Sub(c.ReadySince) >= v.ReserveAfter {
 			if i := gpu.Reserve(v.Cards, c.Need); i >= 0 {
 				v.Cards[i].ReservedFor = c.ID
 				if p.Reserved == nil {

@@ -67,13 +67,17 @@ func Charge(c *CardView, need Need, task string) {
 }
 
 // Reserve picks the card a starving task should have to itself until it
-// fits: among cards that could ever hold it and are not reserved, the one
-// closest to holding it now (most memory left). It returns -1 if none.
+// fits: among cards that could hold it once our tasks there finish, and are
+// neither reserved, quarantined, unknown nor hidden (a cooling card is fine:
+// it comes back in seconds), the one closest to holding it now (most memory
+// left). An exclusive need also rules out cards with foreign processes,
+// which it could never use. It returns -1 if none.
 func Reserve(cards []CardView, need Need) int {
 	best := -1
 	for i := range cards {
 		c := &cards[i]
-		if c.ReservedFor != "" || c.State == CardHidden || c.State == CardUnknown || !Fits(c, need) {
+		if c.ReservedFor != "" || (c.State != CardOK && c.State != CardCooling) || !Fits(c, need) ||
+			(need.Exclusive && c.ForeignProcs > 0) {
 			continue
 		}
 		if best < 0 || c.AvailableMiB > cards[best].AvailableMiB {
