@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/gpusched/gpusched/internal/artifact"
 	"github.com/gpusched/gpusched/internal/dag"
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/executor"
@@ -111,6 +113,9 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		Runner:         runner{sc},
 		Observer:       o.observer,
 		Reap:           local.KillStale,
+		WantsEvent:     sc.wantsEvent,
+		Deliver:        sc.deliver,
+		OnFailure:      sc.onFailure,
 		GPU: engine.GPUConfig{
 			Probe:          sc.probe,
 			Settings:       sc.settings.gpuSettings(),
@@ -178,7 +183,40 @@ func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
 	if err != nil {
 		return err
 	}
-	return s.engine.Submit(specs, blobs, reading)
+	sub := engine.Submission{Specs: specs, JSON: blobs, Reading: reading,
+		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs))}
+	for i, sp := range specs {
+		sub.Fingerprint[i] = sp.Fingerprint()
+		if r, ok := s.engine.Earlier(sp.ID); ok {
+			sub.Resume[i] = resumeVerdict(sp, sub.Fingerprint[i], r)
+		}
+	}
+	return s.engine.Submit(sub)
+}
+
+// resumeVerdict says whether task sp, completed in an earlier run as row
+// r, is still valid: the same definition, and its artifacts as they were.
+// It reads the artifacts (and hashes them when the task asks), so it runs
+// in the caller's goroutine, not the scheduler's loop.
+func resumeVerdict(sp *task.Spec, fingerprint string, r *store.Row) engine.Resume {
+	if r.State != task.Complete {
+		return engine.Resume{}
+	}
+	if r.Fingerprint != "" && r.Fingerprint != fingerprint {
+		why := "definition changed"
+		var old task.Spec
+		if err := json.Unmarshal(r.Spec, &old); err == nil {
+			old.Normalize()
+			if changed := sp.Changed(&old); len(changed) > 0 {
+				why += ": " + strings.Join(changed, ", ")
+			}
+		}
+		return engine.Resume{Why: why}
+	}
+	if why := artifact.Intact(sp, r.Artifacts); why != "" {
+		return engine.Resume{Why: why}
+	}
+	return engine.Resume{Intact: true}
 }
 
 // readGPUs reads the GPUs when a batch has GPU tasks, so that the engine can
@@ -279,6 +317,11 @@ type runner struct{ s *Scheduler }
 
 func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func(executor.Process)) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
+	if p, ok := h.(Preparer); ok {
+		if err := p.Prepare(ctx, req.Spec, req.Number); err != nil {
+			return failBeforeStart(req, fmt.Errorf("prepare: %w", err))
+		}
+	}
 	cmd, err := h.Command(ctx, req.Spec, req.Number)
 	if err != nil {
 		return failBeforeStart(req, fmt.Errorf("prepare command: %w", err))
@@ -307,10 +350,70 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 		ar.Signal = executor.SignalName(res.Signal)
 	}
 	out.Verdict = h.Judge(req.Spec, ar)
+	if out.Verdict == nil && len(req.Spec.Artifacts) > 0 {
+		out.Artifacts, out.Verdict = artifact.Collect(req.Spec)
+		if c, ok := h.(ArtifactChecker); ok && out.Verdict == nil {
+			if err := c.CheckArtifacts(ctx, req.Spec, out.Artifacts); err != nil {
+				out.Verdict = fmt.Errorf("artifact check: %w", err)
+			}
+		}
+	}
+	if o, ok := h.(AttemptObserver); ok {
+		if err := o.AfterAttempt(ctx, req.Spec, ar); err != nil {
+			if out.Verdict == nil {
+				out.Verdict = fmt.Errorf("after attempt: %w", err)
+			} else {
+				out.Verdict = fmt.Errorf("%w; after attempt: %v", out.Verdict, err)
+			}
+		}
+	}
 	if out.Verdict != nil && req.GPU != nil {
 		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(logTail(req.LogPath, 64<<10))
 	}
 	return out
+}
+
+// wantsEvent: a completion produces an outbox event when the kind has a
+// completion handler with something to do.
+func (s *Scheduler) wantsEvent(sp *task.Spec) bool {
+	switch h := s.handlers[sp.Kind].(type) {
+	case CommandHandler:
+		return len(sp.OnComplete) > 0
+	case CompletionHandler:
+		return h != nil
+	}
+	return false
+}
+
+// deliver hands a completion event to its kind's handler.
+func (s *Scheduler) deliver(ctx context.Context, d engine.Delivery) error {
+	ch, ok := s.handlers[d.Spec.Kind].(CompletionHandler)
+	if !ok {
+		return fmt.Errorf("no completion handler is registered for kind %q", d.Spec.Kind)
+	}
+	return ch.OnComplete(ctx, CompletionEvent{
+		ID: d.EventID, TaskID: d.TaskID, Attempt: d.Attempt, Spec: d.Spec, Tries: d.Tries,
+		LogPath: filepath.Join(s.runDir, LogsDir, d.TaskID, fmt.Sprintf("event-%d.log", d.EventID)),
+		Env:     map[string]string{"GPUSCHED_RUN_DIR": s.runDir},
+	})
+}
+
+// onFailure tells the kind's failure handler, best effort.
+func (s *Scheduler) onFailure(sp *task.Spec, rec task.Record) {
+	fh, ok := s.handlers[sp.Kind].(FailureHandler)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := fh.OnFailure(ctx, sp, rec); err != nil {
+		if a := rec.LastAttempt(); a != nil && a.LogPath != "" {
+			if f, ferr := os.OpenFile(a.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); ferr == nil {
+				fmt.Fprintf(f, "gpusched: failure handler: %v\n", err)
+				f.Close()
+			}
+		}
+	}
 }
 
 // logTail returns up to n bytes from the end of the file at path.

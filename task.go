@@ -65,4 +65,7 @@ const (
 	EventFailed    = engine.Failed
 	EventBlocked   = engine.TaskBlocked
 	EventCancelled = engine.TaskCancelled
+	// EventDeliveryFailed: a completion handler failed; the event will be
+	// delivered again.
+	EventDeliveryFailed = engine.DeliveryFailed
 )

@@ -12,16 +12,34 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// Submit adds a batch of tasks, all or none. Each spec must already be
-// normalized and valid on its own (task.Spec.Validate); Submit checks the
-// graph: duplicates, unknown dependencies, cycles. specJSON[i] is spec i's
-// definition as persisted. Submit returns once the batch is committed.
-//
-// reading, if not nil, is a GPU probe's answer taken for this batch: GPU
-// tasks larger than every card are refused with it.
-func (e *Engine) Submit(specs []*task.Spec, specJSON [][]byte, reading *Reading) error {
+// Submission is a batch of tasks to add.
+type Submission struct {
+	// Specs must be normalized and valid on their own (task.Spec.Validate).
+	Specs []*task.Spec
+	// JSON[i] is Specs[i]'s definition as persisted.
+	JSON [][]byte
+	// Fingerprint[i] is Specs[i].Fingerprint(); may be nil for none.
+	Fingerprint []string
+	// Resume[i] says whether a task that completed in an earlier run is
+	// still valid; may be nil (then a completed task is kept as is).
+	Resume []Resume
+	// Reading, if not nil, is a GPU probe's answer taken for this batch:
+	// GPU tasks larger than every card are refused with it.
+	Reading *Reading
+}
+
+// Resume is the verdict on a task that completed in an earlier run.
+type Resume struct {
+	Intact bool   // same definition, artifacts as they were
+	Why    string // when not intact: why it runs again
+}
+
+// Submit adds a batch of tasks, all or none, checking the graph:
+// duplicates, unknown dependencies, cycles. It returns once the batch is
+// committed.
+func (e *Engine) Submit(sub Submission) error {
 	reply := make(chan error, 1)
-	if !e.send(submitEvent{specs, specJSON, reading, reply}) {
+	if !e.send(submitEvent{sub, reply}) {
 		return ErrClosed
 	}
 	err, ok := await(e, reply)
@@ -102,10 +120,8 @@ func await[T any](e *Engine, reply chan T) (v T, ok bool) {
 }
 
 type submitEvent struct {
-	specs    []*task.Spec
-	specJSON [][]byte
-	reading  *Reading
-	reply    chan error
+	Submission
+	reply chan error
 }
 
 func (ev submitEvent) apply(e *Engine) {
@@ -117,38 +133,49 @@ func (ev submitEvent) apply(e *Engine) {
 		ev.reply <- e.broken
 		return
 	}
-	if err := dag.CheckBatch(ev.specs, e.tasks); err != nil {
+	if err := dag.CheckBatch(ev.Specs, e.tasks); err != nil {
 		ev.reply <- err
 		return
 	}
-	if err := e.checkSubmittedGPU(ev.specs, ev.reading); err != nil {
+	if err := e.checkSubmittedGPU(ev.Specs, ev.Reading); err != nil {
 		ev.reply <- err
 		return
 	}
 	first := e.nextSeq // tasks of this batch have seq >= first
 	now := e.cfg.Now()
 	if len(e.tasks) == 0 {
-		e.tasks = make(map[string]*node, len(ev.specs)) // sized once for a big first batch
+		e.tasks = make(map[string]*node, len(ev.Specs)) // sized once for a big first batch
 	}
-	nodes := make([]*node, len(ev.specs))
-	store := make([]node, len(ev.specs)) // one allocation for the batch's nodes
+	nodes := make([]*node, len(ev.Specs))
+	store := make([]node, len(ev.Specs)) // one allocation for the batch's nodes
 	ndeps := 0
-	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.specs))
-	for i, s := range ev.specs {
+	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.Specs))
+	for i, s := range ev.Specs {
 		n := &store[i]
-		*n = node{spec: s, specJSON: ev.specJSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
+		*n = node{spec: s, specJSON: ev.JSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
+		if ev.Fingerprint != nil {
+			n.fingerprint = ev.Fingerprint[i]
+		}
 		if s.Resources.GPU() {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
 		}
 		e.nextSeq++
 		if p := e.prior[s.ID]; p != nil {
 			// Seen in an earlier run: keep its history, continue numbering.
-			n.rec.Attempts, n.handles, n.rec.ExitCode = p.Attempts, p.Handles, p.ExitCode
+			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clip(p.Attempts), p.Handles, p.ExitCode
+			n.rec.Artifacts = p.Artifacts
 			if p.GPURequestMiB > n.need.MiB && s.Resources.GPU() {
 				n.need.MiB = p.GPURequestMiB // it ran out of memory before
 			}
 			delete(e.prior, s.ID)
-			n.kept = p.State == task.Complete
+			switch {
+			case p.State != task.Complete:
+				n.rec.Rerun = "was " + p.State.String()
+			case ev.Resume != nil && !ev.Resume[i].Intact:
+				n.rec.Rerun = ev.Resume[i].Why
+			default:
+				n.kept = true
+			}
 		}
 		e.tasks[s.ID] = n
 		nodes[i] = n
@@ -205,6 +232,7 @@ func (ev submitEvent) apply(e *Engine) {
 func (e *Engine) admit(n *node) {
 	var blockedBy *node
 	allKept := true
+	var rerunning *node // a dependency of a kept task that runs again
 	for _, d := range n.deps {
 		switch d.rec.State {
 		case task.Complete:
@@ -218,6 +246,9 @@ func (e *Engine) admit(n *node) {
 		default:
 			n.waiting++
 		}
+		if !d.kept && rerunning == nil {
+			rerunning = d
+		}
 		allKept = allKept && d.kept
 	}
 	switch {
@@ -229,6 +260,9 @@ func (e *Engine) admit(n *node) {
 		// Completed in an earlier run, and nothing it depends on reruns.
 		n.rec.State = task.Complete
 	default:
+		if n.kept {
+			n.rec.Rerun = fmt.Sprintf("upstream %s reruns", rerunning.spec.ID)
+		}
 		n.kept = false
 		n.rec.State = task.Pending
 		n.rec.Error = ""
@@ -298,6 +332,7 @@ func (ev closeEvent) apply(e *Engine) {
 	}
 	e.closing = ev.reply
 	e.stopAll(ErrClosed)
+	e.stopDeliveries()
 }
 
 // EventKind says what happened to a task.
@@ -311,9 +346,11 @@ const (
 	Failed                             // the task failed, retries spent
 	TaskBlocked                        // a dependency failed or was cancelled
 	TaskCancelled                      // the task was cancelled
+	DeliveryFailed                     // a completion event's handler failed; it will be retried
 )
 
-var eventNames = [...]string{Started: "started", Retrying: "retrying", Completed: "complete", Failed: "failed", TaskBlocked: "blocked", TaskCancelled: "cancelled"}
+var eventNames = [...]string{Started: "started", Retrying: "retrying", Completed: "complete", Failed: "failed", TaskBlocked: "blocked",
+	TaskCancelled: "cancelled", DeliveryFailed: "event-failed"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
@@ -333,6 +370,7 @@ type Event struct {
 	Attempt   task.Attempt // the attempt concerned, for Started..Failed and a running task's cancellation
 	BlockedBy string       // for TaskBlocked
 	Error     string       // for Failed without an attempt: why it could not run
+	Rerun     string       // for Started: why a task that ran before runs again
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -63,6 +63,8 @@ type Outcome struct {
 	// memory; OOMTriedMiB is the failing allocation's size when known.
 	OOM         bool
 	OOMTriedMiB int64
+	// Artifacts are the task's files as a successful attempt left them.
+	Artifacts []task.Artifact
 }
 
 // Config configures an engine. Zero values mean the documented defaults.
@@ -85,6 +87,16 @@ type Config struct {
 	Reap func(executor.Process) (int, error)
 	// GPU configures GPU admission.
 	GPU GPUConfig
+	// WantsEvent reports whether a task's completion produces an event for
+	// Deliver (an outbox row written with the completion). Nil: none do.
+	WantsEvent func(*task.Spec) bool
+	// Deliver hands a completion event to the task kind's handler; nil
+	// acknowledges it. It runs on a goroutine of its own, one event at a
+	// time in completion order, and must return soon after ctx is done.
+	Deliver func(ctx context.Context, d Delivery) error
+	// OnFailure, if set, is called on a goroutine of its own once a task
+	// has failed for good (its retries spent), after that is committed.
+	OnFailure func(spec *task.Spec, rec task.Record)
 }
 
 // Engine schedules tasks. Its methods are safe for concurrent use, including
@@ -100,6 +112,7 @@ type Engine struct {
 	running   int
 	nextSeq   int64
 	prior     map[string]*store.Row // persisted tasks not (yet) submitted again
+	earlier   map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
 	batch     store.Batch
 	effects   []func(commitErr error) // to do once the batch is committed
 	run       *runState               // the Run in progress, or nil
@@ -118,6 +131,14 @@ type Engine struct {
 	cardsDirty bool                 // the saved view of the cards is out of date
 	fitCheck   bool                 // a reading arrived: check waiting tasks still fit some card
 	lastSample map[int]store.Sample // by card: the last memory sample saved
+
+	// The outbox of completion events, owned by the loop too.
+	outbox        []*pendingEvent        // pending, oldest first
+	outboxSpecs   map[string]*task.Spec  // definitions the events' tasks completed with
+	nextEventID   int64
+	delivering    bool // a delivery is in flight
+	deliverCtx    context.Context
+	cancelDeliver context.CancelFunc
 	pollCtx    context.Context
 	stopPolls  context.CancelFunc
 }
@@ -135,6 +156,7 @@ type node struct {
 	inBatch           int  // while being submitted: dependencies of its batch not yet admitted
 	inBatchDependents int  // while being submitted: tasks of its batch that depend on it
 	kept              bool // complete from an earlier run, not run again in this one
+	fingerprint       string
 	tries             int  // attempts started in this engine's life
 	inReady           bool
 	cancel            context.CancelCauseFunc // while running
@@ -190,12 +212,18 @@ func Open(cfg Config) (*Engine, error) {
 		ready:  btree.NewG(32, lessNode),
 		prior:  make(map[string]*store.Row, len(rows)),
 	}
+	e.earlier = make(map[string]*store.Row, len(rows))
 	e.readyView = readyQueue{e.ready}
 	e.initGPU()
+	e.initOutbox()
+	if err := e.loadOutbox(rows); err != nil {
+		return nil, err
+	}
 	now := cfg.Now()
 	for i := range rows {
 		r := &rows[i]
 		e.prior[r.ID] = r
+		e.earlier[r.ID] = r
 		e.nextSeq = max(e.nextSeq, r.Seq+1)
 		if r.State != task.Running {
 			continue
@@ -227,6 +255,14 @@ func Open(cfg Config) (*Engine, error) {
 	e.batch.Reset()
 	go e.loop()
 	return e, nil
+}
+
+// Earlier returns what the store held for task id when the engine opened:
+// its state, definition, fingerprint and artifacts from earlier runs. Safe
+// for concurrent use; the caller must not change the row.
+func (e *Engine) Earlier(id string) (*store.Row, bool) {
+	r, ok := e.earlier[id]
+	return r, ok
 }
 
 // kindOf is only used for rows rewritten at Open, whose kind column is
@@ -284,10 +320,11 @@ func (e *Engine) loop() {
 		}
 		e.checkGPUWaits()
 		e.schedule()
-		e.pollGPUs()
+		gpuNext := e.pollGPUs()
 		e.flush()
+		e.arm(gpuNext, e.deliver(e.cfg.Now()))
 		e.finishRun()
-		if e.closing != nil && e.running == 0 {
+		if e.closing != nil && e.running == 0 && !e.delivering {
 			e.stopPolls()
 			e.wake.Stop()
 			err := e.cfg.Store.Close()
@@ -351,7 +388,7 @@ func (e *Engine) finishRun() {
 		return
 	}
 	stopping := e.run.stop != nil || e.broken != nil || e.closing != nil
-	if !stopping && e.ready.Len() > 0 {
+	if !stopping && (e.ready.Len() > 0 || e.outboxHoldsRun()) {
 		return
 	}
 	err := e.run.stop
@@ -407,7 +444,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	n.cancel = cancel
 	timeout := e.timeoutOf(n.spec)
 	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: att.LogPath, GPU: assign}
-	e.notify(Event{Kind: Started, TaskID: n.spec.ID, Attempt: att})
+	e.notify(Event{Kind: Started, TaskID: n.spec.ID, Attempt: att, Rerun: n.rec.Rerun})
 	e.effects = append(e.effects, func(err error) {
 		if err != nil {
 			// Not recorded as started, so it must not start. The engine is
@@ -520,8 +557,14 @@ func (ev exitEvent) apply(e *Engine) {
 
 	switch {
 	case a.Error == "":
-		n.rec.State, n.rec.Error = task.Complete, ""
+		n.rec.State, n.rec.Error, n.rec.Rerun = task.Complete, "", ""
+		n.rec.Artifacts = out.Artifacts
 		e.writeTask(n)
+		if len(n.spec.Artifacts) > 0 {
+			w := &e.batch.Tasks[len(e.batch.Tasks)-1]
+			w.Artifacts, w.ArtifactsSet = out.Artifacts, true
+		}
+		e.queueEvent(n, ev.number)
 		ended.Kind = Completed
 		e.notify(ended)
 		for _, d := range n.dependents {
@@ -548,7 +591,22 @@ func (ev exitEvent) apply(e *Engine) {
 		ended.Kind = Failed
 		e.notify(ended)
 		e.blockDownstream(n)
+		if f := e.cfg.OnFailure; f != nil {
+			spec, rec := n.spec, n.record()
+			e.effects = append(e.effects, func(err error) {
+				if err == nil {
+					go f(spec, rec)
+				}
+			})
+		}
 	}
+}
+
+// record returns a copy of the task's record.
+func (n *node) record() task.Record {
+	r := n.rec
+	r.Attempts = slices.Clone(n.rec.Attempts)
+	return r
 }
 
 // makeReady queues a pending task whose dependencies are all complete.
@@ -605,6 +663,7 @@ func (e *Engine) writeTask(n *node) {
 	}
 	e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{
 		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
+		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
 	})
 	n.specJSON = nil // written once; later writes keep it
@@ -638,8 +697,7 @@ func (e *Engine) records() []task.Record {
 	slices.SortFunc(nodes, func(a, b *node) int { return int(a.seq - b.seq) })
 	out := make([]task.Record, len(nodes))
 	for i, n := range nodes {
-		out[i] = n.rec
-		out[i].Attempts = slices.Clone(n.rec.Attempts)
+		out[i] = n.record()
 	}
 	return out
 }

@@ -170,7 +170,7 @@ func (h *harness) submit(t *testing.T, specs ...*task.Spec) error {
 		}
 		blobs[i], _ = json.Marshal(s)
 	}
-	return h.Submit(specs, blobs, nil)
+	return h.Submit(Submission{Specs: specs, JSON: blobs})
 }
 
 func (h *harness) mustSubmit(t *testing.T, specs ...*task.Spec) {
@@ -582,7 +582,7 @@ func TestStoreFailureStopsScheduling(t *testing.T) {
 		for _, s := range []*task.Spec{a, b} {
 			s.Normalize()
 		}
-		if err := e.Submit([]*task.Spec{a, b}, [][]byte{[]byte(`{}`), []byte(`{}`)}, nil); err != nil {
+		if err := e.Submit(Submission{Specs: []*task.Spec{a, b}, JSON: [][]byte{[]byte(`{}`), []byte(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		time.AfterFunc(time.Second, func() { st.Fail(errors.New("disk full")) })
@@ -593,7 +593,7 @@ func TestStoreFailureStopsScheduling(t *testing.T) {
 		if got := r.startOrder(); !slices.Equal(got, []string{"a#1"}) {
 			t.Errorf("started %v after the store broke, want only a#1", got)
 		}
-		if err := e.Submit([]*task.Spec{spec("c")}, [][]byte{[]byte(`{}`)}, nil); err == nil {
+		if err := e.Submit(Submission{Specs: []*task.Spec{spec("c")}, JSON: [][]byte{[]byte(`{}`)}}); err == nil {
 			t.Error("Submit on a broken engine succeeded")
 		}
 	})

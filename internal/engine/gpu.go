@@ -163,9 +163,10 @@ func (e *Engine) sample(now time.Time) {
 }
 
 // pollGPUs starts a probe when one is due while GPU tasks wait or run, and
-// arms the wake-up for the next poll or the next card that comes back from
-// a cooldown or quarantine. It also queues the cards' view for saving.
-func (e *Engine) pollGPUs() {
+// returns when the loop should look again: the next poll or the next card
+// that comes back from a cooldown or quarantine (zero: no need). It also
+// queues the cards' view for saving.
+func (e *Engine) pollGPUs() time.Time {
 	now := e.cfg.Now()
 	if e.cardsDirty {
 		e.saveCards(now)
@@ -173,8 +174,7 @@ func (e *Engine) pollGPUs() {
 	active := e.cfg.GPU.Probe != nil && e.run != nil && e.run.stop == nil && e.closing == nil && e.broken == nil &&
 		(e.gpuReady > 0 || e.gpuRunning > 0)
 	if !active {
-		e.wake.Stop()
-		return
+		return time.Time{}
 	}
 	if !e.polling && !now.Before(e.nextPoll) {
 		e.polling = true
@@ -191,11 +191,23 @@ func (e *Engine) pollGPUs() {
 	if c := e.board.NextChange(now); !c.IsZero() && e.gpuReady > 0 && (next.IsZero() || c.Before(next)) {
 		next = c
 	}
+	return next
+}
+
+// arm sets the loop's wake-up to the earliest of the times given (zero
+// times are ignored), or stops it.
+func (e *Engine) arm(times ...time.Time) {
+	var next time.Time
+	for _, t := range times {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
 	if next.IsZero() {
 		e.wake.Stop()
-	} else {
-		e.wake.Reset(max(next.Sub(now), 0))
+		return
 	}
+	e.wake.Reset(max(next.Sub(e.cfg.Now()), 0))
 }
 
 // saveCards queues the cards' view, with reservations, for the state

@@ -411,7 +411,7 @@ func TestSubmitRefusesRequestsNoCardHolds(t *testing.T) {
 		defer h.Close()
 		s := gspec("huge", 30000)
 		s.Normalize()
-		err := h.Submit([]*task.Spec{s}, [][]byte{[]byte(`{}`)}, reading(probe))
+		err := h.Submit(Submission{Specs: []*task.Spec{s}, JSON: [][]byte{[]byte(`{}`)}, Reading: reading(probe)})
 		var te *task.Error
 		if !errors.As(err, &te) || te.TaskID != "huge" || te.Field != "resources.memory_mib" ||
 			!strings.Contains(err.Error(), "needs 30000 MiB") || !strings.Contains(err.Error(), "card 0") {
@@ -420,7 +420,7 @@ func TestSubmitRefusesRequestsNoCardHolds(t *testing.T) {
 		// Within capacity (24000 less the 500 margin) it is accepted.
 		ok := gspec("fits", 23500)
 		ok.Normalize()
-		if err := h.Submit([]*task.Spec{ok}, [][]byte{[]byte(`{}`)}, reading(probe)); err != nil {
+		if err := h.Submit(Submission{Specs: []*task.Spec{ok}, JSON: [][]byte{[]byte(`{}`)}, Reading: reading(probe)}); err != nil {
 			t.Errorf("Submit of a task that fits: %v", err)
 		}
 	})

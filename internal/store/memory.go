@@ -16,6 +16,7 @@ type Memory struct {
 	mu      sync.Mutex // guards the fields below
 	rows    map[string]*Row
 	cards   []gpu.CardView
+	events  []EventWrite
 	samples []Sample
 	meta    map[string]string
 	closed  bool
@@ -59,6 +60,13 @@ func (m *Memory) Apply(b *Batch) error {
 			m.rows[w.ID] = r
 		}
 		r.ID, r.Seq, r.State, r.ExitCode, r.Error, r.BlockedBy, r.GPURequestMiB = w.ID, w.Seq, w.State, w.ExitCode, w.Error, w.BlockedBy, w.GPURequestMiB
+		r.Rerun = w.Rerun
+		if w.Fingerprint != "" {
+			r.Fingerprint = w.Fingerprint
+		}
+		if w.ArtifactsSet {
+			r.Artifacts = slices.Clone(w.Artifacts)
+		}
 		if !w.Submitted.IsZero() {
 			r.Submitted = w.Submitted
 		}
@@ -89,6 +97,13 @@ func (m *Memory) Apply(b *Batch) error {
 		m.cards = slices.Clone(b.Cards)
 	}
 	m.samples = append(m.samples, b.Samples...)
+	for _, ev := range b.Events {
+		if i := slices.IndexFunc(m.events, func(e EventWrite) bool { return e.ID == ev.ID }); i >= 0 {
+			m.events[i] = ev
+		} else {
+			m.events = append(m.events, ev)
+		}
+	}
 	for k, v := range b.Meta {
 		if m.meta == nil {
 			m.meta = map[string]string{}
@@ -108,6 +123,31 @@ func (m *Memory) Cards() []gpu.CardView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.cards)
+}
+
+// PendingEvents returns the events not yet acknowledged, oldest first.
+func (m *Memory) PendingEvents() ([]EventWrite, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []EventWrite
+	var maxID int64
+	for _, ev := range m.events {
+		maxID = max(maxID, ev.ID)
+		if ev.Acked.IsZero() {
+			out = append(out, ev)
+		}
+	}
+	slices.SortFunc(out, func(a, b EventWrite) int { return cmp.Compare(a.ID, b.ID) })
+	return out, maxID, nil
+}
+
+// Events returns every event, oldest first.
+func (m *Memory) Events() []EventWrite {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := slices.Clone(m.events)
+	slices.SortFunc(out, func(a, b EventWrite) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }
 
 // Samples returns the saved card samples.

@@ -200,6 +200,29 @@ var migrations = []string{
 		capacity_mib INTEGER NOT NULL,
 		PRIMARY KEY (at, idx)
 	) WITHOUT ROWID;`,
+	// 4: resume and recovery: definition fingerprints, artifacts as they
+	// were at completion, why a task reruns, and the completion outbox.
+	`ALTER TABLE tasks ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN rerun TEXT NOT NULL DEFAULT '';
+	CREATE TABLE artifacts (
+		task_id TEXT NOT NULL REFERENCES tasks(id),
+		path    TEXT NOT NULL,
+		size    INTEGER NOT NULL,
+		mtime   INTEGER NOT NULL,
+		sha256  TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (task_id, path)
+	) WITHOUT ROWID;
+	CREATE TABLE events (
+		id         INTEGER PRIMARY KEY,
+		task_id    TEXT NOT NULL REFERENCES tasks(id),
+		attempt    INTEGER NOT NULL,
+		created_at INTEGER NOT NULL,
+		acked_at   INTEGER,
+		tries      INTEGER NOT NULL DEFAULT 0,
+		last_error TEXT NOT NULL DEFAULT '',
+		next_try   INTEGER
+	);
+	CREATE INDEX events_pending ON events (id) WHERE acked_at IS NULL;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -241,10 +264,11 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 11
+const taskColumns = 13
 
 func upsertTaskSQL(rows int) string {
-	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at) VALUES ` +
+	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
+	fingerprint, rerun) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
@@ -252,7 +276,9 @@ ON CONFLICT (id) DO UPDATE SET
 	state = excluded.state, exit_code = excluded.exit_code,
 	error = excluded.error, blocked_by = excluded.blocked_by,
 	updated_at = excluded.updated_at, gpu_request = excluded.gpu_request,
-	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at)`
+	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at),
+	fingerprint = CASE WHEN excluded.fingerprint = '' THEN tasks.fingerprint ELSE excluded.fingerprint END,
+	rerun = excluded.rerun`
 }
 
 const attemptColumns = 19
@@ -322,7 +348,8 @@ func (s *SQLite) Apply(b *Batch) error {
 		if spec == nil {
 			spec = []byte{} // empty: keep the stored definition
 		}
-		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted))
+		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
+			w.Fingerprint, w.Rerun)
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -354,6 +381,30 @@ func (s *SQLite) Apply(b *Batch) error {
 			if _, err := tx.Exec("INSERT INTO gpus (idx, view, updated_at) VALUES (?, ?, ?)", c.Index, view, now); err != nil {
 				return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
 			}
+		}
+	}
+	for i := range b.Tasks {
+		w := &b.Tasks[i]
+		if !w.ArtifactsSet {
+			continue
+		}
+		if _, err := tx.Exec("DELETE FROM artifacts WHERE task_id = ?", w.ID); err != nil {
+			return fmt.Errorf("write artifacts of %q to state db %s: %w", w.ID, s.path, err)
+		}
+		for _, a := range w.Artifacts {
+			if _, err := tx.Exec("INSERT INTO artifacts (task_id, path, size, mtime, sha256) VALUES (?, ?, ?, ?, ?)",
+				w.ID, a.Path, a.Size, a.ModTime.UnixNano(), a.SHA256); err != nil {
+				return fmt.Errorf("write artifacts of %q to state db %s: %w", w.ID, s.path, err)
+			}
+		}
+	}
+	for _, ev := range b.Events {
+		if _, err := tx.Exec(`INSERT INTO events (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET acked_at = excluded.acked_at, tries = excluded.tries,
+				last_error = excluded.last_error, next_try = excluded.next_try`,
+			ev.ID, ev.TaskID, ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError, timeOrNil(ev.NextTry)); err != nil {
+			return fmt.Errorf("write event %d to state db %s: %w", ev.ID, s.path, err)
 		}
 	}
 	for _, sm := range b.Samples {
@@ -452,7 +503,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at FROM tasks ORDER BY seq, id")
+	rows, err := tx.Query("SELECT id, seq, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun FROM tasks ORDER BY seq, id")
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -462,7 +513,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		var r Row
 		var state string
 		var exit, gpuReq, submitted sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted); err != nil {
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
@@ -525,7 +576,67 @@ func (s *SQLite) Load() ([]Row, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
+	rows.Close()
+	rows, err = tx.Query("SELECT task_id, path, size, mtime, sha256 FROM artifacts ORDER BY task_id, path")
+	if err != nil {
+		return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
+	}
+	for rows.Next() {
+		var id string
+		var a task.Artifact
+		var mtime int64
+		if err := rows.Scan(&id, &a.Path, &a.Size, &mtime, &a.SHA256); err != nil {
+			return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
+		}
+		a.ModTime = time.Unix(0, mtime)
+		if i, ok := byID[id]; ok {
+			out[i].Artifacts = append(out[i].Artifacts, a)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
+	}
 	return out, nil
+}
+
+// PendingEvents returns the events not yet acknowledged, oldest first,
+// and the largest event id used.
+func (s *SQLite) PendingEvents() ([]EventWrite, int64, error) {
+	var maxID sql.NullInt64
+	if err := s.db.QueryRow("SELECT max(id) FROM events").Scan(&maxID); err != nil {
+		return nil, 0, fmt.Errorf("read events from state db %s: %w", s.path, err)
+	}
+	pending, err := s.events("WHERE acked_at IS NULL")
+	return pending, maxID.Int64, err
+}
+
+// Events returns every completion event, oldest first.
+func (s *SQLite) Events() ([]EventWrite, error) { return s.events("") }
+
+func (s *SQLite) events(where string) ([]EventWrite, error) {
+	rows, err := s.db.Query("SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events " + where + " ORDER BY id")
+	if err != nil {
+		return nil, fmt.Errorf("read events from state db %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []EventWrite
+	for rows.Next() {
+		var ev EventWrite
+		var created int64
+		var acked, next sql.NullInt64
+		if err := rows.Scan(&ev.ID, &ev.TaskID, &ev.Attempt, &created, &acked, &ev.Tries, &ev.LastError, &next); err != nil {
+			return nil, fmt.Errorf("read events from state db %s: %w", s.path, err)
+		}
+		ev.Created = time.Unix(0, created)
+		if acked.Valid {
+			ev.Acked = time.Unix(0, acked.Int64)
+		}
+		if next.Valid {
+			ev.NextTry = time.Unix(0, next.Int64)
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
 }
 
 // Close closes the database; the WAL is checkpointed by SQLite.

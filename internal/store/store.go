@@ -13,6 +13,9 @@ import (
 type Store interface {
 	// Load returns every persisted task, in submission order.
 	Load() ([]Row, error)
+	// PendingEvents returns the completion events not yet acknowledged, in
+	// the order they were created, and the largest event id ever used.
+	PendingEvents() (pending []EventWrite, maxID int64, err error)
 	// Apply writes a batch atomically: all of it or none of it.
 	Apply(b *Batch) error
 	// Close releases the store; further calls fail.
@@ -26,6 +29,8 @@ type Row struct {
 	// GPURequestMiB is the GPU memory its next attempt asks for when it
 	// differs from the definition's (it grew after running out of memory).
 	GPURequestMiB int64
+	// Fingerprint is the digest of the definition it last ran with.
+	Fingerprint string
 	task.Record
 	// Handles holds the process handles of attempts, by attempt number, so
 	// a restarted scheduler can find processes of an attempt it lost.
@@ -53,6 +58,21 @@ type Batch struct {
 	Meta map[string]string
 	// Samples are readings of the cards over time, for reports.
 	Samples []Sample
+	// Events are completion events to insert or update (the outbox).
+	Events []EventWrite
+}
+
+// EventWrite is one completion event of the outbox: written in the same
+// transaction as its task's completion, acknowledged once delivered.
+type EventWrite struct {
+	ID        int64
+	TaskID    string
+	Attempt   int
+	Created   time.Time
+	Acked     time.Time // zero until delivered
+	Tries     int       // failed deliveries so far
+	LastError string
+	NextTry   time.Time // after a failure: not before
 }
 
 // Sample is one card's memory at one moment, as admission saw it.
@@ -69,8 +89,13 @@ type Sample struct {
 
 // TaskWrite sets a task's row. Spec nil keeps the stored definition.
 type TaskWrite struct {
-	ID            string
-	Submitted     time.Time
+	ID          string
+	Submitted   time.Time
+	Fingerprint string // "": keep the stored one
+	Rerun       string
+	// Artifacts replace the stored ones when ArtifactsSet.
+	Artifacts     []task.Artifact
+	ArtifactsSet  bool
 	GPURequestMiB int64 // 0: as the definition says
 	Seq           int64
 	Kind          string
@@ -90,7 +115,7 @@ type AttemptWrite struct {
 
 // Len is the number of writes in the batch.
 func (b *Batch) Len() int {
-	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta) + len(b.Samples)
+	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta) + len(b.Samples) + len(b.Events)
 	if b.Cards != nil {
 		n++
 	}
@@ -104,6 +129,8 @@ func (b *Batch) Reset() {
 	b.Tasks = b.Tasks[:0]
 	b.Attempts = b.Attempts[:0]
 	b.Cards, b.Meta, b.Samples = nil, nil, nil
+	clear(b.Events)
+	b.Events = b.Events[:0]
 }
 
 // Meta keys.

@@ -62,6 +62,19 @@ type Record struct {
 	BlockedBy string `json:"blocked_by,omitempty"`
 	// Submitted is when the task was (last) submitted.
 	Submitted time.Time `json:"submitted,omitzero"`
+	// Artifacts are the files it produced, as they were when it completed.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Rerun says why a task that had run before on this run directory runs
+	// again ("definition changed: args", "artifact missing: out/x", ...).
+	Rerun string `json:"rerun,omitempty"`
+}
+
+// Artifact is a file a task produced, as it was when the task completed.
+type Artifact struct {
+	Path    string    `json:"path"` // as the task spec lists it
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mtime"`
+	SHA256  string    `json:"sha256,omitempty"` // when the task asked for hashing
 }
 
 // LastAttempt returns the most recent attempt, or nil if none ran.

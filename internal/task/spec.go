@@ -1,7 +1,12 @@
 package task
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -68,6 +73,77 @@ type Spec struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Dir is the attempt's working directory; empty means the scheduler's.
 	Dir string `json:"dir,omitempty"`
+	// Artifacts are the files the task must produce, relative to Dir. An
+	// attempt that exits 0 completes only if each exists (and the kind's
+	// artifact check passes); a completed task whose artifacts went missing
+	// or changed runs again when the run resumes.
+	Artifacts []string `json:"artifacts,omitempty"`
+	// HashArtifacts makes resume compare the artifacts' content (SHA-256),
+	// not only their size and modification time.
+	HashArtifacts bool `json:"hash_artifacts,omitempty"`
+	// OnComplete, for the command kind, is an argv run once the task has
+	// completed (at least once: again after a crash until it exits 0), with
+	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
+	OnComplete []string `json:"on_complete,omitempty"`
+}
+
+// ArtifactPath returns artifact a's path, resolved against the task's Dir.
+func (s *Spec) ArtifactPath(a string) string {
+	if filepath.IsAbs(a) || s.Dir == "" {
+		return a
+	}
+	return filepath.Join(s.Dir, a)
+}
+
+// definition is what a task's outputs depend on: the fields whose change
+// makes a completed task run again.
+type definition struct {
+	Kind          string            `json:"kind"`
+	Payload       any               `json:"payload"`
+	Env           map[string]string `json:"env"`
+	Dir           string            `json:"dir"`
+	Resources     ResourceRequest   `json:"resources"`
+	Artifacts     []string          `json:"artifacts"`
+	HashArtifacts bool              `json:"hash_artifacts"`
+}
+
+func (s *Spec) definition() definition {
+	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources, s.Artifacts, s.HashArtifacts}
+}
+
+// Fingerprint is a digest of the task's definition: kind, payload, env,
+// dir, resources and artifacts (not its id, dependencies, priority,
+// timeout or retries, which do not change what it produces).
+func (s *Spec) Fingerprint() string {
+	b, _ := json.Marshal(s.definition()) // map keys come out sorted
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Changed lists the fields of the definition that differ between old and
+// s, by their workflow names ("args" for the command kind's payload).
+func (s *Spec) Changed(old *Spec) []string {
+	a, b := s.definition(), old.definition()
+	var out []string
+	field := func(name string, x, y any) {
+		jx, _ := json.Marshal(x)
+		jy, _ := json.Marshal(y)
+		if !bytes.Equal(jx, jy) {
+			out = append(out, name)
+		}
+	}
+	payload := "payload"
+	if s.Kind == DefaultKind {
+		payload = "args"
+	}
+	field("kind", a.Kind, b.Kind)
+	field(payload, a.Payload, b.Payload)
+	field("env", a.Env, b.Env)
+	field("dir", a.Dir, b.Dir)
+	field("resources", a.Resources, b.Resources)
+	field("artifacts", a.Artifacts, b.Artifacts)
+	field("hash_artifacts", a.HashArtifacts, b.HashArtifacts)
+	return out
 }
 
 // MaxIDLen is the longest task id accepted, in bytes.
@@ -136,6 +212,14 @@ func (s *Spec) Validate() error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return Invalid(s.ID, "env", "invalid variable name %q", k)
 		}
+	}
+	for _, a := range s.Artifacts {
+		if strings.TrimSpace(a) == "" {
+			return Invalid(s.ID, "artifacts", "empty path")
+		}
+	}
+	if len(s.OnComplete) > 0 && strings.TrimSpace(s.OnComplete[0]) == "" {
+		return Invalid(s.ID, "on_complete", "empty command")
 	}
 	return nil
 }

@@ -304,7 +304,8 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 	return d, err
 }
 
-var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources"}
+var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
+	"artifacts", "hash_artifacts", "on_complete"}
 
 func (p *parser) tasks(n *yaml.Node) error {
 	if n.Kind != yaml.SequenceNode {
@@ -369,6 +370,15 @@ func (p *parser) tasks(n *yaml.Node) error {
 				}
 			case "resources":
 				t.Resources, err = p.resources(v, id)
+			case "artifacts":
+				t.Artifacts, err = p.strings(v, field)
+			case "hash_artifacts":
+				t.HashArtifacts, err = p.boolean(v, field)
+			case "on_complete":
+				t.OnComplete, err = p.strings(v, field)
+				if err == nil && len(t.OnComplete) == 0 {
+					err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
+				}
 			}
 			return err
 		})

@@ -1,0 +1,106 @@
+package gpusched
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/gpusched/gpusched/internal/dag"
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// PlanItem says what running a task again on a run directory would do.
+type PlanItem struct {
+	ID string `json:"id"`
+	// Run is true when the task would run (again); false when its earlier
+	// completion is kept.
+	Run bool `json:"run"`
+	// Why, for a person: "never ran", "failed before", "definition changed:
+	// args", "artifact missing: out/model.pt", "artifact changed: out/x.bin
+	// (size 10 -> 12)", "upstream prepare reruns", or "complete, kept".
+	Why string `json:"why"`
+}
+
+// Plan says, task by task and in the given order, what running tasks on
+// runDir would run and why, without running anything or taking the run
+// directory's lock: the same checks and the same rules as Run. A run
+// directory that does not exist yet means everything runs.
+func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
+	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}})
+	if err != nil {
+		return nil, err
+	}
+	if err := dag.CheckBatch(specs, map[string]struct{}{}); err != nil {
+		return nil, err
+	}
+	earlier := map[string]*store.Row{}
+	path := filepath.Join(runDir, StateFile)
+	if _, err := os.Stat(path); err == nil {
+		st, err := store.OpenSQLiteReadOnly(path, runDir)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := st.Load()
+		st.Close()
+		if err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			earlier[rows[i].ID] = &rows[i]
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("open state db: %w", err)
+	}
+
+	items := make([]PlanItem, len(specs))
+	runs := map[string]bool{}
+	index := map[string]int{}
+	for i, sp := range specs {
+		index[sp.ID] = i
+	}
+	// Decide in dependency order, report in the given order.
+	var visit func(i int)
+	done := make([]bool, len(specs))
+	visit = func(i int) {
+		if done[i] {
+			return
+		}
+		done[i] = true
+		sp := specs[i]
+		for _, d := range sp.Dependencies {
+			visit(index[d])
+		}
+		it := PlanItem{ID: sp.ID}
+		r, seen := earlier[sp.ID]
+		switch {
+		case !seen:
+			it.Run, it.Why = true, "never ran"
+		case r.State != task.Complete:
+			it.Run, it.Why = true, r.State.String()+" before"
+		default:
+			if v := resumeVerdict(sp, sp.Fingerprint(), r); !v.Intact {
+				it.Run, it.Why = true, v.Why
+			}
+		}
+		if !it.Run {
+			for _, d := range sp.Dependencies {
+				if runs[d] {
+					it.Run, it.Why = true, fmt.Sprintf("upstream %s reruns", d)
+					break
+				}
+			}
+		}
+		if !it.Run {
+			it.Why = "complete, kept"
+		}
+		runs[sp.ID] = it.Run
+		items[i] = it
+	}
+	for i := range specs {
+		visit(i)
+	}
+	return items, nil
+}
