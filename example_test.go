@@ -89,3 +89,57 @@ func ExampleScheduler_SubmitMany_cycle() {
 	// dependency cycle: a -> c -> b -> a
 	// true 0
 }
+
+// Artifacts: a task completes only if its files exist, and when the run
+// resumes, a task whose files went missing runs again with everything
+// downstream of it; the rest is kept. Plan tells in advance.
+func Example_artifacts() {
+	work, _ := os.MkdirTemp("", "gpusched-example-")
+	defer os.RemoveAll(work)
+	runDir := filepath.Join(work, "run")
+	tasks := []gpusched.TaskSpec{
+		{ID: "prepare", Dir: work, Payload: []string{"sh", "-c", "mkdir -p out && seq 100 > out/data.csv"},
+			Artifacts: []string{"out/data.csv"}},
+		{ID: "train", Dir: work, Dependencies: []string{"prepare"},
+			Payload: []string{"sh", "-c", "wc -l < out/data.csv > out/model.pt"}, Artifacts: []string{"out/model.pt"}},
+		{ID: "evaluate", Dir: work, Dependencies: []string{"train"},
+			Payload: []string{"sh", "-c", "cat out/model.pt > out/score.txt"}, Artifacts: []string{"out/score.txt"}},
+	}
+	run := func() {
+		s, err := gpusched.New(runDir, gpusched.Scheduling{}, gpusched.WithObserver(func(ev gpusched.Event) {
+			if ev.Kind == gpusched.EventStarted {
+				fmt.Println("  ran", ev.TaskID)
+			}
+		}))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.SubmitMany(tasks); err != nil {
+			log.Fatal(err)
+		}
+		if _, err := s.Run(context.Background()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("first run:")
+	run()
+	os.Remove(filepath.Join(work, "out/model.pt"))
+	plan, _ := gpusched.Plan(runDir, tasks)
+	for _, it := range plan {
+		fmt.Printf("plan: %s run=%v (%s)\n", it.ID, it.Run, it.Why)
+	}
+	fmt.Println("second run:")
+	run()
+	// Output:
+	// first run:
+	//   ran prepare
+	//   ran train
+	//   ran evaluate
+	// plan: prepare run=false (complete, kept)
+	// plan: train run=true (artifact missing: out/model.pt)
+	// plan: evaluate run=true (upstream train reruns)
+	// second run:
+	//   ran train
+	//   ran evaluate
+}
