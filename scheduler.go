@@ -2,6 +2,7 @@ package gpusched
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,6 +114,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		Runner:         runner{sc},
 		Observer:       o.observer,
 		Reap:           local.KillStale,
+		Token:          sc.token,
 		WantsEvent:     sc.wantsEvent,
 		Deliver:        sc.deliver,
 		OnFailure:      sc.onFailure,
@@ -373,6 +375,13 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 	return out
 }
 
+// token names an attempt of this run directory in its processes'
+// environment, so that a scheduler resuming after a crash finds them all.
+func (s *Scheduler) token(taskID string, attempt int) string {
+	sum := sha256.Sum256([]byte(s.runDir))
+	return fmt.Sprintf("%x.%s.%d", sum[:6], taskID, attempt)
+}
+
 // wantsEvent: a completion produces an outbox event when the kind has a
 // completion handler with something to do.
 func (s *Scheduler) wantsEvent(sp *task.Spec) bool {
@@ -441,6 +450,7 @@ func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string
 		"GPUSCHED_TASK_ID="+req.Spec.ID,
 		"GPUSCHED_ATTEMPT="+strconv.Itoa(req.Number),
 		"GPUSCHED_RUN_DIR="+r.s.runDir,
+		local.TokenVar+"="+r.s.token(req.Spec.ID, req.Number),
 	)
 	if g := req.GPU; g != nil {
 		// Exactly the card it was admitted to, numbered as nvidia-smi does.

@@ -82,9 +82,15 @@ type Config struct {
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
 	// Reap, if set, is called at Open for each attempt that was running
-	// when an earlier scheduler died, to kill what is left of it; it
-	// returns how many processes it killed.
-	Reap func(executor.Process) (int, error)
+	// when an earlier scheduler died, to kill what is left of it: its
+	// process group when its handle was saved (p.PID is 0 when the
+	// scheduler died before it could save it), and any process carrying
+	// the attempt's token (Token) in its environment. It returns how many
+	// processes it killed.
+	Reap func(p executor.Process, token string) (int, error)
+	// Token names an attempt for Reap: the Runner puts it in the attempt's
+	// environment. Nil: no tokens.
+	Token func(taskID string, attempt int) string
 	// GPU configures GPU admission.
 	GPU GPUConfig
 	// WantsEvent reports whether a task's completion produces an event for
@@ -133,14 +139,14 @@ type Engine struct {
 	lastSample map[int]store.Sample // by card: the last memory sample saved
 
 	// The outbox of completion events, owned by the loop too.
-	outbox        []*pendingEvent        // pending, oldest first
-	outboxSpecs   map[string]*task.Spec  // definitions the events' tasks completed with
+	outbox        []*pendingEvent       // pending, oldest first
+	outboxSpecs   map[string]*task.Spec // definitions the events' tasks completed with
 	nextEventID   int64
 	delivering    bool // a delivery is in flight
 	deliverCtx    context.Context
 	cancelDeliver context.CancelFunc
-	pollCtx    context.Context
-	stopPolls  context.CancelFunc
+	pollCtx       context.Context
+	stopPolls     context.CancelFunc
 }
 
 // node is a task inside the loop.
@@ -157,7 +163,7 @@ type node struct {
 	inBatchDependents int  // while being submitted: tasks of its batch that depend on it
 	kept              bool // complete from an earlier run, not run again in this one
 	fingerprint       string
-	tries             int  // attempts started in this engine's life
+	tries             int // attempts started in this engine's life
 	inReady           bool
 	cancel            context.CancelCauseFunc // while running
 	cancelled         bool                    // a cancellation was requested while running
@@ -233,8 +239,13 @@ func Open(cfg Config) (*Engine, error) {
 			if a := &r.Attempts[j]; !a.Ended() {
 				a.End, a.Interrupted = now, true
 				a.Error = "interrupted: the scheduler stopped during the attempt"
-				if h, ok := r.Handles[a.Number]; ok && cfg.Reap != nil {
-					n, err := cfg.Reap(executor.Process{PID: h.PID, PGID: h.PGID, StartTicks: h.StartTicks})
+				if cfg.Reap != nil {
+					h := r.Handles[a.Number]
+					token := ""
+					if cfg.Token != nil {
+						token = cfg.Token(r.ID, a.Number)
+					}
+					n, err := cfg.Reap(executor.Process{PID: h.PID, PGID: h.PGID, StartTicks: h.StartTicks}, token)
 					switch {
 					case err != nil:
 						a.Error += fmt.Sprintf("; could not kill its processes: %v", err)

@@ -548,7 +548,7 @@ func TestOpenMarksInterruptedAttempts(t *testing.T) {
 			Attempts: []store.AttemptWrite{{TaskID: "t", Attempt: task.Attempt{Number: 1, Start: started}, Handle: store.Handle{PID: 99, PGID: 99, StartTicks: 5}}},
 		})
 		var reaped []executor.Process
-		h := newHarness(t, Config{Reap: func(p executor.Process) (int, error) { reaped = append(reaped, p); return 3, nil }}, st)
+		h := newHarness(t, Config{Reap: func(p executor.Process, _ string) (int, error) { reaped = append(reaped, p); return 3, nil }}, st)
 		defer h.Close()
 		rows, _ := st.Load()
 		if rows[0].State != task.Pending || !rows[0].Attempts[0].Interrupted || !rows[0].Attempts[0].Ended() {

@@ -64,7 +64,7 @@ func TestKillStale(t *testing.T) {
 			pids = append(pids, n)
 		}
 	}
-	n, err := local.KillStale(p)
+	n, err := local.KillStale(p, "")
 	if err != nil || n != 2 {
 		t.Fatalf("KillStale = %d, %v; want 2 processes killed", n, err)
 	}
@@ -79,10 +79,40 @@ func TestKillStale(t *testing.T) {
 func TestKillStaleSparesRecycledPID(t *testing.T) {
 	_, p := startGroup(t, "-sleep", "1h")
 	p.StartTicks++ // as if the PID now belonged to a newer process
-	if n, err := local.KillStale(p); n != 0 || err != nil {
+	if n, err := local.KillStale(p, ""); n != 0 || err != nil {
 		t.Fatalf("KillStale = %d, %v; want nothing killed", n, err)
 	}
 	if !executortest.Alive(p.PID) {
 		t.Error("KillStale killed a process whose start time did not match")
+	}
+}
+
+func TestKillStaleFindsTokenWithoutHandle(t *testing.T) {
+	token := "test-token-" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command(sleeper, "-sleep", "1h")
+	cmd.Env = append(os.Environ(), local.TokenVar+"="+token)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // it even left our group
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command(sleeper, "-sleep", "1h")
+	other.Env = append(os.Environ(), local.TokenVar+"="+token+"0") // a different attempt
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	n, err := local.KillStale(executor.Process{}, token)
+	if err != nil || n != 1 {
+		t.Fatalf("KillStale = %d, %v; want the one process with the token", n, err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the process with the token survived")
+	}
+	if !executortest.Alive(other.Process.Pid) {
+		t.Error("a process with another token was killed")
 	}
 }
