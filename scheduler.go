@@ -233,9 +233,7 @@ func (s *Scheduler) readGPUs(specs []*task.Spec) (*engine.Reading, error) {
 	}
 	if s.smi {
 		if _, err := nvidiasmi.Bin(); err != nil {
-			return nil, &TaskError{TaskID: specs[i].ID, Field: "resources.device",
-				Reason: "cuda tasks need nvidia-smi, which was not found; install the NVIDIA driver or set " + nvidiasmi.EnvBin + " to its path",
-				Kind:   ErrInvalidTask}
+			return nil, noSMI(specs[i].ID)
 		}
 	}
 	snap, err := s.probe.Snapshot(context.Background())

@@ -84,32 +84,7 @@ func (e *Engine) neverFits(id string, need gpu.Need) string {
 	if !e.board.Known() {
 		return ""
 	}
-	views := e.board.Views(e.cfg.Now())
-	var largest *gpu.CardView
-	visible := 0
-	for i := range views {
-		c := &views[i]
-		switch c.State {
-		case gpu.CardHidden:
-			continue
-		case gpu.CardUnknown:
-			return "" // it may be the one
-		}
-		visible++
-		if largest == nil || c.CapacityMiB > largest.CapacityMiB {
-			largest = c
-		}
-	}
-	switch {
-	case visible == 0 && len(e.board.Settings().Visible) > 0:
-		return fmt.Sprintf("no card matches visible_gpus %v", e.board.Settings().Visible)
-	case visible == 0:
-		return "the machine has no GPU"
-	case need.MiB > largest.CapacityMiB:
-		return fmt.Sprintf("needs %d MiB, more than any card can give: the largest, card %d (%s), has %d MiB less the %d MiB safety margin",
-			need.MiB, largest.Index, largest.Name, largest.TotalMiB, largest.TotalMiB-largest.CapacityMiB)
-	}
-	return ""
+	return gpu.NeverFits(e.board.Views(e.cfg.Now()), need, len(e.board.Settings().Visible) > 0)
 }
 
 // applyReading takes a probe's answer into the board.

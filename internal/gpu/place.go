@@ -87,6 +87,36 @@ func Reserve(cards []CardView, need Need) int {
 	return best
 }
 
+// NeverFits says why need can never be met by these cards, or "" if it may
+// be: it is larger than every visible card's capacity, or no card is
+// visible. A card whose state is unknown may be the one, so with one, it
+// says "". filtered tells whether visible_gpus is set, for the message.
+func NeverFits(cards []CardView, need Need, filtered bool) string {
+	var largest *CardView
+	for i := range cards {
+		c := &cards[i]
+		switch c.State {
+		case CardHidden:
+			continue
+		case CardUnknown:
+			return ""
+		}
+		if largest == nil || c.CapacityMiB > largest.CapacityMiB {
+			largest = c
+		}
+	}
+	switch {
+	case largest == nil && filtered:
+		return "no card matches visible_gpus"
+	case largest == nil:
+		return "the machine has no GPU"
+	case need.MiB > largest.CapacityMiB:
+		return fmt.Sprintf("needs %d MiB, more than any card can give: the largest, card %d (%s), has %d MiB less the %d MiB safety margin",
+			need.MiB, largest.Index, largest.Name, largest.TotalMiB, largest.TotalMiB-largest.CapacityMiB)
+	}
+	return ""
+}
+
 // Explain says, for a person, why a task that needs need does not start
 // now, from the cards as admission sees them. unknown, when not empty, is
 // why the GPU state cannot be read.

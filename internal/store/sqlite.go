@@ -23,6 +23,10 @@ const ApplicationID = 0x47505553
 // database: not SQLite at all, or SQLite written by another program.
 var ErrNotState = errors.New("not a gpusched state database")
 
+// ErrEmpty is returned by OpenSQLiteReadOnly for a database with nothing
+// in it yet: a scheduler is creating it.
+var ErrEmpty = errors.New("no state yet (a run is starting)")
+
 // ErrTooNew is returned when the database was written by a newer gpusched
 // whose schema this one does not know. Nothing is changed.
 var ErrTooNew = errors.New("state database is newer than this gpusched")
@@ -101,7 +105,11 @@ func OpenSQLiteReadOnly(path, runDir string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("read state db %s: %w", path, err)
 	}
-	if v < len(migrations) {
+	switch {
+	case v == 0:
+		db.Close()
+		return nil, fmt.Errorf("read state db %s: %w", path, ErrEmpty)
+	case v < len(migrations):
 		db.Close()
 		return nil, fmt.Errorf("read state db %s: schema version %d is older than this gpusched's %d; run the workflow once to upgrade it", path, v, len(migrations))
 	}

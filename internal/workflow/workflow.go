@@ -92,17 +92,17 @@ func Parse(path string, data []byte) (*Workflow, error) {
 		return nil, err
 	}
 	if err := w.Scheduling.Validate(); err != nil {
-		return nil, w.locate(err)
+		return nil, w.Locate(err)
 	}
 	if err := gpusched.ValidateTasks(w.Tasks); err != nil {
-		return nil, w.locate(err)
+		return nil, w.Locate(err)
 	}
 	return w, nil
 }
 
-// locate turns a validation error into an *Error with the line of the task
+// Locate turns a validation error into an *Error with the line of the task
 // or field at fault.
-func (w *Workflow) locate(err error) error {
+func (w *Workflow) Locate(err error) error {
 	var te *gpusched.TaskError
 	var ce *gpusched.CycleError
 	var se *gpusched.SchedulingError

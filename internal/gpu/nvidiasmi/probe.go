@@ -143,6 +143,16 @@ func (p *Probe) Query(ctx context.Context) (Snapshot, error) {
 	}
 	var snap Snapshot
 
+	// The processes are read first, then the cards. A job that allocates in
+	// between shows in the cards' free memory but not among the processes,
+	// so it counts as foreign for one reading: too little room, never too
+	// much. The other order would count it as ours while the card's free
+	// memory does not show it yet, and promise its memory twice.
+	at, appsErr := p.ask(ctx, bin, appsSpec, AppsQuery)
+	if appsErr != nil && ctx.Err() != nil {
+		return Snapshot{}, appsErr
+	}
+	// When both fail, the cards' error says more (a lost card, the driver).
 	gt, err := p.ask(ctx, bin, gpuSpec, GPUQuery)
 	if err != nil {
 		return Snapshot{}, err
@@ -152,10 +162,8 @@ func (p *Probe) Query(ctx context.Context) (Snapshot, error) {
 	if len(snap.GPUs) == 0 {
 		return Snapshot{}, fmt.Errorf("nvidia-smi %s: %w: no card rows: %s", gpuSpec.source, ErrBadOutput, firstProblem(gt))
 	}
-
-	at, err := p.ask(ctx, bin, appsSpec, AppsQuery)
-	if err != nil {
-		return Snapshot{}, err
+	if appsErr != nil {
+		return Snapshot{}, appsErr
 	}
 	snap.Apps = at.apps()
 	snap.Problems = append(snap.Problems, at.problems...)

@@ -175,7 +175,8 @@ func TestProbeQuery(t *testing.T) {
 			if !slices.Equal(idx, tt.wantGPUs) || !slices.Equal(pids, tt.wantApps) || !slices.Equal(lost, tt.lost) {
 				t.Errorf("cards %v, pids %v, lost %v; want %v, %v, %v", idx, pids, lost, tt.wantGPUs, tt.wantApps, tt.lost)
 			}
-			want := [][]string{{"/opt/nvidia-smi", GPUQuery, Format}, {"/opt/nvidia-smi", AppsQuery, Format}}
+			// Processes first, then cards: see Query for why.
+			want := [][]string{{"/opt/nvidia-smi", AppsQuery, Format}, {"/opt/nvidia-smi", GPUQuery, Format}}
 			if !reflect.DeepEqual(f.calls, want) {
 				t.Errorf("calls = %q, want %q", f.calls, want)
 			}
