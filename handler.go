@@ -21,27 +21,27 @@ import (
 // A handler may also implement any of the phase interfaces below, one per
 // phase of a task's life. In order:
 //
-//	        submit ──▶ pending
-//	                      │ dependencies complete, a slot (and card) free
-//	                      ▼
-//	   ┌──▶ Preparer.Prepare ─────────┐ error: the attempt fails, nothing runs
-//	   │    Handler.Command ──────────┤ error: the attempt fails, nothing runs
-//	   │    (the process runs)        │
-//	   │    Handler.Judge ────────────┤ error: the attempt failed
-//	   │    artifacts exist?  ────────┤ missing: "artifact missing: PATH"
-//	   │    ArtifactChecker.Check ────┤ error: the attempt failed
-//	   │    AttemptObserver.AfterAttempt  error: a success becomes a failure
-//	   │                              ▼
-//	   └── retry left? ◀── failed ◀───┤
-//	                        │ none    │ succeeded
-//	                        ▼         ▼
-//	     FailureHandler.OnFailure   complete (committed with an outbox event)
-//	     (best effort; its error      │
-//	      is written to the log)      ▼
-//	                     CompletionHandler.OnComplete, at least once:
-//	                     nil acknowledges the event; an error (or a crash)
-//	                     means it is delivered again, with backoff, in
-//	                     completion order, also after a restart.
+//	     submit ──▶ pending
+//	                   │ dependencies complete, a slot (and card) free
+//	                   ▼
+//	┌──▶ Preparer.Prepare ─────────┐ error: the attempt fails, nothing runs
+//	│    Handler.Command ──────────┤ error: the attempt fails, nothing runs
+//	│    (the process runs)        │
+//	│    Handler.Judge ────────────┤ error: the attempt failed
+//	│    artifacts exist?  ────────┤ missing: "artifact missing: PATH"
+//	│    ArtifactChecker.Check ────┤ error: the attempt failed
+//	│    AttemptObserver.AfterAttempt  error: a success becomes a failure
+//	│                              ▼
+//	└── retry left? ◀── failed ◀───┤
+//	                     │ none    │ succeeded
+//	                     ▼         ▼
+//	  FailureHandler.OnFailure   complete (committed with an outbox event)
+//	  (best effort; its error      │
+//	   is written to the log)      ▼
+//	                  CompletionHandler.OnComplete, at least once:
+//	                  nil acknowledges the event; an error (or a crash)
+//	                  means it is delivered again, with backoff, in
+//	                  completion order, also after a restart.
 //
 // Because OnComplete may run more than once for one completion (the
 // scheduler may die after the handler ran but before the acknowledgement is

@@ -18,7 +18,9 @@ import (
 // workflow of three tasks writing files into dir; each appends its id to
 // ran so tests can tell what executed.
 func artifactTasks(dir, ran string) []gpusched.TaskSpec {
-	sh := func(script string) []string { return []string{"sh", "-c", "echo $GPUSCHED_TASK_ID >> " + ran + "; " + script} }
+	sh := func(script string) []string {
+		return []string{"sh", "-c", "echo $GPUSCHED_TASK_ID >> " + ran + "; " + script}
+	}
 	return []gpusched.TaskSpec{
 		{ID: "prepare", Dir: dir, Payload: sh("mkdir -p out && echo data > out/data.txt"), Artifacts: []string{"out/data.txt"}},
 		{ID: "train", Dir: dir, Dependencies: []string{"prepare"}, Payload: sh("cat out/data.txt > out/model.pt"), Artifacts: []string{"out/model.pt"}},

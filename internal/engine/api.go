@@ -340,13 +340,13 @@ type EventKind uint8
 
 // The kinds of events an Observer receives.
 const (
-	Started       EventKind = iota + 1 // an attempt started
-	Retrying                           // an attempt failed; the task will run again
-	Completed                          // the task completed
-	Failed                             // the task failed, retries spent
-	TaskBlocked                        // a dependency failed or was cancelled
-	TaskCancelled                      // the task was cancelled
-	DeliveryFailed                     // a completion event's handler failed; it will be retried
+	Started        EventKind = iota + 1 // an attempt started
+	Retrying                            // an attempt failed; the task will run again
+	Completed                           // the task completed
+	Failed                              // the task failed, retries spent
+	TaskBlocked                         // a dependency failed or was cancelled
+	TaskCancelled                       // the task was cancelled
+	DeliveryFailed                      // a completion event's handler failed; it will be retried
 )
 
 var eventNames = [...]string{Started: "started", Retrying: "retrying", Completed: "complete", Failed: "failed", TaskBlocked: "blocked",
