@@ -19,6 +19,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var runDir string
 	var jobs int
+	var dryRun bool
 	c := &cobra.Command{
 		Use:   "run WORKFLOW [--run-dir DIR] [-j N]",
 		Short: "Run a workflow's tasks to the end",
@@ -36,6 +37,9 @@ Exit codes: 0 every task completed; 1 a task failed, was blocked or was
 cancelled; 2 the workflow or the command line is invalid (nothing ran).`,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if dryRun {
+				return runPlan(c.OutOrStdout(), args[0], runDir, false)
+			}
 			w, err := loadWorkflow(args[0])
 			if err != nil {
 				return err
@@ -46,12 +50,18 @@ cancelled; 2 the workflow or the command line is invalid (nothing ran).`,
 				}
 				w.Scheduling.MaxParallelTasks = jobs
 			}
+			// GPU requests no card can hold, or no nvidia-smi: invalid
+			// input, refused before the run directory is created.
+			if err := gpusched.CheckGPUs(c.Context(), w.Scheduling, w.Tasks); err != nil {
+				return invalid(w.Locate(err))
+			}
 			dir, _ := runDirFor(runDir, args[0])
 			return runWorkflow(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), w.Scheduling, w.Tasks, dir)
 		},
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "run at most N tasks at once (default: the workflow's max_parallel_tasks, else the number of CPUs)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would run and why (as \"gpusched plan\"); run nothing")
 	return c
 }
 
@@ -101,6 +111,9 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 		return failed(err)
 	}
 	writeSummary(stdout, records, completedNow, time.Since(start), sched.RunDir())
+	if v, err := loadRun(sched.RunDir()); err == nil && v.nPending > 0 {
+		fmt.Fprintf(stdout, "%d completion event(s) not delivered yet (see gpusched status); they are delivered again on the next run\n", v.nPending)
+	}
 	for _, r := range records {
 		if r.State != gpusched.StateComplete {
 			return &exitError{code: ExitFailed}
@@ -117,11 +130,14 @@ func lineObserver(w io.Writer) func(gpusched.Event) {
 		a := ev.Attempt
 		switch ev.Kind {
 		case gpusched.EventStarted:
+			detail := fmt.Sprintf("attempt %d", a.Number)
 			if a.GPU != nil {
-				fmt.Fprintf(w, "%s start     %s (attempt %d, card %d, %d MiB)\n", ts, ev.TaskID, a.Number, *a.GPU, a.MemRequestedMiB)
-				break
+				detail += fmt.Sprintf(", card %d, %d MiB", *a.GPU, a.MemRequestedMiB)
 			}
-			fmt.Fprintf(w, "%s start     %s (attempt %d)\n", ts, ev.TaskID, a.Number)
+			if ev.Rerun != "" {
+				detail += "; runs again: " + ev.Rerun
+			}
+			fmt.Fprintf(w, "%s start     %s (%s)\n", ts, ev.TaskID, detail)
 		case gpusched.EventComplete:
 			fmt.Fprintf(w, "%s complete  %s (attempt %d, %s)\n", ts, ev.TaskID, a.Number, round(a.End.Sub(a.Start)))
 		case gpusched.EventRetrying:
@@ -136,6 +152,8 @@ func lineObserver(w io.Writer) func(gpusched.Event) {
 			fmt.Fprintf(w, "%s blocked   %s (by %s)\n", ts, ev.TaskID, ev.BlockedBy)
 		case gpusched.EventCancelled:
 			fmt.Fprintf(w, "%s cancelled %s\n", ts, ev.TaskID)
+		case gpusched.EventDeliveryFailed:
+			fmt.Fprintf(w, "%s event     %s: completion handler failed, will retry: %s\n", ts, ev.TaskID, ev.Error)
 		}
 	}
 }

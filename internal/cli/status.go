@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,6 +79,8 @@ type runView struct {
 	waiting   map[string]string // pending task -> why it does not start
 	gpuTasks  bool              // the run has GPU tasks
 	taskIndex map[string]int
+	pending   map[string][]store.EventWrite // completion events not yet delivered, by task
+	nPending  int
 }
 
 // loadRows reads a run's tasks through a read-only connection.
@@ -94,12 +97,16 @@ func loadRun(dir string) (*runView, error) {
 	if err != nil {
 		return nil, err
 	}
+	v := &runView{dir: dir, pid: schedulerPID(dir), specs: map[string]gpusched.TaskSpec{}, taskIndex: map[string]int{},
+		pending: map[string][]store.EventWrite{}, waiting: map[string]string{}}
 	st, err := store.OpenSQLiteReadOnly(path, dir)
+	if errors.Is(err, store.ErrEmpty) {
+		return v, nil // a run is creating it: nothing to show yet
+	}
 	if err != nil {
 		return nil, failed(err)
 	}
 	defer st.Close()
-	v := &runView{dir: dir, pid: schedulerPID(dir), specs: map[string]gpusched.TaskSpec{}, taskIndex: map[string]int{}}
 	if v.rows, err = st.Load(); err != nil {
 		return nil, failed(err)
 	}
@@ -111,6 +118,17 @@ func loadRun(dir string) (*runView, error) {
 		return nil, failed(err)
 	}
 	v.unknown = meta[store.MetaGPUUnknown]
+	events, err := st.Events()
+	if err != nil {
+		return nil, failed(err)
+	}
+	v.pending = map[string][]store.EventWrite{}
+	for _, ev := range events {
+		if ev.Acked.IsZero() {
+			v.pending[ev.TaskID] = append(v.pending[ev.TaskID], ev)
+			v.nPending++
+		}
+	}
 	for i, r := range v.rows {
 		var sp gpusched.TaskSpec
 		_ = json.Unmarshal(r.Spec, &sp)
@@ -159,6 +177,8 @@ type taskJSON struct {
 	Error        string             `json:"error,omitempty"`
 	BlockedBy    string             `json:"blocked_by,omitempty"`
 	Waiting      string             `json:"waiting,omitempty"`
+	Rerun        string             `json:"rerun,omitempty"`
+	Events       []eventJSON        `json:"events_pending,omitempty"`
 	Dependencies []string           `json:"dependencies"`
 	Priority     int                `json:"priority"`
 	MemoryMiB    int64              `json:"memory_mib,omitempty"`
@@ -166,6 +186,27 @@ type taskJSON struct {
 	Ended        *time.Time         `json:"ended"`
 	Log          *string            `json:"log"`
 	History      []gpusched.Attempt `json:"history"`
+}
+
+// eventJSON is a completion event not yet delivered.
+type eventJSON struct {
+	ID        int64      `json:"id"`
+	Attempt   int        `json:"attempt"`
+	Tries     int        `json:"failed_tries"`
+	LastError string     `json:"last_error,omitempty"`
+	NextTry   *time.Time `json:"next_try,omitempty"`
+}
+
+// eventNote says, for the table, why a task's completion event is pending.
+func eventNote(evs []store.EventWrite) string {
+	if len(evs) == 0 {
+		return ""
+	}
+	ev := evs[len(evs)-1]
+	if ev.Tries == 0 {
+		return "completion event pending"
+	}
+	return fmt.Sprintf("completion handler failed %d time(s): %s", ev.Tries, ev.LastError)
 }
 
 // schedulerPID returns the PID of the scheduler using the run directory, or
@@ -209,11 +250,19 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		spec := v.specs[r.ID]
 		t := taskJSON{
 			ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
-			Error: r.Error, BlockedBy: r.BlockedBy, Waiting: v.waiting[r.ID],
+			Error: r.Error, BlockedBy: r.BlockedBy, Waiting: v.waiting[r.ID], Rerun: r.Rerun,
 			Dependencies: spec.Dependencies, Priority: spec.Priority, History: r.Attempts,
 		}
 		if spec.Resources.GPU() {
 			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
+		}
+		for _, ev := range v.pending[r.ID] {
+			e := eventJSON{ID: ev.ID, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
+			if !ev.NextTry.IsZero() {
+				next := ev.NextTry
+				e.NextTry = &next
+			}
+			t.Events = append(t.Events, e)
 		}
 		if t.Dependencies == nil {
 			t.Dependencies = []string{}
@@ -286,10 +335,18 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time) {
 		}
 		note := r.Error
 		switch r.State {
-		case gpusched.StateComplete, gpusched.StateRunning:
+		case gpusched.StateComplete:
+			note = eventNote(v.pending[r.ID])
+		case gpusched.StateRunning:
 			note = ""
+			if r.Rerun != "" {
+				note = "runs again: " + r.Rerun
+			}
 		case gpusched.StatePending:
 			note = v.waiting[r.ID]
+			if r.Rerun != "" {
+				note = "runs again (" + r.Rerun + "); " + note
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.State, len(r.Attempts), exit, card, took, note)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -11,13 +13,18 @@ func newValidateCmd() *cobra.Command {
 		Use:   "validate WORKFLOW",
 		Short: "Check a workflow file without running anything",
 		Long: `Check WORKFLOW as "gpusched run" would: syntax, unknown keys, field values,
-duplicate ids, unknown dependencies and cycles. Nothing runs and nothing is
-written. Exit code 0 if it is valid, 2 if not.`,
+duplicate ids, unknown dependencies and cycles; and, when it has GPU tasks,
+that nvidia-smi is there and that no memory request is larger than every
+card. Nothing runs and nothing is written. Exit code 0 if it is valid, 2 if
+not.`,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			w, err := loadWorkflow(args[0])
 			if err != nil {
 				return err
+			}
+			if err := gpusched.CheckGPUs(c.Context(), w.Scheduling, w.Tasks); err != nil {
+				return invalid(w.Locate(err))
 			}
 			fmt.Fprintf(c.OutOrStdout(), "%s: %d tasks, valid\n", args[0], len(w.Tasks))
 			return nil

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched"
+)
+
+func newPlanCmd() *cobra.Command {
+	var runDir string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "plan WORKFLOW [--run-dir DIR] [--json]",
+		Short: "Show what running a workflow again would run, and why",
+		Long: `Show, task by task, what "gpusched run" would do on the run directory:
+keep a task that completed earlier, or run it, and why:
+
+  never ran                      no earlier run has it
+  failed before                  (or blocked, cancelled, pending before)
+  definition changed: args, env  the task's definition is not the one it completed with
+  artifact missing: out/x.bin    a file it produced is gone
+  artifact changed: out/x.bin (size 10 -> 12)
+  upstream prepare reruns        something it depends on runs again
+  complete, kept                 nothing to do
+
+Nothing runs and nothing is written; the run directory is not locked, so
+this works while a run is going. Same as "gpusched run --dry-run".`,
+		Args: exactArgs(1, "one workflow file"),
+		RunE: func(c *cobra.Command, args []string) error {
+			return runPlan(c.OutOrStdout(), args[0], runDir, asJSON)
+		},
+	}
+	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
+	return c
+}
+
+func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool) error {
+	wf, err := loadWorkflow(workflowPath)
+	if err != nil {
+		return err
+	}
+	dir, err := runDirFor(runDir, workflowPath)
+	if err != nil {
+		return err
+	}
+	items, err := gpusched.Plan(dir, wf.Tasks)
+	if err != nil {
+		return failed(err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		out := struct {
+			RunDir string              `json:"run_dir"`
+			Tasks  []gpusched.PlanItem `json:"tasks"`
+		}{dir, items}
+		if err := enc.Encode(out); err != nil {
+			return failed(err)
+		}
+		return nil
+	}
+	runs := 0
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tACTION\tWHY")
+	for _, it := range items {
+		action := "keep"
+		if it.Run {
+			action = "run"
+			runs++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", it.ID, action, it.Why)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%d of %d tasks would run (run directory %s)\n", runs, len(items), dir)
+	return nil
+}
