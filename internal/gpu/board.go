@@ -96,6 +96,31 @@ type Board struct {
 	err      string  // the latest probe error, while unknown
 	errSince time.Time
 	read     time.Time // time of the latest good snapshot
+	notices  []Quarantine
+}
+
+// Quarantine is a card that went into quarantine.
+type Quarantine struct {
+	Index  int
+	Reason string
+	Until  time.Time
+}
+
+// quarantine starts or extends card c's quarantine, noting a new one.
+func (b *Board) quarantine(c *card, now, until time.Time, why string) {
+	if !now.Before(c.quarUntil) {
+		b.notices = append(b.notices, Quarantine{Index: c.Index, Reason: why, Until: until})
+	}
+	if until.After(c.quarUntil) {
+		c.quarUntil, c.quarWhy = until, why
+	}
+}
+
+// TakeQuarantines returns the quarantines that started since the last call.
+func (b *Board) TakeQuarantines() []Quarantine {
+	q := b.notices
+	b.notices = nil
+	return q
 }
 
 type card struct {
@@ -164,9 +189,7 @@ func (b *Board) Apply(snap Snapshot, now time.Time) {
 		c := b.card(l.Index)
 		c.lost = "nvidia-smi reports it lost: " + l.Reason
 		present[l.Index] = true
-		if until := now.Add(b.s.QuarantineFor); until.After(c.quarUntil) {
-			c.quarUntil, c.quarWhy = until, "nvidia-smi reported it lost or in error"
-		}
+		b.quarantine(c, now, now.Add(b.s.QuarantineFor), "nvidia-smi reported it lost or in error")
 	}
 	for _, c := range b.cards {
 		if !present[c.Index] {
@@ -279,8 +302,7 @@ func (b *Board) Release(task string, index int, failed bool, now time.Time) Hold
 		c.failures++
 		if c.failures >= b.s.QuarantineAfter {
 			c.failures = 0
-			c.quarUntil = now.Add(b.s.QuarantineFor)
-			c.quarWhy = fmt.Sprintf("%d failed attempts in a row", b.s.QuarantineAfter)
+			b.quarantine(c, now, now.Add(b.s.QuarantineFor), fmt.Sprintf("%d failed attempts in a row", b.s.QuarantineAfter))
 		}
 	}
 	return h
