@@ -68,4 +68,7 @@ const (
 	// EventDeliveryFailed: a completion handler failed; the event will be
 	// delivered again.
 	EventDeliveryFailed = engine.DeliveryFailed
+	// EventCardQuarantined: a GPU went into quarantine; Event.Card says
+	// which, Event.Error why and until when.
+	EventCardQuarantined = engine.CardQuarantined
 )

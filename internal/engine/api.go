@@ -340,17 +340,18 @@ type EventKind uint8
 
 // The kinds of events an Observer receives.
 const (
-	Started        EventKind = iota + 1 // an attempt started
-	Retrying                            // an attempt failed; the task will run again
-	Completed                           // the task completed
-	Failed                              // the task failed, retries spent
-	TaskBlocked                         // a dependency failed or was cancelled
-	TaskCancelled                       // the task was cancelled
-	DeliveryFailed                      // a completion event's handler failed; it will be retried
+	Started         EventKind = iota + 1 // an attempt started
+	Retrying                             // an attempt failed; the task will run again
+	Completed                            // the task completed
+	Failed                               // the task failed, retries spent
+	TaskBlocked                          // a dependency failed or was cancelled
+	TaskCancelled                        // the task was cancelled
+	DeliveryFailed                       // a completion event's handler failed; it will be retried
+	CardQuarantined                      // a GPU went into quarantine (Card, Error say which and why)
 )
 
 var eventNames = [...]string{Started: "started", Retrying: "retrying", Completed: "complete", Failed: "failed", TaskBlocked: "blocked",
-	TaskCancelled: "cancelled", DeliveryFailed: "event-failed"}
+	TaskCancelled: "cancelled", DeliveryFailed: "event-failed", CardQuarantined: "card-quarantined"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
@@ -371,6 +372,7 @@ type Event struct {
 	BlockedBy string       // for TaskBlocked
 	Error     string       // for Failed without an attempt: why it could not run
 	Rerun     string       // for Started: why a task that ran before runs again
+	Card      int          // for CardQuarantined: the card's index
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -96,6 +96,14 @@ func (e *Engine) applyReading(r Reading) {
 		e.board.Apply(r.Snap, now)
 	}
 	e.cardsDirty = true
+	e.noticeQuarantines()
+}
+
+// noticeQuarantines tells the observer of cards that went into quarantine.
+func (e *Engine) noticeQuarantines() {
+	for _, q := range e.board.TakeQuarantines() {
+		e.notify(Event{Kind: CardQuarantined, Card: q.Index, Error: fmt.Sprintf("%s (until %s)", q.Reason, q.Until.Format(time.TimeOnly))})
+	}
 }
 
 type snapshotEvent struct{ Reading }
@@ -225,6 +233,7 @@ func (e *Engine) setReserved(r map[int]string) {
 func (e *Engine) releaseGPU(n *node, a *task.Attempt, failed bool, out Outcome) {
 	now := e.cfg.Now()
 	h := e.board.Release(n.spec.ID, n.card, failed, now)
+	e.noticeQuarantines()
 	a.MemPeakMiB = h.PeakMiB
 	e.gpuRunning--
 	e.cardsDirty = true

@@ -301,6 +301,15 @@ func TestQuarantineAfterRepeatedFailures(t *testing.T) {
 		if len(cards) != 2 || cards[0].State != gpu.CardQuarantined || !strings.Contains(cards[0].Reason, "3 failed attempts") {
 			t.Errorf("saved cards = %+v, want card 0 quarantined", cards)
 		}
+		var q []string
+		for _, ev := range h.events {
+			if ev.Kind == CardQuarantined {
+				q = append(q, fmt.Sprintf("%d %s", ev.Card, ev.Error))
+			}
+		}
+		if len(q) != 1 || !strings.HasPrefix(q[0], "0 3 failed attempts in a row (until ") {
+			t.Errorf("quarantine events = %q", q)
+		}
 	})
 }
 
