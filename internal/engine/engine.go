@@ -479,25 +479,23 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 }
 
 func (e *Engine) timeoutOf(s *task.Spec) time.Duration {
-	switch {
-	case s.Timeout == task.NoTimeout:
-		return 0
-	case s.Timeout > 0:
-		return s.Timeout
-	default:
-		return e.cfg.DefaultTimeout
-	}
+	return orQueueDefault(s.Timeout, task.NoTimeout, e.cfg.DefaultTimeout)
 }
 
 func (e *Engine) retriesOf(s *task.Spec) int {
+	return orQueueDefault(s.Retries, task.NoRetries, e.cfg.DefaultRetries)
+}
+
+// orQueueDefault resolves a task's setting: none (0) when it says none,
+// its own value when positive, else the queue's default.
+func orQueueDefault[T int | time.Duration](v, none, def T) T {
 	switch {
-	case s.Retries == task.NoRetries:
+	case v == none:
 		return 0
-	case s.Retries > 0:
-		return s.Retries
-	default:
-		return e.cfg.DefaultRetries
+	case v > 0:
+		return v
 	}
+	return def
 }
 
 type startedEvent struct {
