@@ -150,10 +150,8 @@ func TestMissingArtifactFailsTheAttempt(t *testing.T) {
 type phases struct {
 	mu       sync.Mutex
 	calls    []string
-	failSeen map[string]bool
 	checkErr error
 	afterErr error
-	complete []int64
 }
 
 func (p *phases) log(s string) { p.mu.Lock(); p.calls = append(p.calls, s); p.mu.Unlock() }

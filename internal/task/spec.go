@@ -37,7 +37,7 @@ func (r ResourceRequest) GPU() bool { return r.Device == CUDA }
 // the queue's default is more.
 const (
 	NoTimeout time.Duration = -1
-	NoRetries               = -1
+	NoRetries int           = -1
 )
 
 // DefaultKind is the kind of a spec that names none: the built-in handler
