@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +63,7 @@ func exitCode(err error) int {
 func Main(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(context.Background())
 	if err != nil {
 		var ee *exitError
 		if !errors.As(err, &ee) || ee.err != nil {
@@ -96,7 +97,8 @@ line is invalid, and nothing ran.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return invalid(fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath()))
 	})
-	root.AddCommand(newRunCmd(), newValidateCmd(), newStatusCmd(), newLogsCmd(), newGPUsCmd())
+	root.AddCommand(newRunCmd(), newValidateCmd(), newStatusCmd(), newLogsCmd(), newGPUsCmd(), newPlanCmd())
+	root.AddCommand(newReportCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }
