@@ -566,7 +566,7 @@ func (ev exitEvent) apply(e *Engine) {
 
 	switch {
 	case a.Error == "":
-		n.rec.State, n.rec.Error, n.rec.Rerun = task.Complete, "", ""
+		n.rec.State, n.rec.Error = task.Complete, "" // Rerun stays: why it ran in this run
 		n.rec.Artifacts = out.Artifacts
 		e.writeTask(n)
 		if len(n.spec.Artifacts) > 0 {

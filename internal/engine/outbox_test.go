@@ -173,8 +173,8 @@ func TestResumeVerdictsAndUpstreamReruns(t *testing.T) {
 		for _, r := range rows {
 			why[r.ID] = r.Rerun
 		}
-		if why["train"] != "" || recs["train"].State != task.Complete {
-			t.Errorf("train after its rerun: %q, %s (the reason is cleared once it completes)", why["train"], recs["train"].State)
+		if why["train"] != "artifact missing: out/model.pt" || why["prepare"] != "" || recs["train"].State != task.Complete {
+			t.Errorf("after the run: train %q (%s), prepare %q; want the reasons kept for the run's record", why["train"], recs["train"].State, why["prepare"])
 		}
 		var events []string
 		for _, ev := range h2.events {

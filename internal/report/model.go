@@ -948,6 +948,9 @@ func buildRows(d Data, items []item) []TableRow {
 		}
 		if r.State == task.Complete {
 			msg = ""
+			if r.Rerun != "" {
+				msg = "ran again: " + r.Rerun
+			}
 		}
 		tr.Error = oneLine(msg)
 		tr.ErrorShort = shorten(tr.Error, errorShort)

@@ -64,8 +64,9 @@ type Record struct {
 	Submitted time.Time `json:"submitted,omitzero"`
 	// Artifacts are the files it produced, as they were when it completed.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
-	// Rerun says why a task that had run before on this run directory runs
-	// again ("definition changed: args", "artifact missing: out/x", ...).
+	// Rerun says why a task that had run before on this run directory ran
+	// (or runs) again in the latest run ("definition changed: args",
+	// "artifact missing: out/x", ...); empty when it was kept or is new.
 	Rerun string `json:"rerun,omitempty"`
 }
 
