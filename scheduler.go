@@ -308,7 +308,11 @@ func (s *Scheduler) Close() error {
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
-	s.lock.Close() // closing the descriptor releases the flock
+	// Unlock explicitly: a child being forked by another goroutine holds a
+	// copy of the descriptor until it execs, and closing ours alone would
+	// leave the lock held by that copy for a moment.
+	_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
+	s.lock.Close()
 	return err
 }
 
