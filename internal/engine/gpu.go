@@ -246,7 +246,7 @@ func (e *Engine) releaseGPU(n *node, a *task.Attempt, failed bool, out Outcome) 
 	if failed && out.OOM {
 		before := n.need.MiB
 		n.need.MiB = gpu.GrowAfterOOM(n.need.MiB, h.PeakMiB, out.OOMTriedMiB, e.board.Settings().SafetyMarginMiB)
-		a.Error += fmt.Sprintf("; CUDA out of memory (peak seen %d MiB): the next attempt asks for %d MiB instead of %d", h.PeakMiB, n.need.MiB, before)
+		a.Error += fmt.Sprintf("; CUDA out of memory (peak seen %d MiB): its request grows from %d to %d MiB", h.PeakMiB, before, n.need.MiB)
 		if why := e.neverFits(n.spec.ID, n.need); why != "" {
 			n.outgrown = why
 			a.Error += "; no retry: " + why

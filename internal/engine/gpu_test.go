@@ -407,7 +407,7 @@ func TestOOMRetryAsksForMore(t *testing.T) {
 		if first.MemRequestedMiB != 10000 || second.MemRequestedMiB <= 10000 {
 			t.Errorf("requests %d then %d: the retry must ask for more", first.MemRequestedMiB, second.MemRequestedMiB)
 		}
-		if !strings.Contains(first.Error, "CUDA out of memory") || !strings.Contains(first.Error, fmt.Sprintf("asks for %d MiB", second.MemRequestedMiB)) {
+		if !strings.Contains(first.Error, "CUDA out of memory") || !strings.Contains(first.Error, fmt.Sprintf("grows from 10000 to %d MiB", second.MemRequestedMiB)) {
 			t.Errorf("first attempt's error = %q", first.Error)
 		}
 	})

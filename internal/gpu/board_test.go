@@ -194,4 +194,8 @@ func TestDetectOOM(t *testing.T) {
 	if got := GrowAfterOOM(10000, 3000, 0, 512); got != 10512 {
 		t.Errorf("GrowAfterOOM = %d: a retry must always ask for more", got)
 	}
+	// No reading caught its memory (peak 0): what it held is its request.
+	if got := GrowAfterOOM(8000, 0, 18000, 512); got != 26512 {
+		t.Errorf("GrowAfterOOM = %d, want request+tried+margin = 26512", got)
+	}
 }

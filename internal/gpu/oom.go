@@ -52,8 +52,9 @@ func DetectOOM(log []byte) (oom bool, triedMiB int64) {
 }
 
 // GrowAfterOOM returns the request for the next attempt of a task that ran
-// out of memory: at least the peak it was seen to use plus the allocation
-// that failed, and always more than before, by at least margin.
+// out of memory: what it held (the larger of its request and the peak it
+// was seen to use: a poll may have missed its memory) plus the allocation
+// that failed, plus margin; so always more than before.
 func GrowAfterOOM(request, peak, tried, margin int64) int64 {
-	return max(request, peak+tried) + max(margin, 1)
+	return max(request, peak) + tried + max(margin, 1)
 }
