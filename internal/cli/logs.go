@@ -15,17 +15,28 @@ import (
 func newLogsCmd() *cobra.Command {
 	var runDir, wf string
 	var attempt int
+	var follow bool
 	c := &cobra.Command{
-		Use:   "logs TASK [--run-dir DIR | --workflow FILE] [--attempt N]",
+		Use:   "logs TASK [--run-dir DIR | --workflow FILE] [--attempt N] [-f]",
 		Short: "Print the log of a task's attempt",
 		Long: `Print the output (stdout and stderr) of a task's last attempt, or of
 attempt N with --attempt. Name the run with --run-dir, or with --workflow
-for the workflow's default run directory.`,
+for the workflow's default run directory.
+
+-f (--follow) keeps printing what the attempt writes, like tail -f (waiting
+for the task to start if it has not yet). When the attempt ends and the task
+runs again, it goes on with the next attempt's log after a line
+"--- attempt N ---". It exits once the task is complete, failed, blocked or
+cancelled, or when no scheduler uses the run directory any more, after
+printing the rest of the log.`,
 		Args: exactArgs(1, "one task id"),
 		RunE: func(c *cobra.Command, args []string) error {
 			dir, err := runDirFor(runDir, wf)
 			if err != nil {
 				return err
+			}
+			if follow {
+				return followLog(c.Context(), c.OutOrStdout(), dir, args[0], attempt)
 			}
 			rows, err := loadRows(dir)
 			if err != nil {
@@ -49,6 +60,7 @@ for the workflow's default run directory.`,
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
 	c.Flags().StringVarP(&wf, "workflow", "w", "", "workflow file whose default run directory to use")
 	c.Flags().IntVar(&attempt, "attempt", 0, "attempt number (default: the last)")
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "follow the log as it is written, across the task's attempts, until the task ends")
 	return c
 }
 

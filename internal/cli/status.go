@@ -21,9 +21,10 @@ import (
 
 func newStatusCmd() *cobra.Command {
 	var runDir string
-	var asJSON bool
+	var asJSON, watch bool
+	var interval time.Duration
 	c := &cobra.Command{
-		Use:   "status [WORKFLOW] [--run-dir DIR] [--json]",
+		Use:   "status [WORKFLOW] [--run-dir DIR] [--json | --watch [--interval 1s]]",
 		Short: "Show the state of every task of a run",
 		Long: `Show every task of a run: state, attempts, last exit code, card, time, why
 it failed or is blocked, and why a pending task is still waiting (for a GPU
@@ -34,7 +35,13 @@ database without locking it, so it works while "gpusched run" is going.
 
 --json prints {"run_dir": ..., "scheduler_pid": ..., "tasks": [{"id",
 "state", "attempts", "exit_code", "gpu", "waiting", ...}], "gpus": [...]};
-exit_code and gpu are null when not known.`,
+exit_code and gpu are null when not known.
+
+--watch shows it again every --interval (1s) until Ctrl-C, or until the run
+is over (no scheduler uses the run directory), when it prints the final
+state once and exits 0; with no scheduler running it prints it once. On a
+terminal it redraws in place, full screen; elsewhere (a pipe, a file) it
+prints a new full status every interval, after a blank line.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return invalid(fmt.Errorf("%s takes at most one workflow file (got %d arguments)", c.CommandPath(), len(args)))
@@ -50,6 +57,18 @@ exit_code and gpu are null when not known.`,
 			if err != nil {
 				return err
 			}
+			if watch {
+				switch {
+				case asJSON:
+					return invalid(errors.New("--watch and --json cannot be used together; poll status --json instead"))
+				case interval < 100*time.Millisecond:
+					return invalid(fmt.Errorf("--interval must be at least 100ms, got %s", interval))
+				}
+				return watchStatus(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), dir, interval)
+			}
+			if c.Flags().Changed("interval") {
+				return invalid(errors.New("--interval goes with --watch"))
+			}
 			v, err := loadRun(dir)
 			if err != nil {
 				return err
@@ -63,6 +82,8 @@ exit_code and gpu are null when not known.`,
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
+	c.Flags().BoolVar(&watch, "watch", false, "show it again every --interval until Ctrl-C or the end of the run")
+	c.Flags().DurationVar(&interval, "interval", time.Second, "how often --watch refreshes")
 	return c
 }
 

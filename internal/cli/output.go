@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/term"
+
+	"github.com/gpusched/gpusched"
+)
+
+// What "gpusched run" shows a person while it goes: a live display on a
+// terminal (progress.go), plain timestamped lines anywhere else. Both are
+// fed by the scheduler's observer, which runs on the scheduler's loop: they
+// must never block it on the terminal.
+
+// runDisplay is the human side of a run's output.
+type runDisplay interface {
+	// observe takes a committed transition. It runs on the scheduler's
+	// loop and must return at once, whatever the terminal does.
+	observe(ev gpusched.Event)
+	// begin is called once the tasks are submitted, with their records
+	// (kept, blocked and pending), just before the run starts.
+	begin(records []gpusched.Record)
+	// interrupted says that the run is being stopped (Ctrl-C, SIGTERM),
+	// with msg; it may be called from any goroutine.
+	interrupted(msg string)
+	// stop draws the final frame, restores the terminal and writes out
+	// what is queued. It is idempotent; after it the writer is free for
+	// the summary.
+	stop()
+}
+
+// isTerminal reports whether w is a terminal that can take a live display.
+// TERM=dumb (Emacs shells, some CI runners) gets plain lines.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(f.Fd()) {
+		return false
+	}
+	return os.Getenv("TERM") != "dumb"
+}
+
+// ---------------------------------------------------------------------------
+// Plain lines
+
+// eventLine formats a transition as one timestamped line, or "" for none.
+// Its format is stable: people and scripts read it in CI logs.
+func eventLine(ev gpusched.Event) string {
+	ts := ev.Time.Format("15:04:05")
+	a := ev.Attempt
+	switch ev.Kind {
+	case gpusched.EventStarted:
+		detail := fmt.Sprintf("attempt %d", a.Number)
+		if a.GPU != nil {
+			detail += fmt.Sprintf(", card %d, %d MiB", *a.GPU, a.MemRequestedMiB)
+		}
+		if ev.Rerun != "" {
+			detail += "; runs again: " + ev.Rerun
+		}
+		return fmt.Sprintf("%s start     %s (%s)", ts, ev.TaskID, detail)
+	case gpusched.EventComplete:
+		return fmt.Sprintf("%s complete  %s (attempt %d, %s)", ts, ev.TaskID, a.Number, round(a.End.Sub(a.Start)))
+	case gpusched.EventRetrying:
+		return fmt.Sprintf("%s retry     %s: attempt %d %s; log %s", ts, ev.TaskID, a.Number, a.Error, a.LogPath)
+	case gpusched.EventFailed:
+		if a.Number == 0 {
+			return fmt.Sprintf("%s failed    %s: %s", ts, ev.TaskID, ev.Error)
+		}
+		return fmt.Sprintf("%s failed    %s: attempt %d %s; log %s", ts, ev.TaskID, a.Number, a.Error, a.LogPath)
+	case gpusched.EventBlocked:
+		return fmt.Sprintf("%s blocked   %s (by %s)", ts, ev.TaskID, ev.BlockedBy)
+	case gpusched.EventCancelled:
+		return fmt.Sprintf("%s cancelled %s", ts, ev.TaskID)
+	case gpusched.EventDeliveryFailed:
+		return fmt.Sprintf("%s event     %s: completion handler failed, will retry: %s", ts, ev.TaskID, ev.Error)
+	case gpusched.EventCardQuarantined:
+		return fmt.Sprintf("%s gpu       card %d quarantined: %s", ts, ev.Card, ev.Error)
+	}
+	return ""
+}
+
+// plainDisplay writes eventLine's lines through a queue, so that a stalled
+// reader (a paused pager, a full pipe) never stalls the scheduler.
+type plainDisplay struct {
+	q      *lineQueue
+	stderr io.Writer
+}
+
+func newPlainDisplay(w, stderr io.Writer) *plainDisplay {
+	return &plainDisplay{q: newLineQueue(w), stderr: stderr}
+}
+
+func (p *plainDisplay) observe(ev gpusched.Event) {
+	if line := eventLine(ev); line != "" {
+		p.q.add(line + "\n")
+	}
+}
+
+func (p *plainDisplay) begin([]gpusched.Record) {}
+func (p *plainDisplay) interrupted(msg string)  { fmt.Fprintln(p.stderr, msg) }
+func (p *plainDisplay) stop()                   { p.q.close() }
+
+// lineQueue writes lines to w from its own goroutine, in order, one Write
+// per line (so each line is out as soon as it is written: a reader tailing
+// a file sees whole lines). add never blocks on w. After a write error the
+// rest is dropped, and err says why.
+type lineQueue struct {
+	w      io.Writer
+	mu     sync.Mutex
+	cond   *sync.Cond
+	lines  []string
+	closed bool
+	err    error
+	done   chan struct{}
+	once   sync.Once
+}
+
+func newLineQueue(w io.Writer) *lineQueue {
+	q := &lineQueue{w: w, done: make(chan struct{})}
+	q.cond = sync.NewCond(&q.mu)
+	go q.loop()
+	return q
+}
+
+func (q *lineQueue) add(line string) {
+	q.mu.Lock()
+	if !q.closed && q.err == nil {
+		q.lines = append(q.lines, line)
+		q.cond.Signal()
+	}
+	q.mu.Unlock()
+}
+
+func (q *lineQueue) loop() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		for len(q.lines) == 0 && !q.closed {
+			q.cond.Wait()
+		}
+		batch := q.lines
+		q.lines = nil
+		closed := q.closed
+		q.mu.Unlock()
+		for _, line := range batch {
+			if _, err := io.WriteString(q.w, line); err != nil {
+				q.mu.Lock()
+				q.err = err
+				q.lines = nil
+				q.mu.Unlock()
+				break
+			}
+		}
+		if closed {
+			q.mu.Lock()
+			empty := len(q.lines) == 0
+			q.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+	}
+}
+
+// close writes out what is queued and stops the queue; it is idempotent.
+func (q *lineQueue) close() error {
+	q.once.Do(func() {
+		q.mu.Lock()
+		q.closed = true
+		q.cond.Signal()
+		q.mu.Unlock()
+	})
+	<-q.done
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
+
+// printable makes text from a task (its log, its error) safe to print on
+// one line of a terminal: escape sequences removed, what a carriage return
+// overwrote dropped, other control characters shown as '?'.
+func printable(s string) string {
+	s = ansi.Strip(s)
+	if i := strings.LastIndexByte(strings.TrimRight(s, "\r"), '\r'); i >= 0 {
+		s = s[i+1:]
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case r < ' ' || r == 0x7f:
+			if r == '\r' {
+				return -1
+			}
+			return '?'
+		}
+		return r
+	}, s)
+}
