@@ -2,6 +2,7 @@ package task
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,41 @@ func TestStateNames(t *testing.T) {
 	}
 	if !Failed.Terminal() || Running.Terminal() || Pending.Terminal() {
 		t.Error("Terminal() is wrong")
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	base := Spec{ID: "a", Kind: "command", Payload: []string{"python3", "train.py"}, Env: map[string]string{"A": "1", "B": "2"},
+		Dir: "/w", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10}, Artifacts: []string{"m.pt"}}
+	fp := base.Fingerprint()
+	same := base
+	same.ID, same.Priority, same.Dependencies, same.Timeout, same.Retries = "b", 9, []string{"x"}, time.Hour, 3
+	same.Env = map[string]string{"B": "2", "A": "1"}
+	if same.Fingerprint() != fp {
+		t.Error("id, priority, dependencies, timeout, retries or map order changed the fingerprint")
+	}
+	changes := []func(s *Spec){
+		func(s *Spec) { s.Kind = "other" },
+		func(s *Spec) { s.Payload = []string{"python3", "train.py", "--x"} },
+		func(s *Spec) { s.Payload = []string{"python3 train.py"} }, // same bytes, other split
+		func(s *Spec) { s.Env = map[string]string{"A": "1", "B": "3"} },
+		func(s *Spec) { s.Env = map[string]string{"A": "1"} },
+		func(s *Spec) { s.Dir = "/w2" },
+		func(s *Spec) { s.Resources.MemoryMiB = 11 },
+		func(s *Spec) { s.Resources.Exclusive = true },
+		func(s *Spec) { s.Artifacts = nil },
+		func(s *Spec) { s.HashArtifacts = true },
+		func(s *Spec) { s.Payload = map[string]any{"args": []string{"python3", "train.py"}} },
+	}
+	seen := map[string]int{fp: -1}
+	for i, change := range changes {
+		c := base
+		c.Env = maps.Clone(base.Env)
+		change(&c)
+		got := c.Fingerprint()
+		if j, dup := seen[got]; dup {
+			t.Errorf("change %d gives the same fingerprint as %d", i, j)
+		}
+		seen[got] = i
 	}
 }
