@@ -121,6 +121,23 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 	}
 }
 
+// optionalWorkflow accepts at most one argument, the workflow file whose
+// default run directory a read-only command looks at.
+func optionalWorkflow(c *cobra.Command, args []string) error {
+	if len(args) > 1 {
+		return invalid(fmt.Errorf("%s takes at most one workflow file (got %d arguments)", c.CommandPath(), len(args)))
+	}
+	return nil
+}
+
+// firstArg returns args[0], or "" when there is none.
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
 // loadWorkflow loads and validates a workflow; errors are invalid input.
 func loadWorkflow(path string) (*workflow.Workflow, error) {
 	w, err := workflow.Load(path)

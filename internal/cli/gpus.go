@@ -29,12 +29,7 @@ state database has a view of the cards, that view is shown: it is what the
 run's scheduler decided with, saved at each reading. Otherwise, or with
 --live, nvidia-smi is run now (with the workflow's GPU settings, if one is
 given) and nothing of ours is counted as running.`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return invalid(fmt.Errorf("%s takes at most one workflow file (got %d arguments)", c.CommandPath(), len(args)))
-			}
-			return nil
-		},
+		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
 			wf := ""
 			var settings gpusched.Scheduling

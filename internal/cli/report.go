@@ -32,17 +32,9 @@ run directory. The report goes to RUN_DIR/report.html unless -o names
 another file ("-o -" writes it to stdout); its path is printed. It reads the
 state database without locking it, so it works while "gpusched run" is
 going: running attempts are drawn up to now.`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return invalid(fmt.Errorf("%s takes at most one workflow file (got %d arguments)", c.CommandPath(), len(args)))
-			}
-			return nil
-		},
+		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
-			wf := ""
-			if len(args) == 1 {
-				wf = args[0]
-			}
+			wf := firstArg(args)
 			dir, err := runDirFor(runDir, wf)
 			if err != nil {
 				return err

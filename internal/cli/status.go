@@ -42,17 +42,9 @@ is over (no scheduler uses the run directory), when it prints the final
 state once and exits 0; with no scheduler running it prints it once. On a
 terminal it redraws in place, full screen; elsewhere (a pipe, a file) it
 prints a new full status every interval, after a blank line.`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return invalid(fmt.Errorf("%s takes at most one workflow file (got %d arguments)", c.CommandPath(), len(args)))
-			}
-			return nil
-		},
+		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
-			wf := ""
-			if len(args) == 1 {
-				wf = args[0]
-			}
+			wf := firstArg(args)
 			dir, err := runDirFor(runDir, wf)
 			if err != nil {
 				return err
