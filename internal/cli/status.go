@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/procfs"
 	"github.com/gpusched/gpusched/internal/store"
 )
 
@@ -135,7 +136,6 @@ func loadRun(dir string) (*runView, error) {
 	if err != nil {
 		return nil, failed(err)
 	}
-	v.pending = map[string][]store.EventWrite{}
 	for _, ev := range events {
 		if ev.Acked.IsZero() {
 			v.pending[ev.TaskID] = append(v.pending[ev.TaskID], ev)
@@ -233,11 +233,7 @@ func schedulerPID(dir string) int {
 	if err != nil || pid <= 0 {
 		return 0
 	}
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+	if !procfs.Alive(pid) {
 		return 0
 	}
 	return pid

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/procfs"
 )
 
 // Run runs the suite against executors made by newExecutor. sleeper is the
@@ -201,12 +202,4 @@ func waitGone(t *testing.T, pid int) {
 }
 
 // Alive reports whether pid is a live process (not a zombie).
-func Alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
+func Alive(pid int) bool { return procfs.Alive(pid) }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/procfs"
 )
 
 // Executor runs jobs as local process groups. The zero value is ready.
@@ -170,10 +170,6 @@ func unwrapPathError(err error) error {
 // boot (field 22 of /proc/PID/stat), or 0 if it cannot be read. Together
 // with the PID it names a process uniquely across PID reuse.
 func StartTicks(pid int) uint64 {
-	fields, ok := statFields(pid)
-	if !ok || len(fields) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(fields[19], 10, 64)
-	return v
+	st, _ := procfs.Read(pid)
+	return st.StartTicks
 }

@@ -7,11 +7,11 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/procfs"
 )
 
 // TokenVar is the environment variable that carries an attempt's token.
@@ -33,7 +33,7 @@ func KillStale(p executor.Process, token string) (int, error) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for _, pid := range victims {
-		for alive(pid) && time.Now().Before(deadline) {
+		for procfs.Alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -74,7 +74,8 @@ func killGroup(p executor.Process) ([]int, error) {
 		return nil, nil
 	}
 	var victims []int
-	switch st := StartTicks(p.PID); {
+	st, _ := procfs.Read(p.PID)
+	switch st := st.StartTicks; {
 	case st == p.StartTicks:
 		victims = groupMembers(p.PGID, p.StartTicks)
 		if err := syscall.Kill(-p.PGID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -106,35 +107,10 @@ func groupMembers(pgid int, since uint64) []int {
 		if err != nil {
 			continue
 		}
-		fields, ok := statFields(pid)
-		if !ok || len(fields) < 20 || fields[0] == "Z" {
-			continue
-		}
-		g, _ := strconv.Atoi(fields[2])
-		start, _ := strconv.ParseUint(fields[19], 10, 64)
-		if g == pgid && start >= since {
+		st, ok := procfs.Read(pid)
+		if ok && !st.Zombie() && st.PGID == pgid && st.StartTicks >= since {
 			out = append(out, pid)
 		}
 	}
 	return out
-}
-
-// alive reports whether pid is a live process, not a zombie.
-func alive(pid int) bool {
-	fields, ok := statFields(pid)
-	return ok && len(fields) > 0 && fields[0] != "Z"
-}
-
-// statFields returns the fields of /proc/PID/stat after the command name:
-// [0] is the state, [2] the process group, [19] the start time.
-func statFields(pid int) ([]string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil, false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return nil, false
-	}
-	return strings.Fields(string(b[i+1:])), true
 }

@@ -2,12 +2,11 @@ package nvidiasmi
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/procfs"
 )
 
 var _ gpu.Probe = (*Probe)(nil)
@@ -59,27 +58,18 @@ func convert(q Snapshot, now time.Time, lin func(pid int) (int, []int)) gpu.Snap
 // other PID namespaces may show none.
 func lineage(pid int) (pgid int, ancestors []int) {
 	for range 64 {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
+		st, ok := procfs.Read(pid)
+		if !ok {
 			return pgid, ancestors
 		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			return pgid, ancestors
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 {
-			return pgid, ancestors
-		}
-		ppid, _ := strconv.Atoi(f[1])
 		if pgid == 0 {
-			pgid, _ = strconv.Atoi(f[2])
+			pgid = st.PGID
 		}
-		if ppid <= 1 {
+		if st.PPID <= 1 {
 			return pgid, ancestors
 		}
-		ancestors = append(ancestors, ppid)
-		pid = ppid
+		ancestors = append(ancestors, st.PPID)
+		pid = st.PPID
 	}
 	return pgid, ancestors
 }

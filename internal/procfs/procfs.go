@@ -1,0 +1,50 @@
+// Package procfs reads what gpusched needs from /proc/PID/stat: a process's
+// state, parent, process group and start time. One parser, used by the
+// executor (process handles, stale groups), the nvidia-smi probe (which
+// task a GPU process belongs to) and the CLI (is the scheduler alive).
+package procfs
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Stat is the part of /proc/PID/stat gpusched uses.
+type Stat struct {
+	State      byte   // 'R', 'S', 'Z' (zombie), ...
+	PPID       int    // parent
+	PGID       int    // process group
+	StartTicks uint64 // start time in clock ticks since boot
+}
+
+// Zombie reports whether the process has exited and awaits its reaper.
+func (s Stat) Zombie() bool { return s.State == 'Z' || s.State == 'X' }
+
+// Read returns pid's stat, or false if it cannot be read (no such process).
+func Read(pid int) (Stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return Stat{}, false
+	}
+	// "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return Stat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || len(f[0]) == 0 {
+		return Stat{}, false
+	}
+	st := Stat{State: f[0][0]}
+	st.PPID, _ = strconv.Atoi(f[1])
+	st.PGID, _ = strconv.Atoi(f[2])
+	st.StartTicks, _ = strconv.ParseUint(f[19], 10, 64)
+	return st, true
+}
+
+// Alive reports whether pid is a live process, not a zombie.
+func Alive(pid int) bool {
+	st, ok := Read(pid)
+	return ok && !st.Zombie()
+}

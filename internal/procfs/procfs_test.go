@@ -1,0 +1,39 @@
+package procfs
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+func TestReadSelf(t *testing.T) {
+	st, ok := Read(os.Getpid())
+	if !ok || st.PPID != os.Getppid() || st.PGID <= 0 || st.StartTicks == 0 || st.Zombie() {
+		t.Errorf("Read(self) = %+v, %v", st, ok)
+	}
+	if !Alive(os.Getpid()) {
+		t.Error("this process is not alive")
+	}
+	if _, ok := Read(1 << 30); ok || Alive(1<<30) {
+		t.Error("a PID that cannot exist was read")
+	}
+}
+
+func TestZombie(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	// Not reaped yet: once it has exited, it is a zombie.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if st, ok := Read(cmd.Process.Pid); ok && st.Zombie() {
+			if Alive(cmd.Process.Pid) {
+				t.Error("a zombie counts as alive")
+			}
+			return
+		}
+	}
+	t.Fatal("the exited child never showed as a zombie")
+}
