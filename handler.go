@@ -3,7 +3,6 @@ package gpusched
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -155,17 +154,10 @@ func (CommandHandler) OnComplete(ctx context.Context, ev CompletionEvent) error 
 	if len(argv) == 0 {
 		return nil
 	}
-	env := os.Environ()
-	for k, v := range ev.Spec.Env {
-		env = append(env, k+"="+v)
-	}
-	for k, v := range ev.Env {
-		env = append(env, k+"="+v)
-	}
-	env = append(env, "GPUSCHED_TASK_ID="+ev.TaskID, "GPUSCHED_EVENT_ID="+strconv.FormatInt(ev.ID, 10),
-		"GPUSCHED_ATTEMPT="+strconv.Itoa(ev.Attempt), "CUDA_VISIBLE_DEVICES=")
+	env := environ([]string{"GPUSCHED_TASK_ID=" + ev.TaskID, "GPUSCHED_EVENT_ID=" + strconv.FormatInt(ev.ID, 10),
+		"GPUSCHED_ATTEMPT=" + strconv.Itoa(ev.Attempt), "CUDA_VISIBLE_DEVICES="}, ev.Spec.Env, ev.Env)
 	res := (&local.Executor{}).Execute(ctx, executor.Job{
-		TaskID: ev.TaskID, Args: argv, Env: dedupEnv(env), Dir: ev.Spec.Dir, LogPath: ev.LogPath, KillGrace: 10 * time.Second,
+		TaskID: ev.TaskID, Args: argv, Env: env, Dir: ev.Spec.Dir, LogPath: ev.LogPath, KillGrace: 10 * time.Second,
 	}, nil)
 	switch {
 	case res.Err != nil:

@@ -38,6 +38,7 @@ const (
 // when done. Its methods are safe for concurrent use.
 type Scheduler struct {
 	runDir   string
+	runTag   string // a short digest of runDir, prefix of attempt tokens
 	settings Scheduling
 	handlers map[string]Handler // fixed at New
 	exec     executor.Executor
@@ -102,6 +103,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		return nil, err
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, exec: o.exec, lock: lock, probe: o.probe}
+	sum := sha256.Sum256([]byte(abs))
+	sc.runTag = fmt.Sprintf("%x", sum[:6])
 	if sc.probe == nil {
 		sc.probe, sc.smi = &nvidiasmi.Probe{Timeout: sc.settings.NvidiaSMITimeout}, true
 	}
@@ -380,8 +383,7 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 // token names an attempt of this run directory in its processes'
 // environment, so that a scheduler resuming after a crash finds them all.
 func (s *Scheduler) token(taskID string, attempt int) string {
-	sum := sha256.Sum256([]byte(s.runDir))
-	return fmt.Sprintf("%x.%s.%d", sum[:6], taskID, attempt)
+	return s.runTag + "." + taskID + "." + strconv.Itoa(attempt)
 }
 
 // wantsEvent: a completion produces an outbox event when the kind has a
@@ -444,19 +446,15 @@ func logTail(path string, n int64) []byte {
 // env is the attempt's environment: the scheduler's own, the command's
 // additions, then gpusched's variables, which always win.
 func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string {
-	env := os.Environ()
-	for k, v := range extra {
-		env = append(env, k+"="+v)
+	vars := []string{
+		"GPUSCHED_TASK_ID=" + req.Spec.ID,
+		"GPUSCHED_ATTEMPT=" + strconv.Itoa(req.Number),
+		"GPUSCHED_RUN_DIR=" + r.s.runDir,
+		local.TokenVar + "=" + r.s.token(req.Spec.ID, req.Number),
 	}
-	env = append(env,
-		"GPUSCHED_TASK_ID="+req.Spec.ID,
-		"GPUSCHED_ATTEMPT="+strconv.Itoa(req.Number),
-		"GPUSCHED_RUN_DIR="+r.s.runDir,
-		local.TokenVar+"="+r.s.token(req.Spec.ID, req.Number),
-	)
 	if g := req.GPU; g != nil {
 		// Exactly the card it was admitted to, numbered as nvidia-smi does.
-		env = append(env,
+		vars = append(vars,
 			"CUDA_VISIBLE_DEVICES="+strconv.Itoa(g.Index),
 			"CUDA_DEVICE_ORDER=PCI_BUS_ID",
 			"GPUSCHED_GPU_INDEX="+strconv.Itoa(g.Index),
@@ -465,9 +463,22 @@ func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string
 		)
 	} else {
 		// No card: a CPU task must not take GPU memory nobody accounts for.
-		env = append(env, "CUDA_VISIBLE_DEVICES=")
+		vars = append(vars, "CUDA_VISIBLE_DEVICES=")
 	}
-	return dedupEnv(env)
+	return environ(vars, extra)
+}
+
+// environ is the environment of a process gpusched starts: its own, then
+// the variables of each map in turn, then vars (KEY=VALUE), which always
+// win; a variable set twice keeps its last value.
+func environ(vars []string, extras ...map[string]string) []string {
+	env := os.Environ()
+	for _, extra := range extras {
+		for k, v := range extra {
+			env = append(env, k+"="+v)
+		}
+	}
+	return dedupEnv(append(env, vars...))
 }
 
 // dedupEnv keeps the last value of each variable, as a shell would.

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -208,8 +207,7 @@ func (e *Engine) saveCards(now time.Time) {
 	if e.gpuReady == 0 && e.gpuRunning == 0 && unknown == "no reading yet" {
 		unknown = ""
 	}
-	settings, _ := json.Marshal(e.board.Settings())
-	e.batch.Meta = map[string]string{store.MetaGPUUnknown: unknown, store.MetaGPUSettings: string(settings)}
+	e.batch.Meta = map[string]string{store.MetaGPUUnknown: unknown}
 	e.cardsDirty = false
 }
 

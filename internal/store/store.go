@@ -137,8 +137,6 @@ func (b *Batch) Reset() {
 const (
 	// MetaGPUUnknown holds why the GPU state cannot be read, while it cannot.
 	MetaGPUUnknown = "gpu_unknown"
-	// MetaGPUSettings holds the run's GPU settings as JSON.
-	MetaGPUSettings = "gpu_settings"
 )
 
 // ErrClosed is returned by a store used after Close.
