@@ -160,14 +160,13 @@ func (ev submitEvent) apply(e *Engine) {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
 		}
 		e.nextSeq++
-		if p := e.prior[s.ID]; p != nil {
+		if p := e.earlier[s.ID]; p != nil {
 			// Seen in an earlier run: keep its history, continue numbering.
 			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clip(p.Attempts), p.Handles, p.ExitCode
 			n.rec.Artifacts = p.Artifacts
 			if p.GPURequestMiB > n.need.MiB && s.Resources.GPU() {
 				n.need.MiB = p.GPURequestMiB // it ran out of memory before
 			}
-			delete(e.prior, s.ID)
 			switch {
 			case p.State != task.Complete:
 				n.rec.Rerun = "was " + p.State.String()

@@ -117,7 +117,6 @@ type Engine struct {
 	ready     *btree.BTreeG[*node]
 	running   int
 	nextSeq   int64
-	prior     map[string]*store.Row // persisted tasks not (yet) submitted again
 	earlier   map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
 	batch     store.Batch
 	effects   []func(commitErr error) // to do once the batch is committed
@@ -216,7 +215,6 @@ func Open(cfg Config) (*Engine, error) {
 		closed: make(chan struct{}),
 		tasks:  map[string]*node{},
 		ready:  btree.NewG(32, lessNode),
-		prior:  make(map[string]*store.Row, len(rows)),
 	}
 	e.earlier = make(map[string]*store.Row, len(rows))
 	e.readyView = readyQueue{e.ready}
@@ -228,7 +226,6 @@ func Open(cfg Config) (*Engine, error) {
 	now := cfg.Now()
 	for i := range rows {
 		r := &rows[i]
-		e.prior[r.ID] = r
 		e.earlier[r.ID] = r
 		e.nextSeq = max(e.nextSeq, r.Seq+1)
 		if r.State != task.Running {
