@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
 )
 
 func newGPUsCmd() *cobra.Command {
@@ -54,14 +55,20 @@ given) and nothing of ours is counted as running.`,
 					return err
 				}
 				if _, err := os.Stat(filepath.Join(dir, gpusched.StateFile)); err == nil {
-					v, err := loadRun(dir)
+					var cards []gpu.CardView
+					var at time.Time
+					var unknown string
+					err := withState(dir, func(st *store.SQLite) (err error) {
+						cards, at, unknown, err = loadCards(st)
+						return err
+					})
 					if err != nil {
 						return err
 					}
-					if len(v.cards) > 0 || v.unknown != "" {
-						out.Source, out.RunDir, out.Cards, out.Unknown = "run", dir, v.cards, v.unknown
-						if !v.cardsAt.IsZero() {
-							out.Updated = &v.cardsAt
+					if len(cards) > 0 || unknown != "" {
+						out.Source, out.RunDir, out.Cards, out.Unknown = "run", dir, cards, unknown
+						if !at.IsZero() {
+							out.Updated = &at
 						}
 					}
 				} else if runDir != "" {

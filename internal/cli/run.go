@@ -188,8 +188,8 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 		return failed(err)
 	}
 	writeSummary(human, records, completedNow, time.Since(start), sched.RunDir())
-	if v, err := loadRun(sched.RunDir()); err == nil && v.nPending > 0 {
-		fmt.Fprintf(human, "%d completion event(s) not delivered yet (see gpusched status); they are delivered again on the next run\n", v.nPending)
+	if n, err := pendingEvents(sched.RunDir()); err == nil && n > 0 {
+		fmt.Fprintf(human, "%d completion event(s) not delivered yet (see gpusched status); they are delivered again on the next run\n", n)
 	}
 	for _, r := range records {
 		if r.State != gpusched.StateComplete {

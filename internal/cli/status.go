@@ -94,52 +94,63 @@ type runView struct {
 	gpuTasks  bool              // the run has GPU tasks
 	taskIndex map[string]int
 	pending   map[string][]store.EventWrite // completion events not yet delivered, by task
-	nPending  int
 }
 
-// loadRows reads a run's tasks through a read-only connection.
-func loadRows(dir string) ([]store.Row, error) {
-	v, err := loadRun(dir)
-	if err != nil {
-		return nil, err
-	}
-	return v.rows, nil
-}
-
-func loadRun(dir string) (*runView, error) {
+// withState opens a run's state database read-only and calls fn with it.
+// A database a run is still creating holds nothing yet: fn is not called.
+// Errors come back classified for exit codes.
+func withState(dir string, fn func(st *store.SQLite) error) error {
 	path, err := statePath(dir)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	v := &runView{dir: dir, pid: schedulerPID(dir), specs: map[string]gpusched.TaskSpec{}, taskIndex: map[string]int{},
-		pending: map[string][]store.EventWrite{}, waiting: map[string]string{}}
 	st, err := store.OpenSQLiteReadOnly(path, dir)
 	if errors.Is(err, store.ErrEmpty) {
-		return v, nil // a run is creating it: nothing to show yet
+		return nil
 	}
 	if err != nil {
-		return nil, failed(err)
+		return failed(err)
 	}
 	defer st.Close()
+	if err := fn(st); err != nil {
+		return failed(err)
+	}
+	return nil
+}
+
+// loadRows reads a run's tasks.
+func loadRows(dir string) (rows []store.Row, err error) {
+	err = withState(dir, func(st *store.SQLite) error {
+		rows, err = st.Load()
+		return err
+	})
+	return rows, err
+}
+
+// loadRun reads everything status shows of a run.
+func loadRun(dir string) (*runView, error) {
+	v := &runView{dir: dir, pid: schedulerPID(dir), specs: map[string]gpusched.TaskSpec{}, taskIndex: map[string]int{},
+		pending: map[string][]store.EventWrite{}, waiting: map[string]string{}}
+	if err := withState(dir, v.read); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (v *runView) read(st *store.SQLite) (err error) {
 	if v.rows, err = st.Load(); err != nil {
-		return nil, failed(err)
+		return err
 	}
-	if v.cards, v.cardsAt, err = st.LoadCards(); err != nil {
-		return nil, failed(err)
+	if v.cards, v.cardsAt, v.unknown, err = loadCards(st); err != nil {
+		return err
 	}
-	meta, err := st.LoadMeta()
-	if err != nil {
-		return nil, failed(err)
-	}
-	v.unknown = meta[store.MetaGPUUnknown]
 	events, err := st.Events()
 	if err != nil {
-		return nil, failed(err)
+		return err
 	}
 	for _, ev := range events {
 		if ev.Acked.IsZero() {
 			v.pending[ev.TaskID] = append(v.pending[ev.TaskID], ev)
-			v.nPending++
 		}
 	}
 	for i, r := range v.rows {
@@ -150,7 +161,27 @@ func loadRun(dir string) (*runView, error) {
 		v.gpuTasks = v.gpuTasks || sp.Resources.GPU()
 	}
 	v.explainWaiting()
-	return v, nil
+	return nil
+}
+
+// loadCards reads the saved view of the cards, when it was saved, and why
+// the GPU state is unknown, if it is.
+func loadCards(st *store.SQLite) (cards []gpu.CardView, at time.Time, unknown string, err error) {
+	if cards, at, err = st.LoadCards(); err != nil {
+		return nil, at, "", err
+	}
+	meta, err := st.LoadMeta()
+	return cards, at, meta[store.MetaGPUUnknown], err
+}
+
+// pendingEvents counts the completion events not delivered yet.
+func pendingEvents(dir string) (n int, err error) {
+	err = withState(dir, func(st *store.SQLite) error {
+		pending, _, err := st.PendingEvents()
+		n = len(pending)
+		return err
+	})
+	return n, err
 }
 
 // explainWaiting says, for each pending task, why it has not started.
