@@ -55,7 +55,12 @@ func gs(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := command(ctx, dir, args...)
+	return finish(t, ctx, command(ctx, dir, args...), args)
+}
+
+// finish runs cmd, made with ctx, to the end and returns what it did.
+func finish(t *testing.T, ctx context.Context, cmd *exec.Cmd, args []string) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -71,6 +76,85 @@ func gs(t *testing.T, dir string, args ...string) result {
 		r.code = ee.ExitCode()
 	default:
 		t.Fatalf("gpusched %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// backgroundRun is a "gpusched run" going on while a test watches it.
+type backgroundRun struct {
+	cmd       *exec.Cmd
+	out, errb bytes.Buffer
+	start     time.Time
+	done      chan struct{}
+	err       error
+}
+
+// startRun starts "gpusched run args..." in the background.
+func startRun(t *testing.T, args ...string) *backgroundRun {
+	t.Helper()
+	return startBackground(t, func(ctx context.Context) *exec.Cmd {
+		return command(ctx, "", append([]string{"run"}, args...)...)
+	})
+}
+
+// startBackground starts the command newCmd makes; a test's cleanup stops
+// it if it still runs (SIGTERM stops its tasks too).
+func startBackground(t *testing.T, newCmd func(ctx context.Context) *exec.Cmd) *backgroundRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	b := &backgroundRun{done: make(chan struct{})}
+	b.cmd = newCmd(ctx)
+	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.errb
+	b.start = time.Now()
+	if err := b.cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	go func() {
+		b.err = b.cmd.Wait()
+		cancel()
+		close(b.done)
+	}()
+	t.Cleanup(func() {
+		if b.exited() {
+			return
+		}
+		_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.done:
+		case <-time.After(15 * time.Second):
+			_ = b.cmd.Process.Kill()
+			<-b.done
+		}
+	})
+	return b
+}
+
+func (b *backgroundRun) exited() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the run to end and returns what it did.
+func (b *backgroundRun) wait(t *testing.T) result {
+	t.Helper()
+	select {
+	case <-b.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("gpusched run did not finish within a minute\nstdout:\n%s\nstderr:\n%s", b.out.String(), b.errb.String())
+	}
+	r := result{stdout: b.out.String(), stderr: b.errb.String(), took: time.Since(b.start)}
+	var ee *exec.ExitError
+	switch {
+	case b.err == nil:
+	case errors.As(b.err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("gpusched run: %v", b.err)
 	}
 	return r
 }

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -206,95 +204,15 @@ func gpuGS(t *testing.T, env []string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := gpuCommand(ctx, env, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
-	if ctx.Err() != nil {
-		t.Fatalf("gpusched %s did not finish within a minute\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.stdout, r.stderr)
-	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("gpusched %s: %v", strings.Join(args, " "), err)
-	}
-	return r
+	return finish(t, ctx, gpuCommand(ctx, env, args...), args)
 }
 
-// gpuRun is a "gpusched run" going on in the background.
-type gpuRun struct {
-	cmd       *exec.Cmd
-	out, errb bytes.Buffer
-	start     time.Time
-	done      chan struct{}
-	err       error
-}
-
-func startGPURun(t *testing.T, env []string, args ...string) *gpuRun {
+// startGPURun starts "gpusched run args..." with env in the background.
+func startGPURun(t *testing.T, env []string, args ...string) *backgroundRun {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	b := &gpuRun{done: make(chan struct{})}
-	b.cmd = gpuCommand(ctx, env, append([]string{"run"}, args...)...)
-	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.errb
-	b.start = time.Now()
-	if err := b.cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	go func() {
-		b.err = b.cmd.Wait()
-		cancel()
-		close(b.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-b.done:
-			return
-		default:
-		}
-		_ = b.cmd.Process.Signal(syscall.SIGTERM) // stops its tasks too
-		select {
-		case <-b.done:
-		case <-time.After(15 * time.Second):
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
+	return startBackground(t, func(ctx context.Context) *exec.Cmd {
+		return gpuCommand(ctx, env, append([]string{"run"}, args...)...)
 	})
-	return b
-}
-
-func (b *gpuRun) exited() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait waits for the run to end and returns what it did.
-func (b *gpuRun) wait(t *testing.T) result {
-	t.Helper()
-	select {
-	case <-b.done:
-	case <-time.After(time.Minute):
-		t.Fatalf("gpusched run did not finish within a minute\nstdout:\n%s\nstderr:\n%s", b.out.String(), b.errb.String())
-	}
-	r := result{stdout: b.out.String(), stderr: b.errb.String(), took: time.Since(b.start)}
-	var ee *exec.ExitError
-	switch {
-	case b.err == nil:
-	case errors.As(b.err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("gpusched run: %v", b.err)
-	}
-	return r
 }
 
 // ---------------------------------------------------------------------------

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,68 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-// backgroundRun is a "gpusched run" going on while a test watches it.
-type backgroundRun struct {
-	cmd       *exec.Cmd
-	out, errb bytes.Buffer
-	done      chan struct{}
-	err       error
-}
-
-func startRun(t *testing.T, args ...string) *backgroundRun {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	b := &backgroundRun{done: make(chan struct{})}
-	b.cmd = command(ctx, "", append([]string{"run"}, args...)...)
-	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.errb
-	if err := b.cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	go func() {
-		b.err = b.cmd.Wait()
-		cancel()
-		close(b.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-b.done:
-		default:
-			_ = b.cmd.Process.Signal(syscall.SIGTERM)
-			<-b.done
-		}
-	})
-	return b
-}
-
-func (b *backgroundRun) running() bool {
-	select {
-	case <-b.done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (b *backgroundRun) wait(t *testing.T, code int) {
-	t.Helper()
-	select {
-	case <-b.done:
-	case <-time.After(time.Minute):
-		t.Fatal("gpusched run did not finish within a minute")
-	}
-	got := 0
-	var ee *exec.ExitError
-	if errors.As(b.err, &ee) {
-		got = ee.ExitCode()
-	} else if b.err != nil {
-		t.Fatal(b.err)
-	}
-	if got != code {
-		t.Fatalf("gpusched run: exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", got, code, b.out.String(), b.errb.String())
-	}
-}
 
 // waitRunning waits until status shows task running.
 func waitRunning(t *testing.T, wf, task string) {
@@ -115,7 +51,7 @@ func TestStatusWatchPlain(t *testing.T) {
 	case <-time.After(2 * time.Second): // the watch may see the scheduler gone just before it is reaped
 		t.Errorf("status --watch ended while the run was still going:\n%s", r.stdout)
 	}
-	run.wait(t, 0)
+	run.wait(t).want(t, 0)
 	if strings.ContainsRune(r.stdout, '\x1b') || r.stderr != "" {
 		t.Errorf("escape codes in the output, or stderr %q:\n%q", r.stderr, r.stdout)
 	}
@@ -156,7 +92,7 @@ func TestStatusWatchTerminal(t *testing.T) {
 		return strings.HasPrefix(screen, "gpusched status, every 200ms: ") && strings.Contains(screen, "scheduler: running")
 	})
 	raw, code := p.wait(t, 20*time.Second)
-	run.wait(t, 0)
+	run.wait(t).want(t, 0)
 	if code != 0 {
 		t.Errorf("exit code %d", code)
 	}
@@ -197,7 +133,7 @@ func TestStatusWatchCtrlC(t *testing.T) {
 	if !strings.Contains(screen, "2 tasks: 1 running, 1 pending\nscheduler: running (pid ") || strings.Count(screen, "2 tasks:") != 1 {
 		t.Errorf("after Ctrl-C, the terminal shows:\n%s", screen)
 	}
-	if !run.running() {
+	if run.exited() {
 		t.Error("the run ended with the watch")
 	}
 }
@@ -245,7 +181,7 @@ tasks:
 		ch := make(chan res, 1)
 		go func() {
 			r := gs(t, "", "logs", task, "-w", wf, "-f")
-			ch <- res{r, run.running()}
+			ch <- res{r, !run.exited()}
 		}()
 		return ch
 	}
@@ -266,7 +202,7 @@ tasks:
 			t.Errorf("logs -f %s returned only after the run ended, not when the task was over", task)
 		}
 	}
-	run.wait(t, 0)
+	run.wait(t).want(t, 0)
 }
 
 // logs -f returns, with what the attempt wrote, when the scheduler is gone.
