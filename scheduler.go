@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,8 +45,11 @@ type Scheduler struct {
 	exec     executor.Executor
 	probe    gpu.Probe
 	smi      bool // probe is the real nvidia-smi
-	engine   *engine.Engine
-	lock     *os.File
+	// cardsRead is set once a submit has read the cards: later submits need
+	// not run nvidia-smi again to check requests against the cards' sizes.
+	cardsRead atomic.Bool
+	engine    *engine.Engine
+	lock      *os.File
 }
 
 // Option configures a Scheduler.
@@ -224,11 +228,11 @@ func resumeVerdict(sp *task.Spec, fingerprint string, r *store.Row) engine.Resum
 	return engine.Resume{Intact: true}
 }
 
-// readGPUs reads the GPUs when a batch has GPU tasks, so that the engine can
-// refuse requests no card can hold. A machine without nvidia-smi refuses GPU
-// tasks at once; an nvidia-smi that fails leaves the state unknown, and the
-// tasks wait (status says why). A batch without GPU tasks never runs
-// nvidia-smi.
+// readGPUs reads the GPUs when a batch has GPU tasks and no earlier batch
+// has read them, so that the engine can refuse requests no card can hold.
+// A machine without nvidia-smi refuses GPU tasks at once; an nvidia-smi
+// that fails leaves the state unknown, and the tasks wait (status says
+// why). A batch without GPU tasks never runs nvidia-smi.
 func (s *Scheduler) readGPUs(specs []*task.Spec) (*engine.Reading, error) {
 	i := slices.IndexFunc(specs, func(sp *task.Spec) bool { return sp.Resources.GPU() })
 	if i < 0 {
@@ -239,7 +243,13 @@ func (s *Scheduler) readGPUs(specs []*task.Spec) (*engine.Reading, error) {
 			return nil, noSMI(specs[i].ID)
 		}
 	}
+	if s.cardsRead.Load() {
+		return nil, nil // the engine knows the cards; their sizes do not change
+	}
 	snap, err := s.probe.Snapshot(context.Background())
+	if err == nil {
+		s.cardsRead.Store(true)
+	}
 	return &engine.Reading{Snap: snap, Err: err}, nil
 }
 
