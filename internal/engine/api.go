@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -373,5 +372,3 @@ type Event struct {
 	Rerun     string       // for Started: why a task that ran before runs again
 	Card      int          // for CardQuarantined: the card's index
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -254,7 +254,7 @@ func Open(cfg Config) (*Engine, error) {
 			}
 		}
 		r.State = task.Pending
-		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: r.ID, Seq: r.Seq, Kind: kindOf(r.Spec), State: task.Pending,
+		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: r.ID, Seq: r.Seq, Kind: r.Kind, State: task.Pending,
 			ExitCode: r.ExitCode, Error: "interrupted", GPURequestMiB: r.GPURequestMiB})
 	}
 	if err := cfg.Store.Apply(&e.batch); err != nil {
@@ -271,17 +271,6 @@ func Open(cfg Config) (*Engine, error) {
 func (e *Engine) Earlier(id string) (*store.Row, bool) {
 	r, ok := e.earlier[id]
 	return r, ok
-}
-
-// kindOf is only used for rows rewritten at Open, whose kind column is
-// required; the spec JSON holds it.
-func kindOf(spec []byte) string {
-	var s struct{ Kind string }
-	_ = jsonUnmarshal(spec, &s)
-	if s.Kind == "" {
-		return task.DefaultKind
-	}
-	return s.Kind
 }
 
 // event is something the loop applies to its state.

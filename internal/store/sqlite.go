@@ -511,7 +511,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun FROM tasks ORDER BY seq, id")
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun FROM tasks ORDER BY seq, id")
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -521,7 +521,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		var r Row
 		var state string
 		var exit, gpuReq, submitted sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun); err != nil {
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}

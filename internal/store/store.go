@@ -31,6 +31,8 @@ type Row struct {
 	GPURequestMiB int64
 	// Fingerprint is the digest of the definition it last ran with.
 	Fingerprint string
+	// Kind is the task's kind, as in its definition.
+	Kind string
 	task.Record
 	// Handles holds the process handles of attempts, by attempt number, so
 	// a restarted scheduler can find processes of an attempt it lost.
