@@ -311,6 +311,12 @@ func (s *Scheduler) Run(ctx context.Context) ([]Record, error) {
 // nothing. An unknown id is an ErrUnknownTask error.
 func (s *Scheduler) Cancel(id string) error { return s.engine.Cancel(id) }
 
+// StopNow stops every running attempt at once with SIGKILL, skipping
+// KillGrace, and ends the Run in progress as a cancelled context would
+// (tasks not started stay pending). It is for a second Ctrl-C: the first
+// cancels Run's context, which stops attempts gracefully.
+func (s *Scheduler) StopNow() { s.engine.StopNow() }
+
 // Records returns every submitted task's record, in submission order.
 func (s *Scheduler) Records() []Record { return s.engine.Records() }
 
@@ -355,6 +361,7 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 		Dir:       dir,
 		LogPath:   req.LogPath,
 		KillGrace: r.s.settings.KillGrace,
+		KillNow:   req.KillNow,
 	}
 	res := r.s.exec.Execute(ctx, job, started)
 	out := engine.Outcome{Result: res}

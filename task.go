@@ -71,4 +71,9 @@ const (
 	// EventCardQuarantined: a GPU went into quarantine; Event.Card says
 	// which, Event.Error why and until when.
 	EventCardQuarantined = engine.CardQuarantined
+	// EventGPUUnknown: the GPUs cannot be read (Event.Error says why, e.g.
+	// "nvidia-smi timed out after 10s; GPU tasks wait"); CPU tasks go on.
+	EventGPUUnknown = engine.GPUUnknown
+	// EventGPUKnown: the GPUs can be read again after EventGPUUnknown.
+	EventGPUKnown = engine.GPUKnown
 )

@@ -64,6 +64,24 @@ func (e *Engine) Cancel(id string) error {
 	return err
 }
 
+// StopNow stops every running attempt at once with SIGKILL, without the
+// kill grace (a second Ctrl-C), and stops the Run in progress, as its
+// context would. Attempts already being stopped are killed too.
+func (e *Engine) StopNow() {
+	e.send(stopNowEvent{})
+}
+
+type stopNowEvent struct{}
+
+func (stopNowEvent) apply(e *Engine) {
+	select {
+	case <-e.killNow:
+	default:
+		close(e.killNow)
+	}
+	e.stopAll(ErrStoppedNow)
+}
+
 // Records returns every submitted task's record, in submission order.
 func (e *Engine) Records() []task.Record {
 	reply := make(chan []task.Record, 1)
@@ -346,10 +364,13 @@ const (
 	TaskCancelled                        // the task was cancelled
 	DeliveryFailed                       // a completion event's handler failed; it will be retried
 	CardQuarantined                      // a GPU went into quarantine (Card, Error say which and why)
+	GPUUnknown                           // the GPUs cannot be read (Error says why); GPU tasks wait
+	GPUKnown                             // the GPUs can be read again after GPUUnknown
 )
 
 var eventNames = [...]string{Started: "started", Retrying: "retrying", Completed: "complete", Failed: "failed", TaskBlocked: "blocked",
-	TaskCancelled: "cancelled", DeliveryFailed: "event-failed", CardQuarantined: "card-quarantined"}
+	TaskCancelled: "cancelled", DeliveryFailed: "event-failed", CardQuarantined: "card-quarantined",
+	GPUUnknown: "gpu-unknown", GPUKnown: "gpu-known"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
@@ -371,4 +392,8 @@ type Event struct {
 	Error     string       // for Failed without an attempt: why it could not run
 	Rerun     string       // for Started: why a task that ran before runs again
 	Card      int          // for CardQuarantined: the card's index
+	// RetryAt, for Retrying: when the next attempt may start at the
+	// earliest (retry delay, or a back-off after a fault of the
+	// environment); zero when it may start at once.
+	RetryAt time.Time
 }

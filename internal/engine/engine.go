@@ -28,6 +28,8 @@ var (
 	// ErrCancelled is the cause of an attempt's context when it was
 	// cancelled (Cancel, Run's context, Close).
 	ErrCancelled = errors.New("attempt cancelled")
+	// ErrStoppedNow is why a Run stops after StopNow.
+	ErrStoppedNow = errors.New("stopped at once (SIGKILL)")
 )
 
 // Runner carries out one attempt: it builds the command from the task (the
@@ -44,6 +46,8 @@ type AttemptRequest struct {
 	LogPath string // the file that receives its output
 	// GPU is the card a GPU task was admitted to; nil for a CPU task.
 	GPU *Assignment
+	// KillNow is closed by StopNow: the attempt is to be killed at once.
+	KillNow <-chan struct{}
 }
 
 // Assignment is the card an attempt runs on.
@@ -108,9 +112,10 @@ type Config struct {
 // Engine schedules tasks. Its methods are safe for concurrent use, including
 // from a Runner.
 type Engine struct {
-	cfg    Config
-	events chan event    // to the loop, from anyone
-	closed chan struct{} // closed when the loop has ended
+	cfg     Config
+	events  chan event    // to the loop, from anyone
+	closed  chan struct{} // closed when the loop has ended
+	killNow chan struct{} // closed by StopNow (by the loop)
 
 	// Owned by the loop goroutine.
 	tasks     map[string]*node
@@ -210,11 +215,12 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:    cfg,
-		events: make(chan event, 1024),
-		closed: make(chan struct{}),
-		tasks:  map[string]*node{},
-		ready:  btree.NewG(32, lessNode),
+		cfg:     cfg,
+		events:  make(chan event, 1024),
+		closed:  make(chan struct{}),
+		killNow: make(chan struct{}),
+		tasks:   map[string]*node{},
+		ready:   btree.NewG(32, lessNode),
 	}
 	e.earlier = make(map[string]*store.Row, len(rows))
 	e.readyView = readyQueue{e.ready}
@@ -440,7 +446,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	n.cancel = cancel
 	timeout := e.timeoutOf(n.spec)
-	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: att.LogPath, GPU: assign}
+	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: att.LogPath, GPU: assign, KillNow: e.killNow}
 	e.notify(Event{Kind: Started, TaskID: n.spec.ID, Attempt: att, Rerun: n.rec.Rerun})
 	e.effects = append(e.effects, func(err error) {
 		if err != nil {

@@ -24,6 +24,9 @@ type Job struct {
 	LogPath string
 	// KillGrace is how long a stopped job has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
+	// KillNow, when closed, stops the job with SIGKILL at once, without
+	// waiting for KillGrace (a second Ctrl-C). Nil: never.
+	KillNow <-chan struct{}
 }
 
 // Process identifies a started job's process group beyond PID reuse.

@@ -104,6 +104,7 @@ func (*Executor) Execute(ctx context.Context, job executor.Job, started func(exe
 		select {
 		case <-exited:
 		case <-grace.C:
+		case <-job.KillNow:
 		}
 		grace.Stop()
 	}
