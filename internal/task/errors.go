@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/gpusched/gpusched/internal/elide"
 )
 
 // Sentinel errors. Every validation error wraps exactly one of them, so
@@ -32,9 +34,13 @@ type Error struct {
 	Kind   error  // the sentinel this error is an instance of
 }
 
+// Error returns the message on one line, the task id quoted (and, when it
+// is long, cut in the middle).
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "task %q: ", e.TaskID)
+	b.WriteString("task ")
+	b.WriteString(elide.Quote(e.TaskID))
+	b.WriteString(": ")
 	if e.Field != "" {
 		b.WriteString(e.Field)
 		b.WriteString(": ")
@@ -57,8 +63,52 @@ type CycleError struct {
 	Path []string
 }
 
+// Error returns the cycle on one line. A long cycle is cut in the middle
+// and its length said, and a long id is cut too:
+//
+//	dependency cycle of 100000 tasks: a -> b -> c -> … -> y -> z -> a
 func (e *CycleError) Error() string {
-	return "dependency cycle: " + strings.Join(e.Path, " -> ")
+	n := len(e.Path) - 1 // tasks in the cycle; the last id repeats the first
+	if n < 1 {
+		return "dependency cycle"
+	}
+	var b strings.Builder
+	if n <= cycleShown {
+		b.WriteString("dependency cycle: ")
+		for i, id := range e.Path {
+			writeCycleID(&b, i, id)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "dependency cycle of %d tasks: ", n)
+	for i, id := range e.Path[:cycleHead] {
+		writeCycleID(&b, i, id)
+	}
+	b.WriteString(" -> …")
+	for i, id := range e.Path[len(e.Path)-cycleTail-1:] {
+		writeCycleID(&b, i+1, id)
+	}
+	return b.String()
+}
+
+// A cycle of more than cycleShown tasks shows its first cycleHead ids and
+// its last cycleTail ones (then the first again).
+const (
+	cycleShown = 7
+	cycleHead  = 3
+	cycleTail  = 2
+	cycleIDLen = 40 // bytes of an id shown in a cycle before it is cut
+)
+
+func writeCycleID(b *strings.Builder, i int, id string) {
+	if i > 0 {
+		b.WriteString(" -> ")
+	}
+	if _, ok := ValidID(id); ok {
+		b.WriteString(elide.Middle(id, cycleIDLen))
+		return
+	}
+	b.WriteString(elide.Quote(id)) // a cycle among tasks that are invalid too
 }
 
 // Unwrap returns ErrCycle.

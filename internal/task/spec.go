@@ -10,8 +10,12 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/gpusched/gpusched/internal/elide"
 )
 
 // Device says what a task runs on.
@@ -193,7 +197,9 @@ func (s *Spec) Changed(old *Spec) []string {
 // MaxIDLen is the longest task id accepted, in bytes.
 const MaxIDLen = 200
 
-// ValidID reports whether id may name a task, and if not, why.
+// ValidID reports whether id may name a task, and if not, why. A character
+// it refuses is named as a character (not as its first byte) with its
+// position, counting characters from 1.
 func ValidID(id string) (string, bool) {
 	switch {
 	case id == "":
@@ -203,15 +209,33 @@ func ValidID(id string) (string, bool) {
 	case id[0] == '.' || id[0] == '-':
 		return "must not start with '.' or '-'", false
 	}
-	for _, c := range []byte(id) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("_.:@+=,-", c) >= 0:
-		default:
-			return fmt.Sprintf("has %q; use letters, digits and _.:@+=,-", rune(c)), false
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !idByte(c) {
+			return badIDChar(id, i), false
 		}
 	}
 	return "", true
+}
+
+// idByte reports whether c may appear in a task id.
+func idByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("_.:@+=,-", c) >= 0
+}
+
+// badIDChar says what is wrong with the character of id that starts at
+// byte i.
+func badIDChar(id string, i int) string {
+	const allowed = "use ASCII letters, digits and _.:@+=,-"
+	pos := utf8.RuneCountInString(id[:i]) + 1
+	r, n := utf8.DecodeRuneInString(id[i:])
+	if r == utf8.RuneError && n == 1 {
+		return fmt.Sprintf("has the byte %s at character %d, which is not UTF-8; %s", elide.Quote(id[i:i+1]), pos, allowed)
+	}
+	return fmt.Sprintf("has %s at character %d; %s", strconv.QuoteRune(r), pos, allowed)
 }
 
 // Normalize fills the spec's defaults in place (Kind, Resources.Device).
@@ -224,48 +248,157 @@ func (s *Spec) Normalize() {
 	}
 }
 
-// Validate checks the fields that need nothing but this spec. It does not
-// look at other tasks (see package dag) or at the kind's payload (the kind's
-// handler does). The spec should be normalized first.
+// Validate checks the fields that need nothing but this spec, and returns
+// the first problem it finds. It does not look at other tasks (see package
+// dag) or at the kind's payload (the kind's handler does). The spec should
+// be normalized first.
 func (s *Spec) Validate() error {
+	var first error
+	s.check(func(err error) bool {
+		first = err
+		return false
+	})
+	return first
+}
+
+// Problems is Validate, but returns every problem it finds, in the order of
+// the spec's fields (an env's variables by name); nil if there is none.
+func (s *Spec) Problems() []error {
+	var errs []error
+	s.check(func(err error) bool {
+		errs = append(errs, err)
+		return true
+	})
+	return errs
+}
+
+// check reports each problem of the spec to report, and stops when report
+// returns false.
+func (s *Spec) check(report func(error) bool) {
 	if why, ok := ValidID(s.ID); !ok {
-		return &Error{TaskID: s.ID, Field: "id", Reason: why, Kind: ErrInvalidTask}
-	}
-	seen := make(map[string]bool, len(s.Dependencies))
-	for _, d := range s.Dependencies {
-		switch {
-		case d == "":
-			return Invalid(s.ID, "dependencies", "empty dependency id")
-		case d == s.ID:
-			return &CycleError{Path: []string{s.ID, s.ID}}
-		case seen[d]:
-			return Invalid(s.ID, "dependencies", "%q is listed twice", d)
+		if !report(&Error{TaskID: s.ID, Field: "id", Reason: why, Kind: ErrInvalidTask}) {
+			return
 		}
-		seen[d] = true
 	}
-	if err := s.Resources.validate(s.ID); err != nil {
-		return err
+	var seen map[string]int // for long lists; short ones are searched
+	if len(s.Dependencies) > 8 {
+		seen = make(map[string]int, len(s.Dependencies))
+	}
+	for i, d := range s.Dependencies {
+		var before int // how many times d was listed before
+		if seen != nil {
+			before = seen[d]
+			seen[d]++
+		} else {
+			for _, e := range s.Dependencies[:i] {
+				if e == d {
+					before++
+				}
+			}
+		}
+		var err error
+		switch {
+		case before > 0 && (before > 1 || d == "" || d == s.ID):
+			// Already reported.
+		case d == "":
+			err = Invalid(s.ID, "dependencies", "empty dependency id")
+		case d == s.ID:
+			err = &CycleError{Path: []string{s.ID, s.ID}}
+		case before == 1:
+			err = Invalid(s.ID, "dependencies", "%s is listed twice", elide.Quote(d))
+		}
+		if err != nil && !report(err) {
+			return
+		}
+	}
+	if !s.Resources.check(s.ID, report) {
+		return
 	}
 	if s.Timeout < 0 && s.Timeout != NoTimeout {
-		return Invalid(s.ID, "timeout", "must not be negative (got %s)", s.Timeout)
-	}
-	if s.Retries < 0 && s.Retries != NoRetries {
-		return Invalid(s.ID, "retries", "must not be negative (got %d)", s.Retries)
-	}
-	for k := range s.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return Invalid(s.ID, "env", "invalid variable name %q", k)
+		if !report(Invalid(s.ID, "timeout", "must not be negative (got %s)", s.Timeout)) {
+			return
 		}
 	}
-	for _, a := range s.Artifacts {
-		if strings.TrimSpace(a) == "" {
-			return Invalid(s.ID, "artifacts", "empty path")
+	if s.Retries < 0 && s.Retries != NoRetries {
+		if !report(Invalid(s.ID, "retries", "must not be negative (got %d)", s.Retries)) {
+			return
+		}
+	}
+	if !s.checkEnv(report) {
+		return
+	}
+	if strings.IndexByte(s.Dir, 0) >= 0 {
+		if !report(Invalid(s.ID, "dir", "%s has a NUL byte, which a path cannot hold", elide.Quote(s.Dir))) {
+			return
+		}
+	}
+	for i, a := range s.Artifacts {
+		field := "artifacts[" + strconv.Itoa(i) + "]"
+		var err error
+		switch {
+		case strings.TrimSpace(a) == "":
+			err = Invalid(s.ID, field, "empty path")
+		case strings.IndexByte(a, 0) >= 0:
+			err = Invalid(s.ID, field, "%s has a NUL byte, which a path cannot hold", elide.Quote(a))
+		}
+		if err != nil && !report(err) {
+			return
 		}
 	}
 	if len(s.OnComplete) > 0 && strings.TrimSpace(s.OnComplete[0]) == "" {
-		return Invalid(s.ID, "on_complete", "empty command")
+		if !report(Invalid(s.ID, "on_complete", "empty command")) {
+			return
+		}
+	}
+	if err := CheckArgv(s.ID, "on_complete", s.OnComplete); err != nil {
+		report(err)
+	}
+}
+
+// checkEnv reports the env's invalid names and values, by name.
+func (s *Spec) checkEnv(report func(error) bool) bool {
+	var bad []string
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			bad = append(bad, k)
+		}
+	}
+	slices.Sort(bad)
+	for _, k := range bad {
+		var err error
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			err = Invalid(s.ID, "env", "invalid variable name %s", elide.Quote(k))
+		} else {
+			err = Invalid(s.ID, "env", "the value of %s has a NUL byte, which an environment cannot hold", elide.Quote(k))
+		}
+		if !report(err) {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckArgv returns an ErrInvalidTask error about the first item of argv
+// that a command line cannot carry, one that holds a NUL byte, naming it
+// as field[i] (for example "args[2]"); nil if every item can be passed.
+// The command kind checks its payload with it, and Validate a task's
+// on_complete.
+func CheckArgv(id, field string, argv []string) error {
+	for i, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return Invalid(id, field+"["+strconv.Itoa(i)+"]", "%s has a NUL byte, which a command line cannot hold", elide.Quote(a))
+		}
 	}
 	return nil
+}
+
+// check reports the request's problem, if any, and returns report's
+// answer (true when there was none).
+func (r ResourceRequest) check(id string, report func(error) bool) bool {
+	if err := r.validate(id); err != nil {
+		return report(err)
+	}
+	return true
 }
 
 func (r ResourceRequest) validate(id string) error {
@@ -285,7 +418,7 @@ func (r ResourceRequest) validate(id string) error {
 			return Invalid(id, "resources.memory_mib", "a cuda task needs a memory budget in MiB (or exclusive: true)")
 		}
 	default:
-		return Invalid(id, "resources.device", "must be %q or %q, not %q", CPU, CUDA, r.Device)
+		return Invalid(id, "resources.device", "must be %q or %q, not %s", CPU, CUDA, elide.Quote(string(r.Device)))
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpusched/gpusched/internal/elide"
 )
 
 func TestSpecValidate(t *testing.T) {
@@ -38,6 +40,13 @@ func TestSpecValidate(t *testing.T) {
 		{"negative retries", Spec{ID: "a", Retries: -2}, "retries", ErrInvalidTask},
 		{"bad env name", Spec{ID: "a", Env: map[string]string{"A=B": "x"}}, "env", ErrInvalidTask},
 		{"empty env name", Spec{ID: "a", Env: map[string]string{"": "x"}}, "env", ErrInvalidTask},
+		{"NUL in an env name", Spec{ID: "a", Env: map[string]string{"A\x00B": "x"}}, "env", ErrInvalidTask},
+		{"NUL in an env value", Spec{ID: "a", Env: map[string]string{"A": "x\x00y"}}, "env", ErrInvalidTask},
+		{"NUL in dir", Spec{ID: "a", Dir: "/tmp/a\x00b"}, "dir", ErrInvalidTask},
+		{"empty artifact", Spec{ID: "a", Artifacts: []string{"ok", " "}}, "artifacts[1]", ErrInvalidTask},
+		{"NUL in an artifact", Spec{ID: "a", Artifacts: []string{"ok", "m\x00.pt"}}, "artifacts[1]", ErrInvalidTask},
+		{"empty on_complete", Spec{ID: "a", OnComplete: []string{""}}, "on_complete", ErrInvalidTask},
+		{"NUL in on_complete", Spec{ID: "a", OnComplete: []string{"sh", "-c", "x\x00"}}, "on_complete[2]", ErrInvalidTask},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +66,11 @@ func TestSpecValidate(t *testing.T) {
 			if tt.field != "" && (!errors.As(err, &te) || te.Field != tt.field || te.TaskID != s.ID) {
 				t.Errorf("Validate() = %#v, want a task error on field %q", err, tt.field)
 			}
-			if !strings.Contains(err.Error(), s.ID) {
+			name := elide.Quote(s.ID) // a cycle lists valid ids unquoted
+			if errors.Is(err, ErrCycle) {
+				name = s.ID
+			}
+			if !strings.Contains(err.Error(), name) {
 				t.Errorf("message %q does not name the task", err)
 			}
 		})

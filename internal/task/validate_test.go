@@ -1,0 +1,172 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/gpusched/gpusched/internal/elide"
+)
+
+// A refused character is named as the character it is, with its position,
+// not as its first byte ('\u00c3' for "é").
+func TestValidIDNamesTheCharacter(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ id, want string }{
+		{"café", `has 'é' at character 4; use ASCII letters`},
+		{"a b", `has ' ' at character 2;`},
+		{"日本-x", `has '日' at character 1;`},
+		{"x\u200by", `has '\u200b' at character 2;`},
+		{"ab\ncd", `has '\n' at character 3;`},
+		{"ok\xffno", `has the byte "\xff" at character 3, which is not UTF-8`},
+		{"é\xff", `has 'é' at character 1;`},
+	}
+	for _, tt := range tests {
+		why, ok := ValidID(tt.id)
+		if ok || !strings.Contains(why, tt.want) {
+			t.Errorf("ValidID(%q) = %q, %v; want a refusal containing %q", tt.id, why, ok, tt.want)
+		}
+		if strings.Contains(why, `\u00c3`) || strings.Contains(why, `'Ã'`) {
+			t.Errorf("ValidID(%q) = %q names a byte, not the character", tt.id, why)
+		}
+	}
+}
+
+// Problems reports every problem of a spec, in field order; Validate the
+// first of them.
+func TestSpecProblems(t *testing.T) {
+	t.Parallel()
+	s := Spec{
+		ID:           "a b",
+		Dependencies: []string{"x", "", "x", "a b", "x", ""},
+		Resources:    ResourceRequest{Device: "tpu"},
+		Timeout:      -5,
+		Retries:      -3,
+		Env:          map[string]string{"Z": "ok", "B=C": "v", "A": "nul\x00", "": ""},
+		Dir:          "/d\x00",
+		Artifacts:    []string{"ok", "", "a\x00"},
+		OnComplete:   []string{" ", "x\x00"},
+	}
+	s.Normalize()
+	var got []string
+	for _, err := range s.Problems() {
+		got = append(got, err.Error())
+	}
+	want := []string{
+		`task "a b": id: has ' ' at character 2; use ASCII letters, digits and _.:@+=,-`,
+		`task "a b": dependencies: empty dependency id`,
+		`task "a b": dependencies: "x" is listed twice`,
+		`dependency cycle: "a b" -> "a b"`,
+		`task "a b": resources.device: must be "cpu" or "cuda", not "tpu"`,
+		`task "a b": timeout: must not be negative (got -5ns)`,
+		`task "a b": retries: must not be negative (got -3)`,
+		`task "a b": env: invalid variable name ""`,
+		`task "a b": env: the value of "A" has a NUL byte, which an environment cannot hold`,
+		`task "a b": env: invalid variable name "B=C"`,
+		`task "a b": dir: "/d\x00" has a NUL byte, which a path cannot hold`,
+		`task "a b": artifacts[1]: empty path`,
+		`task "a b": artifacts[2]: "a\x00" has a NUL byte, which a path cannot hold`,
+		`task "a b": on_complete: empty command`,
+		`task "a b": on_complete[1]: "x\x00" has a NUL byte, which a command line cannot hold`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Problems():\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if err := s.Validate(); err == nil || err.Error() != want[0] {
+		t.Errorf("Validate() = %v, want the first problem %q", err, want[0])
+	}
+	ok := Spec{ID: "fine", Dependencies: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}}
+	ok.Normalize()
+	if p := ok.Problems(); p != nil {
+		t.Errorf("Problems() of a valid spec = %v", p)
+	}
+	long := Spec{ID: "l", Dependencies: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "a", "a"}}
+	long.Normalize()
+	if p := long.Problems(); len(p) != 1 || !errors.Is(p[0], ErrInvalidTask) || !strings.Contains(p[0].Error(), `"a" is listed twice`) {
+		t.Errorf("Problems() of a long list with a repeat = %v, want one 'listed twice'", p)
+	}
+}
+
+func TestCheckArgv(t *testing.T) {
+	t.Parallel()
+	if err := CheckArgv("t", "args", []string{"echo", "a b", ""}); err != nil {
+		t.Errorf("CheckArgv of a good argv = %v", err)
+	}
+	err := CheckArgv("t", "args", []string{"echo", "ok", "bad\x00arg", "\x00"})
+	var te *Error
+	if !errors.As(err, &te) || te.Field != "args[2]" || te.TaskID != "t" || !errors.Is(err, ErrInvalidTask) {
+		t.Fatalf("CheckArgv = %#v, want an invalid-task error on args[2]", err)
+	}
+	if want := `task "t": args[2]: "bad\x00arg" has a NUL byte, which a command line cannot hold`; err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+}
+
+func TestCycleErrorMessage(t *testing.T) {
+	t.Parallel()
+	ids := func(n int) []string {
+		p := make([]string, n+1)
+		for i := range n {
+			p[i] = fmt.Sprintf("t%d", i)
+		}
+		p[n] = p[0]
+		return p
+	}
+	tests := []struct {
+		name string
+		path []string
+		want string
+	}{
+		{"self", []string{"a", "a"}, "dependency cycle: a -> a"},
+		{"three", []string{"a", "c", "b", "a"}, "dependency cycle: a -> c -> b -> a"},
+		{"seven: in full", ids(7), "dependency cycle: t0 -> t1 -> t2 -> t3 -> t4 -> t5 -> t6 -> t0"},
+		{"eight: cut", ids(8), "dependency cycle of 8 tasks: t0 -> t1 -> t2 -> … -> t6 -> t7 -> t0"},
+		{"100,000", ids(100_000), "dependency cycle of 100000 tasks: t0 -> t1 -> t2 -> … -> t99998 -> t99999 -> t0"},
+		{
+			"long ids cut",
+			[]string{strings.Repeat("a", 200), strings.Repeat("b", 150), strings.Repeat("a", 200)},
+			"dependency cycle: " + elide.Middle(strings.Repeat("a", 200), 40) + " -> " + elide.Middle(strings.Repeat("b", 150), 40) + " -> " + elide.Middle(strings.Repeat("a", 200), 40),
+		},
+		{"invalid ids quoted", []string{"a\nb", "c", "a\nb"}, `dependency cycle: "a\nb" -> c -> "a\nb"`},
+	}
+	for _, tt := range tests {
+		got := (&CycleError{Path: tt.path}).Error()
+		if got != tt.want {
+			t.Errorf("%s: Error() = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// However long or strange the ids and values, a validation message is one
+// line of bounded length.
+func TestMessagesOfHostileSpecsAreShortLines(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("x", 10_000)
+	junk := string([]byte{0, 1, 2, 0xff, 0xfe, '\n', '\r', 0x1b, '[', '2', 'J'})
+	junk = strings.Repeat(junk, 1000)
+	specs := []Spec{
+		{ID: huge, Dependencies: []string{huge, "", huge}, Env: map[string]string{huge + "=": junk, "V": junk}, Dir: junk, Artifacts: []string{junk}, OnComplete: []string{junk}},
+		{ID: junk, Dependencies: []string{junk}, Resources: ResourceRequest{Device: Device(junk)}},
+		{ID: "ok", Resources: ResourceRequest{Device: Device(huge)}},
+	}
+	cycle := make([]string, 100_001)
+	for i := range cycle {
+		cycle[i] = fmt.Sprintf("%s-%d", huge[:MaxIDLen-10], i%100_000)
+	}
+	errs := []error{&CycleError{Path: cycle}, &CycleError{Path: []string{junk, huge, junk}}}
+	for _, s := range specs {
+		s.Normalize()
+		errs = append(errs, s.Problems()...)
+	}
+	if len(errs) < 12 {
+		t.Fatalf("only %d problems found: %v", len(errs), errs)
+	}
+	for _, err := range errs {
+		msg := err.Error()
+		if len(msg) > 400 || strings.ContainsAny(msg, "\n\r\x00\x1b") || !utf8.ValidString(msg) {
+			t.Errorf("message of %d bytes is not one short line: %.600q", len(msg), msg)
+		}
+	}
+}
