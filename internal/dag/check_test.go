@@ -83,3 +83,98 @@ func TestLongChainDoesNotOverflow(t *testing.T) {
 		t.Fatalf("want a cycle through all %d tasks, got %v", n, err)
 	}
 }
+
+// Check finds every problem: each duplicate, each unknown dependency, and a
+// cycle in each strongly connected component, told from its first task.
+func TestCheck(t *testing.T) {
+	known := map[string]bool{"prepare": true}
+	tests := []struct {
+		name  string
+		batch []*task.Spec
+		want  []string // "index: message"
+	}{
+		{"valid", specs("a", "b:a", "c:a,b,prepare"), nil},
+		{
+			"duplicates and unknowns, all of them",
+			specs("a", "a", "prepare", "b:a,prepar,zzzzzz", "c:nope", "a"),
+			[]string{
+				`1: task "a": id: defined twice (tasks #1 and #2 of the batch)`,
+				`2: task "prepare": id: a task with this id was already submitted`,
+				`5: task "a": id: defined twice (tasks #1 and #6 of the batch)`,
+				`3: task "b": dependencies: depends on "prepar", which is not defined (did you mean "prepare"?)`,
+				`3: task "b": dependencies: depends on "zzzzzz", which is not defined`,
+				`4: task "c": dependencies: depends on "nope", which is not defined`,
+			},
+		},
+		{
+			"one cycle per component, each from its first task, in batch order",
+			specs("x", "p:q", "a:c", "q:p", "b:a", "c:b,x", "s:s", "d:a"),
+			[]string{
+				"1: dependency cycle: p -> q -> p",
+				"2: dependency cycle: a -> c -> b -> a",
+				"6: dependency cycle: s -> s",
+			},
+		},
+		{
+			"the shortest cycle through the first task of a component",
+			specs("a:b,c", "b:c", "c:a"),
+			[]string{"0: dependency cycle: a -> c -> a"},
+		},
+		{
+			"unknowns and a cycle together",
+			specs("a:b,ghost", "b:a"),
+			[]string{
+				`0: task "a": dependencies: depends on "ghost", which is not defined`,
+				"0: dependency cycle: a -> b -> a",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, p := range Check(tt.batch, known, 10) {
+				got = append(got, fmt.Sprintf("%d: %v", p.Index, p.Err))
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("Check:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			// CheckBatch reports one of them, or none when there is none.
+			if err := CheckBatch(tt.batch, known); (err == nil) != (len(tt.want) == 0) {
+				t.Errorf("CheckBatch = %v, but Check found %d problems", err, len(tt.want))
+			}
+		})
+	}
+}
+
+// Only the first hints unknown dependencies get a "did you mean": each
+// costs a pass over every id.
+func TestCheckHints(t *testing.T) {
+	batch := specs("prepare", "a:prepar", "b:prepar", "c:prepar")
+	var with int
+	for _, p := range Check(batch, map[string]bool{}, 2) {
+		if strings.Contains(p.Err.Error(), "did you mean") {
+			with++
+		}
+	}
+	if with != 2 {
+		t.Errorf("%d problems with a hint, want 2", with)
+	}
+}
+
+// A cycle through 200,000 tasks is found without growing the stack, told
+// in full in the error's Path and cut in its message.
+func TestCheckLongCycle(t *testing.T) {
+	const n = 200000
+	batch := make([]*task.Spec, n)
+	for i := range batch {
+		batch[i] = &task.Spec{ID: fmt.Sprint("t", i), Dependencies: []string{fmt.Sprint("t", (i+1)%n)}}
+	}
+	ps := Check(batch, map[string]bool{}, 10)
+	var ce *task.CycleError
+	if len(ps) != 1 || !errors.As(ps[0].Err, &ce) || len(ce.Path) != n+1 || ps[0].Index != 0 {
+		t.Fatalf("Check = %v, want one cycle through all %d tasks", ps, n)
+	}
+	if want := "dependency cycle of 200000 tasks: t0 -> t1 -> t2 -> … -> t199998 -> t199999 -> t0"; ce.Error() != want {
+		t.Errorf("message %q, want %q", ce.Error(), want)
+	}
+}

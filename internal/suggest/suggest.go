@@ -11,8 +11,13 @@ import (
 // close enough to be a plausible typo (at most a third of want's length, and
 // at least 2, edits away), else "". A candidate that starts with want (an
 // abbreviation, at least 3 bytes long) also counts as one edit away. Ties go
-// to the first candidate seen.
+// to the first candidate seen. A want longer than MaxLen bytes gets no
+// suggestion: comparing it costs its length squared per candidate, and
+// nobody mistypes a word that long.
 func Closest(want string, candidates iter.Seq[string]) string {
+	if len(want) > MaxLen {
+		return ""
+	}
 	best, limit := "", max(2, len(want)/3)+1
 	for c := range candidates {
 		d := distance(want, c, limit)
@@ -25,6 +30,9 @@ func Closest(want string, candidates iter.Seq[string]) string {
 	}
 	return best
 }
+
+// MaxLen is the longest word Closest suggests a correction for, in bytes.
+const MaxLen = 256
 
 // distance is the Levenshtein distance between a and b, or limit if it is at
 // least limit, which makes far-apart strings cheap to reject.
