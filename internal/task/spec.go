@@ -350,8 +350,10 @@ func (s *Spec) check(report func(error) bool) {
 			return
 		}
 	}
-	if err := CheckArgv(s.ID, "on_complete", s.OnComplete); err != nil {
-		report(err)
+	for i, a := range s.OnComplete {
+		if err := CheckArg(s.ID, "on_complete", i, a); err != nil && !report(err) {
+			return
+		}
 	}
 }
 
@@ -385,11 +387,19 @@ func (s *Spec) checkEnv(report func(error) bool) bool {
 // on_complete.
 func CheckArgv(id, field string, argv []string) error {
 	for i, a := range argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return Invalid(id, field+"["+strconv.Itoa(i)+"]", "%s has a NUL byte, which a command line cannot hold", elide.Quote(a))
+		if err := CheckArg(id, field, i, a); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// CheckArg is CheckArgv for item i of an argv alone.
+func CheckArg(id, field string, i int, arg string) error {
+	if strings.IndexByte(arg, 0) < 0 {
+		return nil
+	}
+	return Invalid(id, field+"["+strconv.Itoa(i)+"]", "%s has a NUL byte, which a command line cannot hold", elide.Quote(arg))
 }
 
 // check reports the request's problem, if any, and returns report's
