@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/dag"
+	"github.com/gpusched/gpusched/internal/elide"
 	"github.com/gpusched/gpusched/internal/suggest"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // Workflow is a loaded workflow file.
@@ -29,10 +33,36 @@ type Workflow struct {
 	// (relative to the file's folder, which is also the default).
 	Tasks []gpusched.TaskSpec
 
-	lines map[string]int // "task/<id>/<field>" or "scheduling/<field>" -> line
+	locs       []taskLoc      // where each of Tasks is in the file
+	schedLines map[string]int // scheduling key -> line
 }
 
-// Error is a problem in a workflow file, located by line (0 if unknown).
+// taskLoc is where a task and its fields are in the file.
+type taskLoc struct {
+	line   int         // the task's list item
+	fields []fieldLine // its keys, and its resources' as "resources.device"
+}
+
+type fieldLine struct {
+	key  string
+	line int
+}
+
+// lineOf returns the line of field ("resources.memory_mib", "args[2]"),
+// else of the key it belongs to ("resources", "args"), else the task's.
+func (l *taskLoc) lineOf(field string) int {
+	for _, f := range l.fields {
+		if f.key == field {
+			return f.line
+		}
+	}
+	if i := strings.IndexAny(field, ".["); i > 0 {
+		return l.lineOf(field[:i])
+	}
+	return l.line
+}
+
+// Error is one problem in a workflow file, located by line (0 if unknown).
 type Error struct {
 	Path string
 	Line int
@@ -51,9 +81,57 @@ func (e *Error) Error() string {
 // works on a located error too.
 func (e *Error) Unwrap() error { return e.Err }
 
+// MaxErrors is how many problems Parse lists; it counts the others.
+const MaxErrors = 20
+
+// ErrorList is what Parse and Load return when the file is invalid: every
+// problem found, one *Error each, in file order (by line). Only the first
+// MaxErrors are kept; More counts the others. errors.Is and errors.As see
+// each of them, so errors.Is(err, gpusched.ErrCycle) holds when any
+// problem is a cycle, and errors.As(err, &e) with e a *Error gives the
+// first.
+type ErrorList struct {
+	Path string   // the workflow file
+	Errs []*Error // at least one
+	More int      // problems found beyond Errs
+}
+
+// Error returns one line per problem, joined by "\n", and a last line
+// saying how many more there are, if any.
+func (l *ErrorList) Error() string {
+	var b strings.Builder
+	for i, e := range l.Errs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	if l.More > 0 {
+		fmt.Fprintf(&b, "\n%s: ... and %d more %s", l.Path, l.More, plural(l.More, "problem", "problems"))
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems, for errors.Is and errors.As.
+func (l *ErrorList) Unwrap() []error {
+	out := make([]error, len(l.Errs))
+	for i, e := range l.Errs {
+		out[i] = e
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // Load reads, parses and validates the workflow at path: every check that
 // submitting its tasks would make runs here, so a workflow that loads can be
-// run. Errors are *Error values naming the file and line.
+// run. When the file is invalid the error is an *ErrorList of every problem
+// found, each naming the file and line.
 func Load(path string) (*Workflow, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -63,81 +141,224 @@ func Load(path string) (*Workflow, error) {
 }
 
 // Parse is Load on data already read from path.
+//
+// Parsing goes on after a problem, so that one run reports them all: a key
+// it does not know, a value it cannot read or a field that validation
+// refuses is reported and the rest of the file is still checked. A task
+// with such a problem stays in the dependency graph, so that depending on
+// it is not reported as well, but its own fields are not validated
+// further. Invalid YAML stops everything at the first syntax error.
 func Parse(path string, data []byte) (*Workflow, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	w := &Workflow{Path: path, lines: map[string]int{}}
-	p := parser{path: path, base: filepath.Dir(abs), w: w}
+	w := &Workflow{Path: path, schedLines: map[string]int{}}
+	p := &parser{path: path, base: filepath.Dir(abs), w: w}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, &Error{Path: path, Msg: "empty workflow: it needs a list of tasks under \"tasks:\""}
+			return nil, p.fail(&Error{Path: path, Msg: emptyWorkflow})
 		}
-		return nil, p.yamlError(err)
+		return nil, p.fail(p.yamlError(err))
 	}
 	var second yaml.Node
 	if err := dec.Decode(&second); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, p.yamlError(err)
+			return nil, p.fail(p.yamlError(err))
 		}
-		return nil, p.errorf(&second, "a second YAML document (after ---): a workflow file holds one")
+		return nil, p.fail(p.errorf(&second, "a second YAML document (after ---): a workflow file holds one"))
 	}
 	if len(doc.Content) == 0 {
-		return nil, &Error{Path: path, Msg: "empty workflow: it needs a list of tasks under \"tasks:\""}
+		return nil, p.fail(&Error{Path: path, Msg: emptyWorkflow})
 	}
-	if err := p.top(doc.Content[0]); err != nil {
-		return nil, err
+	p.top(doc.Content[0])
+	if !p.schedBad {
+		if err := w.Scheduling.Validate(); err != nil {
+			p.add(w.locate(err))
+		}
 	}
-	if err := w.Scheduling.Validate(); err != nil {
-		return nil, w.Locate(err)
+	if len(p.errs) == 0 {
+		// The common case, and the one that must be fast: the checks of
+		// SubmitMany, which stop at the first problem. Only when there is
+		// one does the slower search for all of them run.
+		err := gpusched.ValidateTasks(w.Tasks)
+		if err == nil {
+			return w, nil
+		}
+		p.checkTasks()
+		if len(p.errs) == 0 { // a check that checkTasks does not make
+			p.add(w.locate(err))
+		}
+	} else {
+		p.checkTasks()
 	}
-	if err := gpusched.ValidateTasks(w.Tasks); err != nil {
-		return nil, w.Locate(err)
-	}
-	return w, nil
+	return nil, p.list()
 }
 
-// Locate turns a validation error into an *Error with the line of the task
-// or field at fault.
-func (w *Workflow) Locate(err error) error {
+const emptyWorkflow = "empty workflow: it needs a list of tasks under \"tasks:\""
+
+// checkTasks runs, on every task, the checks SubmitMany makes, and keeps
+// every problem they find. A field that had a problem while it was parsed
+// holds what could be read of it, or nothing, so it is not checked again:
+// one mistake, one message.
+func (p *parser) checkTasks() {
+	w := p.w
+	specs := make([]*task.Spec, len(w.Tasks))
+	for i := range w.Tasks {
+		sp := w.Tasks[i] // a copy: Normalize must not change what Parse returns
+		sp.Normalize()
+		bad := p.badKeys[i]
+		for _, err := range sp.Problems() {
+			if !has(bad, taskKeys, fieldKey(err)) {
+				p.add(w.locateAt(i, err))
+			}
+		}
+		if !has(bad, taskKeys, "args") {
+			if err := (gpusched.CommandHandler{}).ValidatePayload(&sp); err != nil {
+				p.add(w.locateAt(i, err))
+			}
+		}
+		sp.Dependencies = graphDeps(&sp)
+		specs[i] = &sp
+	}
+	for _, pr := range dag.Check(specs, map[string]struct{}{}, MaxErrors) {
+		p.add(w.locateAt(pr.Index, pr.Err))
+	}
+}
+
+// fieldKey returns the task key a validation error is about: "resources"
+// for "resources.device", "args" for "payload[2]".
+func fieldKey(err error) string {
+	var te *gpusched.TaskError
+	if !errors.As(err, &te) {
+		return "dependencies" // a cycle
+	}
+	key := te.Field
+	if i := strings.IndexAny(key, ".["); i > 0 {
+		key = key[:i]
+	}
+	if key == "payload" {
+		return "args"
+	}
+	return key
+}
+
+// graphDeps returns s's dependencies without those Validate already
+// refuses (empty ids, the task itself, repeats), so that the graph check
+// does not report them a second time.
+func graphDeps(s *task.Spec) []string {
+	out := make([]string, 0, len(s.Dependencies))
+	for _, d := range s.Dependencies {
+		if d != "" && d != s.ID && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Locate turns a validation error about the workflow's tasks or
+// scheduling settings (from gpusched.CheckGPUs, for example) into an *Error
+// with the line of the task or field at fault.
+func (w *Workflow) Locate(err error) error { return w.locate(err) }
+
+func (w *Workflow) locate(err error) *Error {
 	var te *gpusched.TaskError
 	var ce *gpusched.CycleError
 	var se *gpusched.SchedulingError
+	id := ""
 	switch {
 	case errors.As(err, &te):
-		field := te.Field
-		if field == "payload" {
-			field = "args"
-		}
-		line := w.lines["task/"+te.TaskID+"/"+field]
-		if line == 0 {
-			line = w.lines["task/"+te.TaskID+"/"+strings.Split(field, ".")[0]]
-		}
-		if line == 0 {
-			line = w.lines["task/"+te.TaskID]
-		}
-		msg := strings.Replace(err.Error(), ": payload: ", ": args: ", 1)
-		return &Error{Path: w.Path, Line: line, Msg: msg, Err: err}
-	case errors.As(err, &ce):
-		return &Error{Path: w.Path, Line: w.lines["task/"+ce.Path[0]+"/dependencies"], Msg: err.Error(), Err: err}
+		id = te.TaskID
+	case errors.As(err, &ce) && len(ce.Path) > 0:
+		id = ce.Path[0]
 	case errors.As(err, &se):
-		return &Error{Path: w.Path, Line: w.lines["scheduling/"+se.Field], Msg: err.Error(), Err: err}
+		return &Error{Path: w.Path, Line: w.schedLines[se.Field], Msg: err.Error(), Err: err}
+	default:
+		return &Error{Path: w.Path, Msg: err.Error(), Err: err}
+	}
+	if i := slices.IndexFunc(w.Tasks, func(t gpusched.TaskSpec) bool { return t.ID == id }); i >= 0 {
+		return w.locateAt(i, err)
 	}
 	return &Error{Path: w.Path, Msg: err.Error(), Err: err}
+}
+
+// locateAt locates err, an error about Tasks[i].
+func (w *Workflow) locateAt(i int, err error) *Error {
+	loc := &w.locs[i]
+	var te *gpusched.TaskError
+	var ce *gpusched.CycleError
+	switch {
+	case errors.As(err, &te) && errors.Is(err, gpusched.ErrDuplicateTask):
+		// Name the line of the first definition, not its place in a batch.
+		first := slices.IndexFunc(w.Tasks[:i], func(t gpusched.TaskSpec) bool { return t.ID == te.TaskID })
+		if first >= 0 {
+			located := *te
+			located.Reason = fmt.Sprintf("defined twice (first on line %d)", w.locs[first].line)
+			err = &located
+		}
+		return &Error{Path: w.Path, Line: loc.lineOf("id"), Msg: err.Error(), Err: err}
+	case errors.As(err, &te):
+		msg := err.Error()
+		field := te.Field
+		if rest, ok := strings.CutPrefix(field, "payload"); ok {
+			// The command kind's payload is what the file calls args.
+			field = "args" + rest
+			named := *te
+			named.Field = field
+			msg = named.Error()
+		}
+		return &Error{Path: w.Path, Line: loc.lineOf(field), Msg: msg, Err: err}
+	case errors.As(err, &ce):
+		return &Error{Path: w.Path, Line: loc.lineOf("dependencies"), Msg: err.Error(), Err: err}
+	}
+	return &Error{Path: w.Path, Line: loc.line, Msg: err.Error(), Err: err}
 }
 
 type parser struct {
 	path string
 	base string // the workflow file's folder, absolute
 	w    *Workflow
+
+	errs     []*Error // every problem found, in the order found
+	badKeys  []uint64 // per task of w.Tasks: its keys (by taskKeys position) that had a problem
+	schedBad bool     // a problem was found parsing scheduling
 }
 
-func (p *parser) errorf(n *yaml.Node, format string, args ...any) error {
+func (p *parser) errorf(n *yaml.Node, format string, args ...any) *Error {
 	return &Error{Path: p.path, Line: n.Line, Msg: fmt.Sprintf(format, args...)}
 }
+
+// add keeps a problem. A helper's error is always an *Error; anything else
+// is kept unlocated.
+func (p *parser) add(err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{Path: p.path, Msg: err.Error(), Err: err}
+	}
+	p.errs = append(p.errs, e)
+}
+
+// fail returns the list of problems when e stops the parse.
+func (p *parser) fail(e *Error) *ErrorList {
+	p.errs = append(p.errs, e)
+	return p.list()
+}
+
+// list returns the problems found, in file order, at most MaxErrors.
+func (p *parser) list() *ErrorList {
+	slices.SortStableFunc(p.errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+	l := &ErrorList{Path: p.path, Errs: p.errs}
+	if len(l.Errs) > MaxErrors {
+		l.More = len(l.Errs) - MaxErrors
+		l.Errs = l.Errs[:MaxErrors:MaxErrors]
+	}
+	return l
+}
+
+// q quotes a value from the file for a message: one line, cut when long.
+func q(s string) string { return elide.Quote(s) }
 
 var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
 
@@ -156,7 +377,7 @@ var parserProblems = []string{
 	"found incompatible YAML document",
 }
 
-func (p *parser) yamlError(err error) error {
+func (p *parser) yamlError(err error) *Error {
 	msg := err.Error()
 	line := 0
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
@@ -166,58 +387,86 @@ func (p *parser) yamlError(err error) error {
 			line++
 		}
 	}
-	return &Error{Path: p.path, Line: line, Msg: "invalid YAML: " + msg}
+	return &Error{Path: p.path, Line: line, Msg: "invalid YAML: " + elide.Line(msg, 300)}
 }
 
-// fields walks a mapping node, calling visit for each known key and failing
-// on unknown or repeated ones.
-func (p *parser) fields(n *yaml.Node, where string, known []string, visit func(key string, k, v *yaml.Node) error) error {
+// fields walks a mapping node, calling visit for each known key. An
+// unknown or repeated key, or an error from visit, is a problem: it is
+// kept and the walk goes on. It reports whether n is a mapping, and two
+// sets of keys, by their position in known: those whose value had a
+// problem, and those that unknown keys were taken for ("did you mean").
+func (p *parser) fields(n *yaml.Node, where string, known []string, visit func(key string, k, v *yaml.Node) error) (keys keySets) {
 	if n.Kind != yaml.MappingNode {
-		return p.errorf(n, "%s must be a mapping of keys to values, not %s", where, kindName(n))
+		p.add(p.errorf(n, "%s must be a mapping of keys to values, not %s", where, kindName(n)))
+		return keySets{}
 	}
-	seen := map[string]bool{}
+	keys.mapping = true
+	var seen uint64 // by position in known (at most 64 keys)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if !slices.Contains(known, k.Value) {
-			msg := fmt.Sprintf("%s: unknown key %q", where, k.Value)
+		at := slices.Index(known, k.Value)
+		if at < 0 {
+			msg := fmt.Sprintf("%s: unknown key %s", where, q(k.Value))
 			if near := suggest.Closest(k.Value, slices.Values(known)); near != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", near)
+				keys.meant |= 1 << slices.Index(known, near)
 			} else {
 				msg += " (known keys: " + strings.Join(known, ", ") + ")"
 			}
-			return p.errorf(k, "%s", msg)
+			p.add(p.errorf(k, "%s", msg))
+			continue
 		}
-		if seen[k.Value] {
-			return p.errorf(k, "%s: key %q appears twice", where, k.Value)
+		if seen&(1<<at) != 0 {
+			p.add(p.errorf(k, "%s: key %q appears twice", where, k.Value))
+			continue
 		}
-		seen[k.Value] = true
+		seen |= 1 << at
+		before := len(p.errs)
 		if err := visit(k.Value, k, v); err != nil {
-			return err
+			p.add(err)
+		}
+		if len(p.errs) > before {
+			keys.bad |= 1 << at
 		}
 	}
-	return nil
+	return keys
 }
 
-func (p *parser) top(n *yaml.Node) error {
-	var tasksKey *yaml.Node
-	err := p.fields(n, "workflow", []string{"scheduling", "tasks"}, func(key string, k, v *yaml.Node) error {
+// keySets is what fields found; see there.
+type keySets struct {
+	mapping bool
+	bad     uint64
+	meant   uint64
+}
+
+// has reports whether set holds key, a key of known.
+func has(set uint64, known []string, key string) bool {
+	i := slices.Index(known, key)
+	return i >= 0 && set&(1<<i) != 0
+}
+
+var topKeys = []string{"scheduling", "tasks"}
+
+func (p *parser) top(n *yaml.Node) {
+	var tasksKey, tasks *yaml.Node
+	keys := p.fields(n, "workflow", topKeys, func(key string, k, v *yaml.Node) error {
 		switch key {
 		case "scheduling":
-			return p.scheduling(v)
+			p.scheduling(v)
 		default:
-			tasksKey = k
-			return p.tasks(v)
+			tasksKey, tasks = k, v
+			p.tasks(v)
 		}
+		return nil
 	})
 	switch {
-	case err != nil:
-		return err
+	case !keys.mapping:
+	case tasksKey == nil && has(keys.meant, topKeys, "tasks"): // a misspelt "tasks:" said it
 	case tasksKey == nil:
-		return p.errorf(n, "the workflow has no tasks: list them under \"tasks:\"")
-	case len(p.w.Tasks) == 0:
-		return p.errorf(tasksKey, "the workflow has no tasks: the list under \"tasks:\" is empty")
+		p.add(p.errorf(n, "the workflow has no tasks: list them under \"tasks:\""))
+	case tasks.Kind == yaml.SequenceNode && len(tasks.Content) == 0:
+		p.add(p.errorf(tasksKey, "the workflow has no tasks: the list under \"tasks:\" is empty"))
 	}
-	return nil
 }
 
 var schedulingKeys = []string{
@@ -227,10 +476,12 @@ var schedulingKeys = []string{
 	"gpu_reserve_after", "gpu_unknown_timeout", "nvidia_smi_timeout",
 }
 
-func (p *parser) scheduling(n *yaml.Node) error {
+func (p *parser) scheduling(n *yaml.Node) {
 	s := &p.w.Scheduling
-	return p.fields(n, "scheduling", schedulingKeys, func(key string, k, v *yaml.Node) error {
-		p.w.lines["scheduling/"+key] = k.Line
+	before := len(p.errs)
+	defer func() { p.schedBad = len(p.errs) > before }()
+	p.fields(n, "scheduling", schedulingKeys, func(key string, k, v *yaml.Node) error {
+		p.w.schedLines[key] = k.Line
 		where := "scheduling." + key
 		var err error
 		switch key {
@@ -307,105 +558,134 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
 	"artifacts", "hash_artifacts", "on_complete"}
 
-func (p *parser) tasks(n *yaml.Node) error {
+func (p *parser) tasks(n *yaml.Node) {
 	if n.Kind != yaml.SequenceNode {
-		return p.errorf(n, "tasks must be a list (each item starting with \"- id: ...\"), not %s", kindName(n))
+		p.add(p.errorf(n, "tasks must be a list (each item starting with \"- id: ...\"), not %s", kindName(n)))
+		return
 	}
+	p.w.Tasks = slices.Grow(p.w.Tasks, len(n.Content))
+	p.w.locs = slices.Grow(p.w.locs, len(n.Content))
+	p.badKeys = slices.Grow(p.badKeys, len(n.Content))
 	for i, tn := range n.Content {
-		if tn.Kind != yaml.MappingNode {
-			return p.errorf(tn, "tasks[%d] must be a mapping with id, args, ..., not %s", i, kindName(tn))
-		}
-		// The id first, so that later errors can name the task.
-		id := ""
-		for j := 0; j+1 < len(tn.Content); j += 2 {
-			if tn.Content[j].Value == "id" {
-				v := tn.Content[j+1]
-				if v.Kind != yaml.ScalarNode || v.Value == "" {
-					return p.errorf(v, "tasks[%d].id must be a non-empty string", i)
-				}
+		p.task(i, tn)
+	}
+}
+
+// task parses item i of the task list. A task without a usable id is
+// checked for what can be checked, and left out of the graph.
+func (p *parser) task(i int, tn *yaml.Node) {
+	if tn.Kind != yaml.MappingNode {
+		p.add(p.errorf(tn, "tasks[%d] must be a mapping with id, args, ..., not %s", i, kindName(tn)))
+		return
+	}
+	// The id first, so that later errors can name the task.
+	id, hasIDKey := "", false
+	for j := 0; j+1 < len(tn.Content); j += 2 {
+		if tn.Content[j].Value == "id" && !hasIDKey {
+			hasIDKey = true
+			if v := tn.Content[j+1]; v.Kind != yaml.ScalarNode || v.Value == "" {
+				p.add(p.errorf(v, "tasks[%d].id must be a non-empty string", i))
+			} else {
 				id = v.Value
 			}
 		}
-		if id == "" {
-			return p.errorf(tn, "tasks[%d] has no id", i)
-		}
-		t := gpusched.TaskSpec{ID: id, Dir: p.base}
-		p.w.lines["task/"+id] = tn.Line
-		where := fmt.Sprintf("task %q", id)
-		explicitRetries, explicitTimeout := false, false
-		err := p.fields(tn, where, taskKeys, func(key string, k, v *yaml.Node) error {
-			p.w.lines["task/"+id+"/"+key] = k.Line
-			field := where + ": " + key
-			var err error
-			switch key {
-			case "id":
-			case "args":
-				var args []string
-				args, err = p.strings(v, field)
+	}
+	where := "task " + q(id)
+	if id == "" {
+		where = fmt.Sprintf("tasks[%d]", i)
+	}
+	t := gpusched.TaskSpec{ID: id, Dir: p.base}
+	loc := taskLoc{line: tn.Line, fields: make([]fieldLine, 0, len(tn.Content)/2)}
+	explicitRetries, explicitTimeout, hasArgs := false, false, false
+	keys := p.fields(tn, where, taskKeys, func(key string, k, v *yaml.Node) error {
+		loc.fields = append(loc.fields, fieldLine{key, k.Line})
+		field := where + ": " + key
+		var err error
+		switch key {
+		case "id":
+		case "args":
+			hasArgs = true
+			var args []string
+			if args, err = p.strings(v, field); err == nil {
 				t.Payload = args
-			case "dependencies":
-				t.Dependencies, err = p.strings(v, field)
-			case "priority":
-				t.Priority, err = p.integer(v, field)
-			case "timeout":
-				t.Timeout, err = p.duration(v, field)
-				explicitTimeout = true
-			case "retries":
-				t.Retries, err = p.integer(v, field)
-				if err == nil && t.Retries < 0 {
-					// Checked here: -1 would pass as gpusched.NoRetries.
-					te := gpusched.TaskError{TaskID: id, Field: "retries", Reason: fmt.Sprintf("must not be negative (got %d)", t.Retries), Kind: gpusched.ErrInvalidTask}
-					err = &Error{Path: p.path, Line: v.Line, Msg: te.Error(), Err: &te}
-				}
-				explicitRetries = true
-			case "env":
-				t.Env, err = p.env(v, field)
-			case "dir":
-				var d string
-				if d, err = p.scalar(v, field); err == nil {
-					if !filepath.IsAbs(d) {
-						d = filepath.Join(p.base, d)
+				for j, a := range args {
+					if err := task.CheckArg(id, "args", j, a); err != nil {
+						p.add(&Error{Path: p.path, Line: v.Content[j].Line, Msg: err.Error(), Err: err})
 					}
-					t.Dir = d
-				}
-			case "resources":
-				t.Resources, err = p.resources(v, id)
-			case "artifacts":
-				t.Artifacts, err = p.strings(v, field)
-			case "hash_artifacts":
-				t.HashArtifacts, err = p.boolean(v, field)
-			case "on_complete":
-				t.OnComplete, err = p.strings(v, field)
-				if err == nil && len(t.OnComplete) == 0 {
-					err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
 				}
 			}
-			return err
-		})
-		if err != nil {
-			return err
+		case "dependencies":
+			t.Dependencies, err = p.strings(v, field)
+		case "priority":
+			t.Priority, err = p.integer(v, field)
+		case "timeout":
+			t.Timeout, err = p.duration(v, field)
+			explicitTimeout = true
+		case "retries":
+			t.Retries, err = p.integer(v, field)
+			if err == nil && t.Retries < 0 {
+				// Checked here: -1 would pass as gpusched.NoRetries.
+				te := gpusched.TaskError{TaskID: id, Field: "retries", Reason: fmt.Sprintf("must not be negative (got %d)", t.Retries), Kind: gpusched.ErrInvalidTask}
+				err = &Error{Path: p.path, Line: v.Line, Msg: te.Error(), Err: &te}
+			}
+			explicitRetries = true
+		case "env":
+			t.Env, err = p.env(v, field)
+		case "dir":
+			var d string
+			if d, err = p.scalar(v, field); err == nil {
+				if !filepath.IsAbs(d) {
+					d = filepath.Join(p.base, d)
+				}
+				t.Dir = d
+			}
+		case "resources":
+			t.Resources = p.resources(v, where, &loc)
+		case "artifacts":
+			t.Artifacts, err = p.strings(v, field)
+		case "hash_artifacts":
+			t.HashArtifacts, err = p.boolean(v, field)
+		case "on_complete":
+			t.OnComplete, err = p.strings(v, field)
+			if err == nil && len(t.OnComplete) == 0 {
+				err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
+			}
 		}
-		// In a file, "retries: 0" and "timeout: 0" are explicit: none, even
-		// if scheduling sets a default.
-		if explicitRetries && t.Retries == 0 {
-			t.Retries = gpusched.NoRetries
-		}
-		if explicitTimeout && t.Timeout == 0 {
-			t.Timeout = gpusched.NoTimeout
-		}
-		if t.Payload == nil {
-			return p.errorf(tn, "%s has no args: give the command to run, e.g. args: [python3, train.py]", where)
-		}
-		p.w.Tasks = append(p.w.Tasks, t)
+		return err
+	})
+	// A missing id or args that a misspelt key was meant to give is not
+	// reported twice.
+	if !hasIDKey && !has(keys.meant, taskKeys, "id") {
+		p.add(p.errorf(tn, "tasks[%d] has no id", i))
 	}
-	return nil
+	if !hasArgs && !has(keys.meant, taskKeys, "args") {
+		p.add(p.errorf(tn, "%s has no args: give the command to run, e.g. args: [python3, train.py]", where))
+	}
+	if id == "" {
+		return // nothing can depend on it
+	}
+	// In a file, "retries: 0" and "timeout: 0" are explicit: none, even
+	// if scheduling sets a default.
+	if explicitRetries && t.Retries == 0 {
+		t.Retries = gpusched.NoRetries
+	}
+	if explicitTimeout && t.Timeout == 0 {
+		t.Timeout = gpusched.NoTimeout
+	}
+	p.w.Tasks = append(p.w.Tasks, t)
+	p.w.locs = append(p.w.locs, loc)
+	bad := keys.bad
+	if !hasArgs {
+		bad |= 1 << slices.Index(taskKeys, "args")
+	}
+	p.badKeys = append(p.badKeys, bad)
 }
 
-func (p *parser) resources(n *yaml.Node, id string) (gpusched.ResourceRequest, error) {
+func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.ResourceRequest {
 	var r gpusched.ResourceRequest
-	where := fmt.Sprintf("task %q: resources", id)
-	err := p.fields(n, where, []string{"device", "memory_mib", "exclusive"}, func(key string, k, v *yaml.Node) error {
-		p.w.lines["task/"+id+"/resources."+key] = k.Line
+	where += ": resources"
+	p.fields(n, where, []string{"device", "memory_mib", "exclusive"}, func(key string, k, v *yaml.Node) error {
+		loc.fields = append(loc.fields, fieldLine{"resources." + key, k.Line})
 		var err error
 		switch key {
 		case "device":
@@ -421,7 +701,7 @@ func (p *parser) resources(n *yaml.Node, id string) (gpusched.ResourceRequest, e
 		}
 		return err
 	})
-	return r, err
+	return r
 }
 
 func (p *parser) scalar(n *yaml.Node, where string) (string, error) {
@@ -438,7 +718,7 @@ func (p *parser) integer(n *yaml.Node, where string) (int, error) {
 	}
 	v, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, p.errorf(n, "%s must be a whole number, not %q", where, s)
+		return 0, p.errorf(n, "%s must be a whole number, not %s", where, q(s))
 	}
 	return v, nil
 }
@@ -454,7 +734,7 @@ func (p *parser) boolean(n *yaml.Node, where string) (bool, error) {
 	case "false", "False", "FALSE", "no", "off":
 		return false, nil
 	}
-	return false, p.errorf(n, "%s must be true or false, not %q", where, s)
+	return false, p.errorf(n, "%s must be true or false, not %s", where, q(s))
 }
 
 func (p *parser) duration(n *yaml.Node, where string) (time.Duration, error) {
@@ -467,7 +747,7 @@ func (p *parser) duration(n *yaml.Node, where string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, p.errorf(n, "%s: %q is not a duration; use Go syntax such as 90s, 30m or 2h", where, s)
+		return 0, p.errorf(n, "%s: %s is not a duration; use Go syntax such as 90s, 30m or 2h", where, q(s))
 	}
 	if d < 0 {
 		return 0, p.errorf(n, "%s must not be negative", where)
@@ -497,10 +777,10 @@ func (p *parser) env(n *yaml.Node, where string) (map[string]string, error) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if _, dup := out[k.Value]; dup {
-			return nil, p.errorf(k, "%s: key %q appears twice", where, k.Value)
+			return nil, p.errorf(k, "%s: key %s appears twice", where, q(k.Value))
 		}
 		if v.Kind != yaml.ScalarNode {
-			return nil, p.errorf(v, "%s.%s must be a single value, not %s", where, k.Value, kindName(v))
+			return nil, p.errorf(v, "%s.%s must be a single value, not %s", where, elide.Line(k.Value, 64), kindName(v))
 		}
 		out[k.Value] = v.Value
 	}
@@ -519,5 +799,5 @@ func kindName(n *yaml.Node) string {
 	if n.Tag == "!!null" {
 		return "empty"
 	}
-	return fmt.Sprintf("the value %q", n.Value)
+	return "the value " + q(n.Value)
 }
