@@ -17,11 +17,17 @@ const MaxQuoted = 96
 // puts "…" in the middle and says how long s is:
 //
 //	"aaaaaaaa…aaaaaaaa" (10000 bytes)
-func Quote(s string) string {
-	if quotedLen(s, MaxQuoted+1) <= MaxQuoted {
+func Quote(s string) string { return QuoteMax(s, MaxQuoted) }
+
+// QuoteMax is Quote with limit (at least 16) in place of MaxQuoted: for
+// text worth showing at more length, such as another program's error
+// message.
+func QuoteMax(s string, limit int) string {
+	limit = max(limit, 16)
+	if quotedLen(s, limit+1) <= limit {
 		return strconv.Quote(s)
 	}
-	half := MaxQuoted / 2
+	half := limit / 2
 	head, used := quotedHead(s, half)
 	tail := quotedTail(s[used:], half)
 	return `"` + head + "…" + tail + `" (` + strconv.Itoa(len(s)) + " bytes)"

@@ -45,6 +45,17 @@ func TestQuote(t *testing.T) {
 	}
 }
 
+func TestQuoteMax(t *testing.T) {
+	t.Parallel()
+	msg := "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+	if got := QuoteMax(msg, 240); got != strconv.Quote(msg) {
+		t.Errorf("QuoteMax(msg, 240) = %s, want it whole", got)
+	}
+	if got, want := QuoteMax(msg, 20), `"NVIDIA-SMI…d running." (143 bytes)`; got != want {
+		t.Errorf("QuoteMax(msg, 20) = %s, want %s", got, want)
+	}
+}
+
 // Whatever the input, Quote's result is one valid UTF-8 line of bounded
 // length, and a short input's is exactly strconv.Quote's.
 func FuzzQuote(f *testing.F) {

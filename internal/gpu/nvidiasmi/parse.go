@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpusched/gpusched/internal/elide"
 )
 
 // Mem is an amount of GPU memory in MiB that may be unknown. The zero value
@@ -82,8 +84,12 @@ type App struct {
 type Problem struct {
 	Source string // "gpu" or "apps": which query's output the problem is in
 	Line   int    // line number, counting from 1; 0 when not about one line
-	Text   string // the offending line, trimmed and shortened; may be ""
-	Msg    string // what is wrong
+	// Text is the offending line, trimmed and, past maxText bytes, cut in
+	// the middle; may be "". It holds whatever nvidia-smi printed, control
+	// characters and invalid UTF-8 included: quote it to show it, as String
+	// does.
+	Text string
+	Msg  string // what is wrong
 
 	// GPUIndex is the nvidia-smi index of the card the line names, e.g. 1
 	// for "Unable to determine the device handle for GPU1: ..."; -1 when
@@ -110,7 +116,8 @@ func (p Problem) String() string {
 	}
 	b.WriteString(p.Msg)
 	if p.Text != "" {
-		fmt.Fprintf(&b, ": %q", p.Text)
+		b.WriteString(": ")
+		b.WriteString(quoteText(p.Text))
 	}
 	switch {
 	case p.GPUIndex >= 0 && p.BusID != "":
@@ -199,15 +206,17 @@ func (t *table) cell(r tableRow, names ...string) (string, bool) {
 	return "", false
 }
 
-// maxText bounds Problem.Text so that a huge garbage line stays readable.
+// maxText bounds Problem.Text, in bytes, so that a huge garbage line
+// stays readable.
 const maxText = 200
 
-func shorten(s string) string {
-	if len(s) <= maxText {
-		return s
-	}
-	return s[:maxText] + "..."
-}
+// quoteText quotes text nvidia-smi printed for a message: escaped, and cut
+// in the middle past maxText bytes.
+func quoteText(s string) string { return elide.QuoteMax(s, maxText) }
+
+// shorten cuts a line longer than maxText bytes in the middle, at rune
+// boundaries: its start and end are what tell one message from another.
+func shorten(s string) string { return elide.Middle(s, maxText) }
 
 func parseTable(out []byte, spec tableSpec) *table {
 	t := &table{}
@@ -460,7 +469,7 @@ func unknownWhy(col, cell string, present bool) string {
 	if !present {
 		return col + " unknown (no such column)"
 	}
-	return fmt.Sprintf("%s unknown (%q)", col, shorten(cell))
+	return fmt.Sprintf("%s unknown (%s)", col, elide.Quote(cell))
 }
 
 // ParseApps parses the CSV output of

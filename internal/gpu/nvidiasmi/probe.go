@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"time"
+
+	"github.com/gpusched/gpusched/internal/elide"
 )
 
 // The two questions the scheduler asks nvidia-smi. Both use --format=csv:
@@ -49,7 +50,7 @@ func Bin() (string, error) {
 	if v := os.Getenv(EnvBin); v != "" {
 		p, err := exec.LookPath(v)
 		if err != nil {
-			return "", fmt.Errorf("%w: %s=%q: %w", ErrNotFound, EnvBin, v, err)
+			return "", fmt.Errorf("%w: %s=%s: %w", ErrNotFound, EnvBin, elide.Quote(v), err)
 		}
 		return p, nil
 	}
@@ -213,12 +214,19 @@ func namesCard(ps []Problem) bool {
 	return false
 }
 
-// firstLine returns the first non-blank line of out, shortened, or a note
-// that there was no output.
+// firstLine returns the first non-blank line of out, quoted and cut as
+// quoteText does (nvidia-smi may print anything: binary junk, a line of
+// a megabyte), or a note that there was no output.
 func firstLine(out []byte) string {
-	for line := range strings.Lines(string(out)) {
-		if line = strings.TrimSpace(line); line != "" {
-			return shorten(line)
+	for len(out) > 0 {
+		line := out
+		if i := bytes.IndexByte(out, '\n'); i >= 0 {
+			line, out = out[:i], out[i+1:]
+		} else {
+			out = nil
+		}
+		if line = bytes.TrimSpace(line); len(line) > 0 {
+			return quoteText(string(line))
 		}
 	}
 	return "(no output)"
@@ -229,7 +237,7 @@ func firstLine(out []byte) string {
 func firstProblem(t *table) string {
 	for _, p := range t.problems {
 		if p.Text != "" {
-			return p.Text
+			return quoteText(p.Text)
 		}
 	}
 	if len(t.problems) > 0 {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // answer is what the fake runner returns for one query.
@@ -357,4 +358,62 @@ func running(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
+}
+
+// Whatever a broken nvidia-smi prints (binary junk, a line of a megabyte,
+// escape sequences, invalid UTF-8), the errors and problems that quote it
+// are one line of at most 500 bytes, the junk quoted and cut.
+func TestJunkOutputGivesShortLines(t *testing.T) {
+	mega := strings.Repeat("A", 1<<20)
+	var junk strings.Builder
+	for i := range 4096 {
+		junk.WriteByte(byte(i*7 + i/256)) // every byte value, NUL, ESC, \r, invalid UTF-8 included
+	}
+	bin := junk.String()
+	row := func(cells ...string) string { return strings.Join(cells, ", ") + "\n" }
+	outputs := map[string]answer{
+		"a megabyte line":                   {out: mega},
+		"a megabyte line, exit 9":           {out: mega + "\n", err: errExit},
+		"binary junk":                       {out: bin},
+		"binary junk, exit 9":               {out: bin, err: errExit},
+		"junk before the header":            {out: bin + "\n" + twoCards},
+		"junk after the header":             {out: gpuHeader + bin},
+		"junk cells":                        {out: gpuHeader + row("0", "GPU-"+bin, mega, bin, bin, mega)},
+		"megabyte error line naming a card": {out: "Unable to determine the device handle for GPU1: 0000:34:00.0: " + mega + bin + "\n" + twoCards, err: errExit},
+		"only an error line of junk":        {out: "Failed to initialize NVML: " + bin, err: errExit},
+	}
+	check := func(t *testing.T, what, s string) {
+		t.Helper()
+		if len(s) > 500 || strings.ContainsAny(s, "\n\r\x00\x1b") || !utf8.ValidString(s) {
+			t.Errorf("%s of %d bytes is not one short line: %.600q", what, len(s), s)
+		}
+	}
+	for name, a := range outputs {
+		t.Run(name, func(t *testing.T) {
+			for _, apps := range []answer{{out: appsHeader}, a} {
+				f := &fakeRunner{answers: map[string]answer{GPUQuery: a, AppsQuery: apps}}
+				snap, err := (&Probe{Bin: "/opt/nvidia-smi", Run: f.run}).Query(context.Background())
+				if err != nil {
+					check(t, "error", err.Error())
+					continue
+				}
+				for _, p := range snap.Problems {
+					check(t, "problem", p.String())
+					if len(p.Text) > maxText {
+						t.Errorf("Problem.Text of %d bytes", len(p.Text))
+					}
+				}
+				for _, g := range snap.GPUs {
+					check(t, "unusable reason", g.Unusable)
+				}
+			}
+			gpus, problems := ParseGPUs([]byte(a.out))
+			for _, p := range problems {
+				check(t, "problem", p.String())
+			}
+			for _, g := range gpus {
+				check(t, "unusable reason", g.Unusable)
+			}
+		})
+	}
 }
