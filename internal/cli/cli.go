@@ -59,7 +59,8 @@ func exitCode(err error) int {
 }
 
 // Main runs the gpusched command with args (without the program name) and
-// returns the exit code. Errors are printed to stderr on one line.
+// returns the exit code. Errors are printed to stderr on one line, or one
+// line per problem of an invalid workflow file.
 func Main(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
@@ -67,10 +68,26 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var ee *exitError
 		if !errors.As(err, &ee) || ee.err != nil {
-			fmt.Fprintln(stderr, "gpusched: "+oneLine(err.Error()))
+			for _, line := range errorLines(err) {
+				fmt.Fprintln(stderr, "gpusched: "+line)
+			}
 		}
 	}
 	return exitCode(err)
+}
+
+// errorLines returns the lines to print for err: one, or one per problem
+// of an invalid workflow.
+func errorLines(err error) []string {
+	var list *workflow.ErrorList
+	if !errors.As(err, &list) {
+		return []string{oneLine(err.Error())}
+	}
+	lines := strings.Split(list.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = oneLine(l)
+	}
+	return lines
 }
 
 func oneLine(s string) string {

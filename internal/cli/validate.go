@@ -15,8 +15,9 @@ func newValidateCmd() *cobra.Command {
 		Long: `Check WORKFLOW as "gpusched run" would: syntax, unknown keys, field values,
 duplicate ids, unknown dependencies and cycles; and, when it has GPU tasks,
 that nvidia-smi is there and that no memory request is larger than every
-card. Nothing runs and nothing is written. Exit code 0 if it is valid, 2 if
-not.`,
+card. Every problem found is reported, one line each with its file and line,
+in file order (at most 20, then how many more). Nothing runs and nothing is
+written. Exit code 0 if it is valid, 2 if not.`,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			w, err := loadWorkflow(args[0])

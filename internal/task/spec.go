@@ -54,7 +54,7 @@ const DefaultKind = "command"
 // Spec describes one task: what to run, after what, with what priority and
 // resources. The zero value of every field but ID is a usable default.
 type Spec struct {
-	// ID names the task; unique within a scheduler. Letters, digits and
+	// ID names the task; unique within a scheduler. ASCII letters, digits and
 	// "_.:@+=,-", not starting with "." or "-", at most 200 bytes: it also
 	// names the task's log folder.
 	ID string `json:"id"`
