@@ -9,7 +9,8 @@ import (
 
 // Closest returns the candidate nearest to want by edit distance, if it is
 // close enough to be a plausible typo (at most a third of want's length, and
-// at least 2, edits away), else "". A candidate that starts with want (an
+// at least 2, edits away, but fewer edits than want has bytes: "b" is no
+// typo of "a"), else "". A candidate that starts with want (an
 // abbreviation, at least 3 bytes long) also counts as one edit away. Ties go
 // to the first candidate seen. A want longer than MaxLen bytes gets no
 // suggestion: comparing it costs its length squared per candidate, and
@@ -24,7 +25,7 @@ func Closest(want string, candidates iter.Seq[string]) string {
 		if len(want) >= 3 && c != want && strings.HasPrefix(c, want) {
 			d = min(d, 1)
 		}
-		if d < limit {
+		if d < limit && d < len(want) { // rewriting every letter is no typo
 			best, limit = c, d
 		}
 	}

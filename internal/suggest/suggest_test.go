@@ -21,6 +21,8 @@ func TestClosest(t *testing.T) {
 		{"prep", words, "prepare"}, // an abbreviation
 		{"zzzzzz", words, ""},
 		{"ab", []string{"abc", "xy"}, "abc"},
+		{"b", []string{"a", "c"}, ""}, // every letter replaced
+		{"zz", []string{"a"}, ""},
 		{long + "y", []string{long + "z"}, ""}, // too long to compare
 		{long[1:] + "y", []string{long[1:] + "z"}, long[1:] + "z"},
 	}

@@ -146,6 +146,27 @@ tasks:
 			},
 		},
 		{
+			name: "a long dependency list with repeats: each problem once",
+			src: `tasks:
+  - {id: a, args: [x]}
+  - {id: g, args: [x], dependencies: [a, b, c, d, e, f, ghost, h, i, j, ghost, a, g, ghost]}
+`,
+			want: []string{
+				`:3: task "g": dependencies: "ghost" is listed twice`,
+				`:3: task "g": dependencies: "a" is listed twice`,
+				`:3: dependency cycle: g -> g`,
+				`:3: task "g": dependencies: depends on "b", which is not defined`,
+				`:3: task "g": dependencies: depends on "c", which is not defined`,
+				`:3: task "g": dependencies: depends on "d", which is not defined`,
+				`:3: task "g": dependencies: depends on "e", which is not defined`,
+				`:3: task "g": dependencies: depends on "f", which is not defined`,
+				`:3: task "g": dependencies: depends on "ghost", which is not defined`,
+				`:3: task "g": dependencies: depends on "h", which is not defined`,
+				`:3: task "g": dependencies: depends on "i", which is not defined`,
+				`:3: task "g": dependencies: depends on "j", which is not defined`,
+			},
+		},
+		{
 			name: "a misspelt key is not also a missing one",
 			src: `tasks:
   - {idd: a, args: [x]}

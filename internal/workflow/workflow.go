@@ -250,8 +250,19 @@ func fieldKey(err error) string {
 // does not report them a second time.
 func graphDeps(s *task.Spec) []string {
 	out := make([]string, 0, len(s.Dependencies))
+	var seen map[string]bool // for long lists (a task that gathers thousands)
+	if len(s.Dependencies) > 8 {
+		seen = make(map[string]bool, len(s.Dependencies))
+	}
 	for _, d := range s.Dependencies {
-		if d != "" && d != s.ID && !slices.Contains(out, d) {
+		switch {
+		case d == "" || d == s.ID:
+		case seen != nil:
+			if !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		case !slices.Contains(out, d):
 			out = append(out, d)
 		}
 	}
