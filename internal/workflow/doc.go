@@ -3,4 +3,9 @@
 // unmarshalling into structs, so that every error, structural or semantic,
 // names the file and the line, and an unknown key (a typo) is an error with
 // a suggestion instead of being silently ignored.
+//
+// An invalid file gives every problem at once (an *ErrorList, one located
+// *Error per problem, in file order), each told once: the parser goes on
+// after a problem, and a field or task that already had one is not blamed
+// again by the checks that follow.
 package workflow
