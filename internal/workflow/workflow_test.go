@@ -846,8 +846,10 @@ func FuzzParse(f *testing.F) {
 			if w != nil {
 				t.Errorf("Parse returned both a workflow and an error")
 			}
-			if !strings.HasPrefix(err.Error(), wfPath+":") {
-				t.Errorf("error %q does not start with the path", err)
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, wfPath+":") || len(line) > maxLine || strings.ContainsAny(line, "\r\x00") {
+					t.Errorf("error line %q does not start with the path, or is too long", line)
+				}
 			}
 			var we *workflow.Error
 			if !errors.As(err, &we) || we.Path != wfPath || we.Line < 0 {
