@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,11 +44,8 @@ type Scheduler struct {
 	exec     executor.Executor
 	probe    gpu.Probe
 	smi      bool // probe is the real nvidia-smi
-	// cardsRead is set once a submit has read the cards: later submits need
-	// not run nvidia-smi again to check requests against the cards' sizes.
-	cardsRead atomic.Bool
-	engine    *engine.Engine
-	lock      *os.File
+	engine   *engine.Engine
+	lock     *os.File
 }
 
 // Option configures a Scheduler.
@@ -116,15 +112,19 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		MaxParallel:    sc.settings.MaxParallelTasks,
 		DefaultTimeout: sc.settings.DefaultTimeout,
 		DefaultRetries: sc.settings.DefaultRetries,
-		LogDir:         filepath.Join(abs, LogsDir),
-		Store:          st,
-		Runner:         runner{sc},
-		Observer:       o.observer,
-		Reap:           local.KillStale,
-		Token:          sc.token,
-		WantsEvent:     sc.wantsEvent,
-		Deliver:        sc.deliver,
-		OnFailure:      sc.onFailure,
+		// withDefaults made "none" 0; the engine's 0 means its default.
+		DefaultRetryDelay: noneIsNegative(sc.settings.DefaultRetryDelay),
+		RetryDelayMax:     sc.settings.RetryDelayMax,
+		DeliverTimeout:    noneIsNegative(sc.settings.OnCompleteTimeout),
+		LogDir:            filepath.Join(abs, LogsDir),
+		Store:             st,
+		Runner:            runner{sc},
+		Observer:          o.observer,
+		Reap:              local.KillStale,
+		Token:             sc.token,
+		WantsEvent:        sc.wantsEvent,
+		Deliver:           sc.deliver,
+		OnFailure:         sc.onFailure,
 		GPU: engine.GPUConfig{
 			Probe:          sc.probe,
 			Settings:       sc.settings.gpuSettings(),
@@ -139,6 +139,15 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		return nil, err
 	}
 	return sc, nil
+}
+
+// noneIsNegative maps a resolved setting's "none" (0) to the engine's
+// (negative).
+func noneIsNegative(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // lockDir takes the run directory's lock, an flock released by the kernel
@@ -188,11 +197,10 @@ func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
 	if err != nil {
 		return err
 	}
-	reading, err := s.readGPUs(specs)
-	if err != nil {
+	if err := s.checkNvidiaSMI(specs); err != nil {
 		return err
 	}
-	sub := engine.Submission{Specs: specs, JSON: blobs, Reading: reading,
+	sub := engine.Submission{Specs: specs, JSON: blobs,
 		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs))}
 	for i, sp := range specs {
 		sub.Fingerprint[i] = sp.Fingerprint()
@@ -228,29 +236,21 @@ func resumeVerdict(sp *task.Spec, fingerprint string, r *store.Row) engine.Resum
 	return engine.Resume{Intact: true}
 }
 
-// readGPUs reads the GPUs when a batch has GPU tasks and no earlier batch
-// has read them, so that the engine can refuse requests no card can hold.
-// A machine without nvidia-smi refuses GPU tasks at once; an nvidia-smi
-// that fails leaves the state unknown, and the tasks wait (status says
-// why). A batch without GPU tasks never runs nvidia-smi.
-func (s *Scheduler) readGPUs(specs []*task.Spec) (*engine.Reading, error) {
+// checkNvidiaSMI checks that a batch with GPU tasks can be run here at all: a
+// machine without nvidia-smi refuses GPU tasks at once. It never runs
+// nvidia-smi, which may hang for its whole timeout: the engine reads the
+// cards when the run starts, CPU tasks start meanwhile, and requests no
+// card can hold fail when the cards are first seen (at submit, once they
+// have been). A batch without GPU tasks never looks for nvidia-smi.
+func (s *Scheduler) checkNvidiaSMI(specs []*task.Spec) error {
 	i := slices.IndexFunc(specs, func(sp *task.Spec) bool { return sp.Resources.GPU() })
-	if i < 0 {
-		return nil, nil
+	if i < 0 || !s.smi {
+		return nil
 	}
-	if s.smi {
-		if _, err := nvidiasmi.Bin(); err != nil {
-			return nil, noSMI(specs[i].ID)
-		}
+	if _, err := nvidiasmi.Bin(); err != nil {
+		return noSMI(specs[i].ID)
 	}
-	if s.cardsRead.Load() {
-		return nil, nil // the engine knows the cards; their sizes do not change
-	}
-	snap, err := s.probe.Snapshot(context.Background())
-	if err == nil {
-		s.cardsRead.Store(true)
-	}
-	return &engine.Reading{Snap: snap, Err: err}, nil
+	return nil
 }
 
 // ValidateTasks runs every check SubmitMany would on a fresh scheduler with

@@ -231,6 +231,10 @@ var migrations = []string{
 		next_try   INTEGER
 	);
 	CREATE INDEX events_pending ON events (id) WHERE acked_at IS NULL;`,
+	// 5: retries that wait (retry delay, back-off after a fault of the
+	// environment), and attempts whose failure was not the task's own.
+	`ALTER TABLE tasks ADD COLUMN retry_at INTEGER;
+	ALTER TABLE attempts ADD COLUMN not_charged INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -272,11 +276,11 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 13
+const taskColumns = 14
 
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
-	fingerprint, rerun) VALUES ` +
+	fingerprint, rerun, retry_at) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
@@ -286,15 +290,15 @@ ON CONFLICT (id) DO UPDATE SET
 	updated_at = excluded.updated_at, gpu_request = excluded.gpu_request,
 	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at),
 	fingerprint = CASE WHEN excluded.fingerprint = '' THEN tasks.fingerprint ELSE excluded.fingerprint END,
-	rerun = excluded.rerun`
+	rerun = excluded.rerun, retry_at = excluded.retry_at`
 }
 
-const attemptColumns = 19
+const attemptColumns = 20
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
 	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu,
-	gpu_uuid, mem_requested, mem_peak, ready_at) VALUES ` +
+	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -304,7 +308,7 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	log_path = excluded.log_path, pid = excluded.pid, pgid = excluded.pgid,
 	proc_start = excluded.proc_start, gpu = excluded.gpu,
 	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
-	ready_at = excluded.ready_at`
+	ready_at = excluded.ready_at, not_charged = excluded.not_charged`
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -357,7 +361,7 @@ func (s *SQLite) Apply(b *Batch) error {
 			spec = []byte{} // empty: keep the stored definition
 		}
 		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, w.Rerun)
+			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt))
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -372,7 +376,7 @@ func (s *SQLite) Apply(b *Batch) error {
 		}
 		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
 			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU),
-			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt))
+			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged)
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -511,7 +515,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun FROM tasks ORDER BY seq, id")
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at FROM tasks ORDER BY seq, id")
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -520,8 +524,8 @@ func (s *SQLite) Load() ([]Row, error) {
 	for rows.Next() {
 		var r Row
 		var state string
-		var exit, gpuReq, submitted sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun); err != nil {
+		var exit, gpuReq, submitted, retryAt sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
@@ -534,6 +538,9 @@ func (s *SQLite) Load() ([]Row, error) {
 		if submitted.Valid {
 			r.Submitted = time.Unix(0, submitted.Int64)
 		}
+		if retryAt.Valid {
+			r.RetryAt = time.Unix(0, retryAt.Int64)
+		}
 		byID[r.ID] = len(out)
 		out = append(out, r)
 	}
@@ -542,7 +549,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
-		interrupted, error, log_path, pid, pgid, proc_start, gpu, gpu_uuid, mem_requested, mem_peak, ready_at
+		interrupted, error, log_path, pid, pgid, proc_start, gpu, gpu_uuid, mem_requested, mem_peak, ready_at, not_charged
 		FROM attempts ORDER BY task_id, number`)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
@@ -554,7 +561,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		var start int64
 		var end, exit, pid, pgid, pstart, gpu, memReq, memPeak, readyAt sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
-			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt); err != nil {
+			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt, &a.NotCharged); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
 		i, ok := byID[id]
