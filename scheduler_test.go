@@ -399,6 +399,7 @@ func TestSubmitManyErrors(t *testing.T) {
 		{"empty argv", []gpusched.TaskSpec{{ID: "x", Payload: []string{}}}, gpusched.ErrInvalidTask},
 		{"no payload", []gpusched.TaskSpec{{ID: "x"}}, gpusched.ErrInvalidTask},
 		{"argv of the wrong type", []gpusched.TaskSpec{{ID: "x", Payload: "echo hi"}}, gpusched.ErrInvalidTask},
+		{"NUL byte in an argument", []gpusched.TaskSpec{{ID: "x", Payload: []string{"echo", "a\x00b"}}}, gpusched.ErrInvalidTask},
 		{"duplicate of submitted", []gpusched.TaskSpec{{ID: "prepare", Payload: []string{"true"}}}, gpusched.ErrDuplicateTask},
 		{"unknown dependency", []gpusched.TaskSpec{{ID: "train", Dependencies: []string{"prep"}, Payload: []string{"true"}}}, gpusched.ErrUnknownDependency},
 		{"invalid resources", []gpusched.TaskSpec{{ID: "x", Payload: []string{"true"}, Resources: gpusched.ResourceRequest{Device: "tpu"}}}, gpusched.ErrInvalidTask},
@@ -415,5 +416,19 @@ func TestSubmitManyErrors(t *testing.T) {
 	}
 	if err := s.Cancel("nope"); !errors.Is(err, gpusched.ErrUnknownTask) {
 		t.Errorf("Cancel(unknown) = %v", err)
+	}
+}
+
+// SubmitManyContext stops when its context is done: nothing is submitted.
+func TestSubmitManyContextCancelled(t *testing.T) {
+	s := newScheduler(t, gpusched.Scheduling{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.SubmitManyContext(ctx, []gpusched.TaskSpec{{ID: "a", Payload: []string{"true"}}})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("SubmitManyContext with a cancelled context = %v", err)
+	}
+	if n := len(s.Records()); n != 0 {
+		t.Errorf("%d tasks submitted by a cancelled SubmitManyContext", n)
 	}
 }

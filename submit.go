@@ -1,6 +1,7 @@
 package gpusched
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -29,6 +30,14 @@ func (s *Scheduler) Submit(t TaskSpec) error { return s.SubmitMany([]TaskSpec{t}
 // complete when submitted again, provided the tasks it depends on do too;
 // anything else runs again, its attempt numbers continuing.
 func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
+	return s.SubmitManyContext(context.Background(), tasks)
+}
+
+// SubmitManyContext is SubmitMany, stopped when ctx is done: checking
+// whether tasks completed in an earlier run are still valid reads (and may
+// hash) their artifacts, which can take a while. When ctx is done first,
+// nothing is submitted and the error wraps ctx's cause.
+func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) error {
 	specs, blobs, err := prepare(tasks, s.handlers)
 	if err != nil {
 		return err
@@ -41,8 +50,14 @@ func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
 	for i, sp := range specs {
 		sub.Fingerprint[i] = sp.Fingerprint()
 		if r, ok := s.engine.Earlier(sp.ID); ok {
+			if err := context.Cause(ctx); err != nil {
+				return fmt.Errorf("submit: %w", err)
+			}
 			sub.Resume[i] = resumeVerdict(sp, sub.Fingerprint[i], r)
 		}
+	}
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("submit: %w", err)
 	}
 	return s.engine.Submit(sub)
 }
