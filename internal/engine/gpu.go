@@ -316,8 +316,6 @@ func (oc oomCase) describe(retry bool) string {
 	return fmt.Sprintf("; CUDA out of memory (peak seen %d MiB, request %d MiB)", oc.peak, oc.request)
 }
 
-// outgrown reports whether a task's request grew beyond every card.
-func (e *Engine) outgrown(n *node) bool { return n.outgrown != "" }
 
 // checkGPUWaits fails waiting GPU tasks that can never start: their request
 // is larger than every card (checked after each reading), or the GPU state
