@@ -197,7 +197,11 @@ func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
 	for i, sp := range specs {
 		sub.Fingerprint[i] = sp.Fingerprint()
 		if r, ok := s.engine.Earlier(sp.ID); ok {
-			sub.Resume[i] = resumeVerdict(sp, sub.Fingerprint[i], r)
+			// No context reaches SubmitMany yet: a long hash of artifacts
+			// runs to its end here.
+			if sub.Resume[i], err = resumeVerdict(context.Background(), sp, sub.Fingerprint[i], r); err != nil {
+				return err
+			}
 		}
 	}
 	return s.engine.Submit(sub)
@@ -206,10 +210,11 @@ func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
 // resumeVerdict says whether task sp, completed in an earlier run as row
 // r, is still valid: the same definition, and its artifacts as they were.
 // It reads the artifacts (and hashes them when the task asks), so it runs
-// in the caller's goroutine, not the scheduler's loop.
-func resumeVerdict(sp *task.Spec, fingerprint string, r *store.Row) engine.Resume {
+// in the caller's goroutine, not the scheduler's loop. It fails only when
+// ctx is done before the verdict is known.
+func resumeVerdict(ctx context.Context, sp *task.Spec, fingerprint string, r *store.Row) (engine.Resume, error) {
 	if r.State != task.Complete {
-		return engine.Resume{}
+		return engine.Resume{}, nil
 	}
 	if r.Fingerprint != "" && r.Fingerprint != fingerprint {
 		why := "definition changed"
@@ -220,12 +225,16 @@ func resumeVerdict(sp *task.Spec, fingerprint string, r *store.Row) engine.Resum
 				why += ": " + strings.Join(changed, ", ")
 			}
 		}
-		return engine.Resume{Why: why}
+		return engine.Resume{Why: why}, nil
 	}
-	if why := artifact.Intact(sp, r.Artifacts); why != "" {
-		return engine.Resume{Why: why}
+	why, err := artifact.Intact(ctx, sp, r.Artifacts)
+	switch {
+	case err != nil:
+		return engine.Resume{}, fmt.Errorf("task %q: %w", sp.ID, err)
+	case why != "":
+		return engine.Resume{Why: why}, nil
 	}
-	return engine.Resume{Intact: true}
+	return engine.Resume{Intact: true}, nil
 }
 
 // readGPUs reads the GPUs when a batch has GPU tasks and no earlier batch
@@ -375,7 +384,7 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 	}
 	out.Verdict = h.Judge(req.Spec, ar)
 	if out.Verdict == nil && len(req.Spec.Artifacts) > 0 {
-		out.Artifacts, out.Verdict = artifact.Collect(req.Spec)
+		out.Artifacts, out.Verdict = artifact.Collect(ctx, req.Spec)
 		if c, ok := h.(ArtifactChecker); ok && out.Verdict == nil {
 			if err := c.CheckArtifacts(ctx, req.Spec, out.Artifacts); err != nil {
 				out.Verdict = fmt.Errorf("artifact check: %w", err)
