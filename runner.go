@@ -60,7 +60,7 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 	}
 	out.Verdict = h.Judge(req.Spec, ar)
 	if out.Verdict == nil && len(req.Spec.Artifacts) > 0 {
-		out.Artifacts, out.Verdict = artifact.Collect(req.Spec)
+		out.Artifacts, out.Verdict = artifact.Collect(ctx, req.Spec)
 		if c, ok := h.(ArtifactChecker); ok && out.Verdict == nil {
 			if err := c.CheckArtifacts(ctx, req.Spec, out.Artifacts); err != nil {
 				out.Verdict = fmt.Errorf("artifact check: %w", err)

@@ -50,10 +50,9 @@ func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) err
 	for i, sp := range specs {
 		sub.Fingerprint[i] = sp.Fingerprint()
 		if r, ok := s.engine.Earlier(sp.ID); ok {
-			if err := context.Cause(ctx); err != nil {
-				return fmt.Errorf("submit: %w", err)
+			if sub.Resume[i], err = resumeVerdict(ctx, sp, sub.Fingerprint[i], r); err != nil {
+				return err
 			}
-			sub.Resume[i] = resumeVerdict(sp, sub.Fingerprint[i], r)
 		}
 	}
 	if err := context.Cause(ctx); err != nil {
@@ -65,10 +64,11 @@ func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) err
 // resumeVerdict says whether task sp, completed in an earlier run as row
 // r, is still valid: the same definition, and its artifacts as they were.
 // It reads the artifacts (and hashes them when the task asks), so it runs
-// in the caller's goroutine, not the scheduler's loop.
-func resumeVerdict(sp *task.Spec, fingerprint string, r *store.Row) engine.Resume {
+// in the caller's goroutine, not the scheduler's loop. It fails only when
+// ctx is done before the verdict is known.
+func resumeVerdict(ctx context.Context, sp *task.Spec, fingerprint string, r *store.Row) (engine.Resume, error) {
 	if r.State != task.Complete {
-		return engine.Resume{}
+		return engine.Resume{}, nil
 	}
 	if r.Fingerprint != "" && r.Fingerprint != fingerprint {
 		why := "definition changed"
@@ -79,12 +79,16 @@ func resumeVerdict(sp *task.Spec, fingerprint string, r *store.Row) engine.Resum
 				why += ": " + strings.Join(changed, ", ")
 			}
 		}
-		return engine.Resume{Why: why}
+		return engine.Resume{Why: why}, nil
 	}
-	if why := artifact.Intact(sp, r.Artifacts); why != "" {
-		return engine.Resume{Why: why}
+	why, err := artifact.Intact(ctx, sp, r.Artifacts)
+	switch {
+	case err != nil:
+		return engine.Resume{}, fmt.Errorf("task %q: %w", sp.ID, err)
+	case why != "":
+		return engine.Resume{Why: why}, nil
 	}
-	return engine.Resume{Intact: true}
+	return engine.Resume{Intact: true}, nil
 }
 
 // checkNvidiaSMI checks that a batch with GPU tasks can be run here at all: a
