@@ -216,5 +216,10 @@ func argv(t *TaskSpec) ([]string, error) {
 	if len(args) == 0 || strings.TrimSpace(args[0]) == "" {
 		return nil, &TaskError{TaskID: t.ID, Field: "payload", Reason: "empty command: give the program and its arguments", Kind: ErrInvalidTask}
 	}
+	for i, a := range args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, &TaskError{TaskID: t.ID, Field: "payload", Reason: fmt.Sprintf("argument %d holds a NUL byte, which no program can receive", i), Kind: ErrInvalidTask}
+		}
+	}
 	return args, nil
 }

@@ -213,15 +213,23 @@ func TestLifecyclePhasesInOrder(t *testing.T) {
 	if r.State != gpusched.StateFailed || r.Error != "after attempt: cleanup failed" || len(r.Attempts) != 2 {
 		t.Errorf("an AfterAttempt error must fail a successful attempt: %+v", r)
 	}
-	time.Sleep(200 * time.Millisecond) // OnFailure runs on its own goroutine
+	// OnFailure runs on its own goroutine, after Run has returned: wait
+	// for its error to reach the log.
+	var logged []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if logged, _ = os.ReadFile(r.LastAttempt().LogPath); strings.Contains(string(logged), "failure handler: pager is down") {
+			break
+		}
+	}
+	if !strings.Contains(string(logged), "failure handler: pager is down") {
+		t.Errorf("the failure handler's error is not in the log: %q", logged)
+	}
 	p2.mu.Lock()
 	calls := slices.Clone(p2.calls)
 	p2.mu.Unlock()
-	if !slices.Contains(calls, "failure bad after 2") || slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "complete") }) {
+	if n := slices.Index(calls, "failure bad after 2"); n < 0 || slices.Contains(calls[n+1:], "failure bad after 2") ||
+		slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, "complete") }) {
 		t.Errorf("calls = %q: want OnFailure once, no completion", calls)
-	}
-	if b, _ := os.ReadFile(r.LastAttempt().LogPath); !strings.Contains(string(b), "failure handler: pager is down") {
-		t.Errorf("the failure handler's error is not in the log: %q", b)
 	}
 }
 

@@ -1,6 +1,7 @@
 package gpusched
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -63,9 +64,10 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	}
 	// Decide in dependency order, report in the given order.
 	var visit func(i int)
+	var failed error
 	done := make([]bool, len(specs))
 	visit = func(i int) {
-		if done[i] {
+		if done[i] || failed != nil {
 			return
 		}
 		done[i] = true
@@ -81,7 +83,13 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 		case r.State != task.Complete:
 			it.Run, it.Why = true, r.State.String()+" before"
 		default:
-			if v := resumeVerdict(sp, sp.Fingerprint(), r); !v.Intact {
+			// Plan has no context to stop by yet: a long hash runs to its end.
+			v, err := resumeVerdict(context.Background(), sp, sp.Fingerprint(), r)
+			if err != nil {
+				failed = err
+				return
+			}
+			if !v.Intact {
 				it.Run, it.Why = true, v.Why
 			}
 		}
@@ -101,6 +109,9 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	}
 	for i := range specs {
 		visit(i)
+	}
+	if failed != nil {
+		return nil, failed
 	}
 	return items, nil
 }

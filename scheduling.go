@@ -27,6 +27,16 @@ type Scheduling struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when an attempt is
 	// stopped. Default 10s.
 	KillGrace time.Duration
+	// DefaultRetryDelay is the wait before the first retry of a task that
+	// sets no RetryDelay; each further retry waits twice as long, up to
+	// RetryDelayMax. Default 1s; negative: none.
+	DefaultRetryDelay time.Duration
+	// RetryDelayMax caps the wait between retries. Default 1m.
+	RetryDelayMax time.Duration
+	// OnCompleteTimeout bounds each run of a completion handler (a task's
+	// on_complete command); then it is stopped, the delivery counts as
+	// failed and is tried again later. Default 1m; negative: none.
+	OnCompleteTimeout time.Duration
 
 	// GPU admission (see docs/gpu.md). For the durations and sizes below,
 	// 0 means the default and a negative value means none (or never).
@@ -60,8 +70,13 @@ type Scheduling struct {
 	NvidiaSMITimeout time.Duration
 }
 
-// DefaultKillGrace is KillGrace's default.
-const DefaultKillGrace = 10 * time.Second
+// Defaults of the settings above.
+const (
+	DefaultKillGrace         = 10 * time.Second
+	DefaultRetryDelay        = engine.DefaultRetryDelay
+	DefaultRetryDelayMax     = engine.DefaultRetryDelayMax
+	DefaultOnCompleteTimeout = engine.DefaultDeliverTimeout
+)
 
 // Validate reports the first invalid setting as a *SchedulingError.
 func (s Scheduling) Validate() error {
@@ -74,6 +89,8 @@ func (s Scheduling) Validate() error {
 		return &SchedulingError{"retries", "must not be negative"}
 	case s.KillGrace < 0:
 		return &SchedulingError{"kill_grace", "must not be negative"}
+	case s.RetryDelayMax < 0:
+		return &SchedulingError{"retry_delay_max", "must not be negative"}
 	case s.GPUPlacement != "" && s.GPUPlacement != "spread" && s.GPUPlacement != "pack":
 		return &SchedulingError{"gpu_placement", fmt.Sprintf("must be \"spread\" or \"pack\", not %q", s.GPUPlacement)}
 	case s.GPUPollInterval < 0:
@@ -109,6 +126,9 @@ func (s Scheduling) withDefaults() Scheduling {
 	if s.KillGrace == 0 {
 		s.KillGrace = DefaultKillGrace
 	}
+	s.DefaultRetryDelay = orDefault(s.DefaultRetryDelay, DefaultRetryDelay)
+	s.RetryDelayMax = orDefault(s.RetryDelayMax, DefaultRetryDelayMax)
+	s.OnCompleteTimeout = orDefault(s.OnCompleteTimeout, DefaultOnCompleteTimeout)
 	s.GPUSafetyMarginMiB = orDefault(s.GPUSafetyMarginMiB, DefaultGPUSafetyMarginMiB)
 	s.GPUCooldown = orDefault(s.GPUCooldown, DefaultGPUCooldown)
 	s.GPUQuarantineAfter = orDefault(s.GPUQuarantineAfter, DefaultGPUQuarantineAfter)

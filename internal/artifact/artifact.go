@@ -2,9 +2,15 @@
 // task completes, what they were like then (size, modification time, and a
 // SHA-256 of the content when asked), and whether they are still so when a
 // run resumes.
+//
+// An artifact is a regular file, or a folder (its presence is what counts);
+// a link to one counts as what it points to. Anything else (a named pipe, a
+// device, a socket) is refused without being opened: reading one could
+// block forever. Hashing stops when its context is done.
 package artifact
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,44 +18,112 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/task"
 )
 
+// ErrNotRegular is wrapped by the error for an artifact that is neither a
+// regular file nor a folder.
+var ErrNotRegular = errors.New("not a regular file")
+
+// chunk is how much is hashed between two looks at the context.
+const chunk = 1 << 20
+
 // Stat returns artifact path of task t as it is now, hashing its content
-// when t asks for it. A missing file is an error wrapping fs.ErrNotExist.
-func Stat(t *task.Spec, path string) (task.Artifact, error) {
+// when t asks for it. A missing file is an error wrapping fs.ErrNotExist;
+// anything but a regular file or a folder, one wrapping ErrNotRegular ("not
+// a regular file (a named pipe)"), and it is not opened. Hashing stops when
+// ctx is done, with an error wrapping context.Cause(ctx).
+func Stat(ctx context.Context, t *task.Spec, path string) (task.Artifact, error) {
 	full := t.ArtifactPath(path)
 	fi, err := os.Stat(full)
 	if err != nil {
 		return task.Artifact{}, err
 	}
+	if err := regular(fi.Mode()); err != nil {
+		return task.Artifact{}, err
+	}
 	a := task.Artifact{Path: path, Size: fi.Size(), ModTime: fi.ModTime()}
-	if fi.IsDir() {
+	if fi.IsDir() || !t.HashArtifacts {
 		return a, nil // a folder: its presence is what counts
 	}
-	if t.HashArtifacts {
-		f, err := os.Open(full)
-		if err != nil {
-			return a, err
-		}
-		defer f.Close()
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			return a, fmt.Errorf("hash %s: %w", path, err)
-		}
-		a.SHA256 = hex.EncodeToString(h.Sum(nil))
+	sum, err := hash(ctx, full)
+	if err != nil {
+		return task.Artifact{}, err
 	}
+	a.SHA256 = sum
 	return a, nil
 }
 
+// hash returns the SHA-256 of the regular file at full. The file is opened
+// without blocking and checked again once open, in case something else was
+// put at the path after it was looked at.
+func hash(ctx context.Context, full string) (string, error) {
+	f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if err := regular(fi.Mode()); err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	buf := make([]byte, 64<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", fmt.Errorf("hash: %w", context.Cause(ctx))
+		}
+		n, err := io.CopyBuffer(h, io.LimitReader(f, chunk), buf)
+		if err != nil {
+			return "", fmt.Errorf("hash: %w", err)
+		}
+		if n < chunk {
+			return hex.EncodeToString(h.Sum(nil)), nil
+		}
+	}
+}
+
+// regular accepts a regular file or a folder and refuses anything else,
+// saying what it is.
+func regular(m fs.FileMode) error {
+	if m.IsRegular() || m.IsDir() {
+		return nil
+	}
+	return fmt.Errorf("%w (%s)", ErrNotRegular, kindOf(m))
+}
+
+// kindOf names a file mode that is neither a regular file's nor a
+// folder's, for a person.
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "a special file"
+}
+
 // Collect stats every artifact of t after an attempt exited 0. The first
-// missing one is reported as "artifact missing: PATH".
-func Collect(t *task.Spec) ([]task.Artifact, error) {
+// missing one is reported as "artifact missing: PATH", one that is not a
+// regular file or folder as "artifact PATH: not a regular file (a named
+// pipe)". It stops when ctx is done, with an error wrapping its cause.
+func Collect(ctx context.Context, t *task.Spec) ([]task.Artifact, error) {
 	out := make([]task.Artifact, 0, len(t.Artifacts))
 	for _, p := range t.Artifacts {
-		a, err := Stat(t, p)
+		a, err := Stat(ctx, t, p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("artifact missing: %s", p)
 		}
@@ -64,8 +138,10 @@ func Collect(t *task.Spec) ([]task.Artifact, error) {
 // Intact compares the artifacts t produced when it completed (old) with
 // the files now. It returns "" when they are all intact, else why not, for
 // a person: "artifact missing: out/x.bin", "artifact changed: out/x.bin
-// (size 10 -> 12)".
-func Intact(t *task.Spec, old []task.Artifact) string {
+// (size 10 -> 12)", "artifact out/x: not a regular file (a named pipe)".
+// The error is not nil only when ctx was done before the answer was known;
+// it wraps ctx's cause, and the reason is then "".
+func Intact(ctx context.Context, t *task.Spec, old []task.Artifact) (string, error) {
 	byPath := make(map[string]task.Artifact, len(old))
 	for _, a := range old {
 		byPath[a.Path] = a
@@ -73,20 +149,22 @@ func Intact(t *task.Spec, old []task.Artifact) string {
 	for _, p := range t.Artifacts {
 		before, ok := byPath[p]
 		if !ok {
-			return fmt.Sprintf("artifact %s was not recorded when the task completed", p)
+			return fmt.Sprintf("artifact %s was not recorded when the task completed", p), nil
 		}
-		now, err := Stat(t, p)
+		now, err := Stat(ctx, t, p)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			return "", fmt.Errorf("check artifact %s: %w", p, context.Cause(ctx))
 		case errors.Is(err, fs.ErrNotExist):
-			return "artifact missing: " + p
+			return "artifact missing: " + p, nil
 		case err != nil:
-			return fmt.Sprintf("artifact %s: %v", p, err)
+			return fmt.Sprintf("artifact %s: %v", p, err), nil
 		}
 		if why := changed(before, now, t.HashArtifacts); why != "" {
-			return fmt.Sprintf("artifact changed: %s (%s)", p, why)
+			return fmt.Sprintf("artifact changed: %s (%s)", p, why), nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // changed says how an artifact differs, or "" if it does not. With hashing,

@@ -302,7 +302,7 @@ func (ev cancelEvent) apply(e *Engine) {
 	}
 	switch n.rec.State {
 	case task.Running:
-		n.cancelled = true
+		n.cancelled, n.userCancelled = true, true
 		n.cancel(ErrCancelled)
 		ev.reply <- nil // the exit event records the cancellation
 	case task.Pending:

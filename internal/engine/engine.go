@@ -107,6 +107,39 @@ type Config struct {
 	// OnFailure, if set, is called on a goroutine of its own once a task
 	// has failed for good (its retries spent), after that is committed.
 	OnFailure func(spec *task.Spec, rec task.Record)
+	// DefaultRetryDelay is the wait before the first retry of a task that
+	// sets no RetryDelay; it doubles with each retry up to RetryDelayMax.
+	// 0 means DefaultRetryDelay; negative means none.
+	DefaultRetryDelay time.Duration
+	// RetryDelayMax caps retry delays. 0 means DefaultRetryDelayMax.
+	RetryDelayMax time.Duration
+	// DeliverTimeout bounds each call of Deliver; then the delivery counts
+	// as failed and is tried again later. 0 means DefaultDeliverTimeout;
+	// negative means none.
+	DeliverTimeout time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultRetryDelay     = time.Second
+	DefaultRetryDelayMax  = time.Minute
+	DefaultDeliverTimeout = time.Minute
+	// MaxEnvironmentFaults is how many faults of the environment in a row
+	// a task is spared (backing off 1s, 2s, 4s... up to a minute between
+	// them) before it fails: a fault that lasts that long needs a person.
+	MaxEnvironmentFaults = 10
+)
+
+// defaultDuration resolves a duration setting: 0 means def, negative
+// means none (0).
+func defaultDuration(v, def time.Duration) time.Duration {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // Engine schedules tasks. Its methods are safe for concurrent use, including
@@ -120,6 +153,7 @@ type Engine struct {
 	// Owned by the loop goroutine.
 	tasks     map[string]*node
 	ready     *btree.BTreeG[*node]
+	delayed   *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
 	running   int
 	nextSeq   int64
 	earlier   map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
@@ -131,16 +165,17 @@ type Engine struct {
 	readyView readyQueue
 
 	// GPU admission, owned by the loop too.
-	board      *gpu.Board
-	gpuReady   int                  // ready tasks that need a GPU
-	gpuRunning int                  // running attempts that hold a GPU
-	polling    bool                 // a probe is in flight
-	nextPoll   time.Time            // when to probe next while GPU tasks wait or run
-	wake       *time.Timer          // wakes the loop for the next poll or card change
-	reserved   map[int]string       // card index -> starving task, from the last decision
-	cardsDirty bool                 // the saved view of the cards is out of date
-	fitCheck   bool                 // a reading arrived: check waiting tasks still fit some card
-	lastSample map[int]store.Sample // by card: the last memory sample saved
+	board          *gpu.Board
+	gpuReady       int                  // ready tasks that need a GPU
+	gpuRunning     int                  // running attempts that hold a GPU
+	polling        bool                 // a probe is in flight
+	nextPoll       time.Time            // when to probe next while GPU tasks wait or run
+	wake           *time.Timer          // wakes the loop for the next poll or card change
+	reserved       map[int]string       // card index -> starving task, from the last decision
+	gpuUnknownSaid bool                 // the observer was told the GPUs cannot be read
+	cardsDirty     bool                 // the saved view of the cards is out of date
+	fitCheck       bool                 // a reading arrived: check waiting tasks still fit some card
+	lastSample     map[int]store.Sample // by card: the last memory sample saved
 
 	// The outbox of completion events, owned by the loop too.
 	outbox        []*pendingEvent       // pending, oldest first
@@ -168,15 +203,23 @@ type node struct {
 	kept              bool // complete from an earlier run, not run again in this one
 	fingerprint       string
 	tries             int // attempts started in this engine's life
+	failures          int // failed attempts charged to the task in this engine's life
+	envFaults         int // attempts in a row that failed for a fault of the environment
 	inReady           bool
+	inDelayed         bool                    // in e.delayed, until rec.RetryAt
 	cancel            context.CancelCauseFunc // while running
 	cancelled         bool                    // a cancellation was requested while running
+	userCancelled     bool                    // by Cancel, not because the run stops: dependents are blocked
 
 	// GPU tasks only.
 	need       gpu.Need  // its request; grows after an out-of-memory failure
 	readySince time.Time // when it last became ready (all tasks)
 	card       int       // the card of its running attempt; -1 when none
 	outgrown   string    // why its grown request fits no card, if it does not
+	// foreignAtStart is the memory foreign to us on its card when its
+	// attempt was admitted: growth since then tells an out-of-memory
+	// failure caused by someone else.
+	foreignAtStart int64
 }
 
 type runState struct {
@@ -188,6 +231,14 @@ type runState struct {
 type runResult struct {
 	records []task.Record
 	err     error
+}
+
+// lessDelayed orders tasks waiting out a retry delay, soonest first.
+func lessDelayed(a, b *node) bool {
+	if !a.rec.RetryAt.Equal(b.rec.RetryAt) {
+		return a.rec.RetryAt.Before(b.rec.RetryAt)
+	}
+	return a.seq < b.seq
 }
 
 func lessNode(a, b *node) bool {
@@ -210,6 +261,9 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.DefaultRetryDelay = defaultDuration(cfg.DefaultRetryDelay, DefaultRetryDelay)
+	cfg.RetryDelayMax = defaultDuration(cfg.RetryDelayMax, DefaultRetryDelayMax)
+	cfg.DeliverTimeout = defaultDuration(cfg.DeliverTimeout, DefaultDeliverTimeout)
 	rows, err := cfg.Store.Load()
 	if err != nil {
 		return nil, err
@@ -221,6 +275,7 @@ func Open(cfg Config) (*Engine, error) {
 		killNow: make(chan struct{}),
 		tasks:   map[string]*node{},
 		ready:   btree.NewG(32, lessNode),
+		delayed: btree.NewG(8, lessDelayed),
 	}
 	e.earlier = make(map[string]*store.Row, len(rows))
 	e.readyView = readyQueue{e.ready}
@@ -322,10 +377,11 @@ func (e *Engine) loop() {
 			// A poll is due, or a card's cooldown or quarantine ended.
 		}
 		e.checkGPUWaits()
+		e.releaseDue()
 		e.schedule()
 		gpuNext := e.pollGPUs()
 		e.flush()
-		e.arm(gpuNext, e.deliver(e.cfg.Now()))
+		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry())
 		e.finishRun()
 		if e.closing != nil && e.running == 0 && !e.delivering {
 			e.stopPolls()
@@ -391,7 +447,7 @@ func (e *Engine) finishRun() {
 		return
 	}
 	stopping := e.run.stop != nil || e.broken != nil || e.closing != nil
-	if !stopping && (e.ready.Len() > 0 || e.outboxHoldsRun()) {
+	if !stopping && (e.ready.Len() > 0 || e.delayed.Len() > 0 || e.outboxHoldsRun()) {
 		return
 	}
 	err := e.run.stop
@@ -433,6 +489,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
 		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
 		n.card = idx
+		n.foreignAtStart = card.ForeignMiB
 		e.board.Hold(n.spec.ID, idx, n.need)
 		e.gpuRunning++
 		e.cardsDirty = true
@@ -550,14 +607,15 @@ func (ev exitEvent) apply(e *Engine) {
 	default:
 		a.Error = ""
 	}
+	var oom oomCase
 	if n.card >= 0 {
-		e.releaseGPU(n, a, a.Error != "" && !cancelled, out)
+		oom = e.releaseGPU(n, a.Error != "" && !cancelled, out)
 	}
-	e.writeAttempt(n, ev.number)
-	ended := Event{TaskID: n.spec.ID, Attempt: *a}
+	ended := Event{TaskID: n.spec.ID}
 
 	switch {
 	case a.Error == "":
+		n.envFaults = 0
 		n.rec.State, n.rec.Error = task.Complete, "" // Rerun stays: why it ran in this run
 		n.rec.Artifacts = out.Artifacts
 		e.writeTask(n)
@@ -567,30 +625,33 @@ func (ev exitEvent) apply(e *Engine) {
 		}
 		e.queueEvent(n, ev.number)
 		ended.Kind = Completed
-		e.notify(ended)
+	case cancelled:
+		n.rec.State, n.rec.Error = task.Cancelled, "cancelled"
+		e.writeTask(n)
+		ended.Kind = TaskCancelled
+	default:
+		ended.Kind, ended.RetryAt = e.failed(n, a, out, oom)
+	}
+	e.writeAttempt(n, ev.number)
+	ended.Attempt = *a
+	e.notify(ended)
+
+	// Then what follows for the tasks that depend on it.
+	switch ended.Kind {
+	case Completed:
 		for _, d := range n.dependents {
 			d.waiting--
 			if d.waiting == 0 && d.rec.State == task.Pending {
 				e.makeReady(d)
 			}
 		}
-	case cancelled:
-		n.rec.State, n.rec.Error = task.Cancelled, "cancelled"
-		e.writeTask(n)
-		ended.Kind = TaskCancelled
-		e.notify(ended)
-		e.blockDownstream(n)
-	case n.tries <= e.retriesOf(n.spec) && e.broken == nil && (e.run == nil || e.run.stop == nil) && !e.outgrown(n):
-		n.rec.State, n.rec.Error = task.Pending, a.Error
-		e.writeTask(n)
-		ended.Kind = Retrying
-		e.notify(ended)
-		e.makeReady(n)
-	default:
-		n.rec.State, n.rec.Error = task.Failed, a.Error
-		e.writeTask(n)
-		ended.Kind = Failed
-		e.notify(ended)
+	case TaskCancelled:
+		// Stopped because the run stops (Ctrl-C, Close), what depends on
+		// it never started and stays pending, for the next run.
+		if n.userCancelled {
+			e.blockDownstream(n)
+		}
+	case Failed:
 		e.blockDownstream(n)
 		if f := e.cfg.OnFailure; f != nil {
 			spec, rec := n.spec, n.record()
@@ -601,6 +662,131 @@ func (ev exitEvent) apply(e *Engine) {
 			})
 		}
 	}
+}
+
+// failed decides what follows a failed attempt: a retry, at once or after
+// a delay, or the task's failure. It completes the attempt's error with
+// why, and returns the event to report and when the retry may start.
+//
+// A failure that is not the task's own (the environment could not set the
+// attempt up; another process took the GPU memory it was promised) does
+// not use up a retry: the task backs off and tries again, up to
+// MaxEnvironmentFaults times in a row. A command that cannot run as given
+// fails at once. Otherwise the task retries while it has retries left,
+// unless its policy says this failure is final: a timeout without
+// RetryOnTimeout, an exit code outside RetryOnExitCodes.
+func (e *Engine) failed(n *node, a *task.Attempt, out Outcome, oom oomCase) (EventKind, time.Time) {
+	final := "" // why there is no retry, when the policy says so
+	switch {
+	case errors.Is(out.Err, executor.ErrEnvironment) || oom.contention:
+		a.NotCharged = true
+		n.envFaults++
+		if !oom.contention {
+			a.Error += "; a fault of the environment, not the task's: it does not use up a retry"
+		}
+		if n.envFaults >= MaxEnvironmentFaults {
+			final = fmt.Sprintf("gave up after %d such failures in a row", n.envFaults)
+		}
+	case errors.Is(out.Err, executor.ErrCommand):
+		n.envFaults = 0
+		n.failures++
+		final = "not retried: the command cannot run as given"
+	default:
+		n.envFaults = 0
+		n.failures++
+		codes := n.spec.RetryOnExitCodes
+		switch {
+		case n.failures > e.retriesOf(n.spec):
+			final = "-" // no retries left: the error says enough
+		case a.TimedOut && !n.spec.RetryOnTimeout:
+			final = "not retried after a timeout (retry_on_timeout is off)"
+		case len(codes) > 0 && !oom.oom && (a.ExitCode == nil || !slices.Contains(codes, *a.ExitCode)):
+			final = "not retried: retry_on_exit_codes does not list " + howEnded(a)
+		case n.outgrown != "":
+			final = "no retry: " + n.outgrown
+		}
+	}
+	stopping := e.broken != nil || e.closing != nil || (e.run != nil && e.run.stop != nil)
+	retry := final == "" && !stopping
+	a.Error += oom.describe(retry)
+	if final != "" && final != "-" {
+		a.Error += "; " + final
+	}
+	if !retry {
+		n.rec.State, n.rec.Error = task.Failed, a.Error
+		e.writeTask(n)
+		return Failed, time.Time{}
+	}
+	delay := e.retryDelay(n)
+	if a.NotCharged {
+		delay = doubling(time.Second, n.envFaults, time.Minute)
+	}
+	n.rec.State, n.rec.Error = task.Pending, a.Error
+	if delay > 0 {
+		n.rec.RetryAt = e.cfg.Now().Add(delay)
+		e.delay(n)
+	} else {
+		e.makeReady(n)
+	}
+	e.writeTask(n)
+	return Retrying, n.rec.RetryAt
+}
+
+// howEnded names how an attempt's process ended, for a person.
+func howEnded(a *task.Attempt) string {
+	switch {
+	case a.ExitCode != nil:
+		return "exit code " + strconv.Itoa(*a.ExitCode)
+	case a.Signal != "":
+		return a.Signal
+	}
+	return "a failure without an exit code"
+}
+
+// retryDelay is the wait before the task's next retry: its RetryDelay (or
+// the queue's), doubled for each failure before the last, capped.
+func (e *Engine) retryDelay(n *node) time.Duration {
+	base := orQueueDefault(n.spec.RetryDelay, task.NoRetryDelay, e.cfg.DefaultRetryDelay)
+	return doubling(base, n.failures, e.cfg.RetryDelayMax)
+}
+
+// doubling returns base doubled k-1 times, at most limit.
+func doubling(base time.Duration, k int, limit time.Duration) time.Duration {
+	d := base
+	for i := 1; i < k && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// delay parks a pending task until its RetryAt.
+func (e *Engine) delay(n *node) {
+	e.delayed.ReplaceOrInsert(n)
+	n.inDelayed = true
+}
+
+// releaseDue makes ready the tasks whose retry delay is over.
+func (e *Engine) releaseDue() {
+	now := e.cfg.Now()
+	for {
+		n, ok := e.delayed.Min()
+		if !ok || n.rec.RetryAt.After(now) {
+			return
+		}
+		e.delayed.Delete(n)
+		n.inDelayed = false
+		n.rec.RetryAt = time.Time{}
+		e.writeTask(n)
+		e.makeReady(n)
+	}
+}
+
+// nextRetry returns when the next delayed task is due, or zero.
+func (e *Engine) nextRetry() time.Time {
+	if n, ok := e.delayed.Min(); ok {
+		return n.rec.RetryAt
+	}
+	return time.Time{}
 }
 
 // record returns a copy of the task's record.
@@ -622,8 +808,14 @@ func (e *Engine) makeReady(n *node) {
 	}
 }
 
-// unready takes a task out of the ready queue.
+// unready takes a task out of the ready queue, or out of the tasks
+// waiting out a retry delay.
 func (e *Engine) unready(n *node) {
+	if n.inDelayed {
+		e.delayed.Delete(n)
+		n.inDelayed = false
+		n.rec.RetryAt = time.Time{}
+	}
 	if n.inReady {
 		e.ready.Delete(n)
 		n.inReady = false
@@ -664,7 +856,7 @@ func (e *Engine) writeTask(n *node) {
 	}
 	e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{
 		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
-		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun,
+		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun, RetryAt: n.rec.RetryAt,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
 	})
 	n.specJSON = nil // written once; later writes keep it

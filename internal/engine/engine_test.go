@@ -25,6 +25,9 @@ type step struct {
 	exit  int           // its exit code
 	block bool          // run until stopped
 	use   int64         // GPU memory it takes, MiB; 0 means what it was admitted with
+	fault error         // the attempt cannot start: the executor's error (a fault of the environment, a missing program)
+	oomAt time.Duration // a GPU attempt: after running this long, it fails to allocate tried MiB more
+	tried int64
 }
 
 // fakeRunner pretends to run attempts, following a script per task.
@@ -69,6 +72,10 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(e
 	if len(steps) > 0 {
 		st = steps[min(req.Number, len(steps))-1]
 	}
+	if st.fault != nil {
+		now := time.Now()
+		return Outcome{Result: executor.Result{Err: st.fault, Start: now, End: now}, Verdict: st.fault}
+	}
 	f.mu.Lock()
 	f.pids++
 	pid := 40000 + f.pids
@@ -88,6 +95,14 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(e
 			return Outcome{Result: res, Verdict: err, OOM: true}
 		}
 		defer f.gpus.release(pid)
+	}
+	if st.oomAt > 0 {
+		select {
+		case <-time.After(st.oomAt):
+			res.ExitCode, res.End = 1, time.Now()
+			return Outcome{Result: res, Verdict: errors.New("exit code 1"), OOM: true, OOMTriedMiB: st.tried}
+		case <-ctx.Done():
+		}
 	}
 	var wait <-chan time.Time
 	if !st.block {
@@ -143,6 +158,11 @@ func newHarness(t *testing.T, cfg Config, st *store.Memory) *harness {
 	h := &harness{store: st, runner: &fakeRunner{store: st, script: map[string][]step{}}}
 	if cfg.MaxParallel == 0 {
 		cfg.MaxParallel = 2
+	}
+	if cfg.DefaultRetryDelay == 0 {
+		// Retries at once, unless a test is about retry delays: most
+		// tests script attempts in an order that delays would change.
+		cfg.DefaultRetryDelay = -1
 	}
 	cfg.Store, cfg.Runner, cfg.LogDir = keepOpen{st}, h.runner, "/logs"
 	cfg.Observer = func(ev Event) { h.events = append(h.events, ev) }

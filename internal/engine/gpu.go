@@ -86,7 +86,9 @@ func (e *Engine) neverFits(id string, need gpu.Need) string {
 	return gpu.NeverFits(e.board.Views(e.cfg.Now()), need, len(e.board.Settings().Visible) > 0)
 }
 
-// applyReading takes a probe's answer into the board.
+// applyReading takes a probe's answer into the board, and tells the
+// observer when the GPUs become unreadable (GPU tasks wait, CPU tasks go
+// on) and readable again.
 func (e *Engine) applyReading(r Reading) {
 	now := e.cfg.Now()
 	if r.Err != nil {
@@ -96,6 +98,14 @@ func (e *Engine) applyReading(r Reading) {
 	}
 	e.cardsDirty = true
 	e.noticeQuarantines()
+	switch why, _ := e.board.Err(); {
+	case why != "" && !e.gpuUnknownSaid:
+		e.gpuUnknownSaid = true
+		e.notify(Event{Kind: GPUUnknown, Error: why + "; GPU tasks wait"})
+	case why == "" && e.gpuUnknownSaid:
+		e.gpuUnknownSaid = false
+		e.notify(Event{Kind: GPUKnown})
+	}
 }
 
 // noticeQuarantines tells the observer of cards that went into quarantine.
@@ -225,35 +235,87 @@ func (e *Engine) setReserved(r map[int]string) {
 	e.reserved = r
 }
 
+// oomCase is what a GPU attempt's end says about memory.
+type oomCase struct {
+	oom bool // its output shows CUDA running out of memory
+	// contention: it ran out while inside its budget (its peak plus the
+	// failed allocation within its request) and others grew on the card
+	// since it started: not its fault.
+	contention bool
+	peak       int64 // the most its processes were seen to use
+	tried      int64 // the failed allocation, when the message says
+	request    int64 // what it was admitted with
+	grownTo    int64 // its next request, when it grew
+	foreign    [2]int64
+}
+
 // releaseGPU ends an attempt's charge on its card. A failed attempt makes
-// the task avoid that card next time; one that ran out of memory makes it
-// ask for more.
-func (e *Engine) releaseGPU(n *node, a *task.Attempt, failed bool, out Outcome) {
+// the task avoid that card next time; one that ran out of memory by its
+// own growth makes it ask for more, while one that ran out because
+// another process took the card's memory keeps its request, and such a
+// failure does not count towards the card's quarantine.
+func (e *Engine) releaseGPU(n *node, failed bool, out Outcome) oomCase {
 	now := e.cfg.Now()
-	h := e.board.Release(n.spec.ID, n.card, failed, now)
+	oc := oomCase{oom: failed && out.OOM, tried: out.OOMTriedMiB, request: n.need.MiB}
+	if oc.oom {
+		if held, ok := e.board.Holding(n.spec.ID, n.card); ok {
+			oc.peak, oc.request = held.PeakMiB, held.RequestMiB
+			foreignNow, othersOver := e.cardPressure(n)
+			oc.foreign = [2]int64{n.foreignAtStart, foreignNow}
+			oc.contention = held.PeakMiB+oc.tried <= held.RequestMiB && (foreignNow > n.foreignAtStart || othersOver > 0)
+		}
+	}
+	h := e.board.Release(n.spec.ID, n.card, failed && !oc.contention, now)
 	e.noticeQuarantines()
-	a.MemPeakMiB = h.PeakMiB
+	n.rec.Attempts[len(n.rec.Attempts)-1].MemPeakMiB = h.PeakMiB
 	e.gpuRunning--
 	e.cardsDirty = true
 	e.nextPoll = now // read the cards again right away
-	if failed && !slices.Contains(n.need.Avoid, n.card) {
+	if failed && !oc.contention && !slices.Contains(n.need.Avoid, n.card) {
 		n.need.Avoid = append(n.need.Avoid, n.card)
 	}
 	n.card = -1
 	n.outgrown = ""
-	if failed && out.OOM {
-		before := n.need.MiB
+	if oc.oom && !oc.contention {
 		n.need.MiB = gpu.GrowAfterOOM(n.need.MiB, h.PeakMiB, out.OOMTriedMiB, e.board.Settings().SafetyMarginMiB)
-		a.Error += fmt.Sprintf("; CUDA out of memory (peak seen %d MiB): its request grows from %d to %d MiB", h.PeakMiB, before, n.need.MiB)
-		if why := e.neverFits(n.spec.ID, n.need); why != "" {
-			n.outgrown = why
-			a.Error += "; no retry: " + why
-		}
+		oc.grownTo = n.need.MiB
+		n.outgrown = e.neverFits(n.spec.ID, n.need)
 	}
+	return oc
 }
 
-// outgrown reports whether a task's request grew beyond every card.
-func (e *Engine) outgrown(n *node) bool { return n.outgrown != "" }
+// cardPressure returns, for the card task n runs on, the memory foreign
+// to us now and how far our other tasks there are above their requests.
+func (e *Engine) cardPressure(n *node) (foreign, othersOver int64) {
+	for _, v := range e.board.Views(e.cfg.Now()) {
+		if v.Index != n.card {
+			continue
+		}
+		for _, h := range v.Holders {
+			if h.Task != n.spec.ID {
+				othersOver += max(0, h.ObservedMiB-h.RequestMiB)
+			}
+		}
+		return v.ForeignMiB, othersOver
+	}
+	return 0, 0
+}
+
+// describe says what the out-of-memory failure means for the task, to be
+// added to the attempt's error; retry says whether another attempt follows.
+func (oc oomCase) describe(retry bool) string {
+	switch {
+	case !oc.oom:
+		return ""
+	case oc.contention:
+		return fmt.Sprintf("; CUDA out of memory while within its budget (peak seen %d MiB of %d): another process took the card's memory (foreign %d -> %d MiB), so this does not count against the task and its request stays %d MiB",
+			oc.peak, oc.request, oc.foreign[0], oc.foreign[1], oc.request)
+	case retry:
+		return fmt.Sprintf("; CUDA out of memory (peak seen %d MiB): its request grows from %d to %d MiB", oc.peak, oc.request, oc.grownTo)
+	}
+	return fmt.Sprintf("; CUDA out of memory (peak seen %d MiB, request %d MiB)", oc.peak, oc.request)
+}
+
 
 // checkGPUWaits fails waiting GPU tasks that can never start: their request
 // is larger than every card (checked after each reading), or the GPU state
@@ -269,7 +331,14 @@ func (e *Engine) checkGPUWaits() {
 			return fmt.Sprintf("GPU state unknown for %s: %s", now.Sub(since).Round(time.Second), err)
 		}
 	} else if e.fitCheck && e.board.Known() {
-		why = func(n *node) string { return e.neverFits(n.spec.ID, n.need) }
+		// The check Submit makes when the cards are known already, made
+		// when they are first seen: a request no card can hold fails.
+		why = func(n *node) string {
+			if w := e.neverFits(n.spec.ID, n.need); w != "" {
+				return "resources.memory_mib: " + w
+			}
+			return ""
+		}
 	}
 	e.fitCheck = false
 	if why == nil {

@@ -496,3 +496,157 @@ func TestStarvingTaskGetsACard(t *testing.T) {
 		}
 	})
 }
+
+// nvidia-smi answers, but every card's memory reads [N/A]: GPU tasks wait,
+// and after gpu_unknown_timeout they fail exactly as when nvidia-smi
+// fails; the observer hears once that the GPUs cannot be read.
+func TestEveryCardUnreadableTimesOutLikeAFailingProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := newFakeProbe(40500, 40500)
+		for i := range probe.cards {
+			probe.cards[i].Problem = "memory.used is [N/A]"
+		}
+		h := newGPUHarness(t, probe, Config{MaxParallel: 2, GPU: GPUConfig{UnknownTimeout: time.Minute}})
+		defer h.Close()
+		h.mustSubmit(t, gspec("g", 100), spec("c"))
+		start := time.Now()
+		recs := h.run(t)
+		if recs["c"].State != task.Complete {
+			t.Errorf("CPU task: %s", recs["c"].State)
+		}
+		g := recs["g"]
+		if g.State != task.Failed || len(g.Attempts) != 0 || !strings.Contains(g.Error, "GPU state unknown for 1m") ||
+			!strings.Contains(g.Error, "no visible card has a usable memory reading") {
+			t.Errorf("g = %+v, want failed without running after the unknown timeout", g)
+		}
+		if took := time.Since(start); took < time.Minute {
+			t.Errorf("gave up after %v, before the 1m unknown timeout", took)
+		}
+		var unknown []string
+		for _, ev := range h.events {
+			if ev.Kind == GPUUnknown {
+				unknown = append(unknown, ev.Error)
+			}
+		}
+		if len(unknown) != 1 || !strings.HasSuffix(unknown[0], "; GPU tasks wait") {
+			t.Errorf("gpu-unknown events = %q, want one saying GPU tasks wait", unknown)
+		}
+	})
+}
+
+// The observer hears when the GPUs become unreadable and when they can be
+// read again; CPU tasks never wait for nvidia-smi.
+func TestGPUUnknownThenKnownEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := newFakeProbe(40500)
+		probe.err = errors.New("nvidia-smi timed out after 10s (compute-apps query)")
+		h := newGPUHarness(t, probe, Config{MaxParallel: 2})
+		defer h.Close()
+		h.runner.script["c"] = []step{{dur: time.Second}}
+		h.mustSubmit(t, gspec("g", 100), spec("c"))
+		time.AfterFunc(20*time.Second, func() { probe.set(func(p *fakeProbe) { p.err = nil }) })
+		recs := h.run(t)
+		if recs["g"].State != task.Complete || recs["c"].State != task.Complete {
+			t.Fatalf("g %s, c %s", recs["g"].State, recs["c"].State)
+		}
+		var kinds []string
+		for _, ev := range h.events {
+			switch ev.Kind {
+			case GPUUnknown:
+				kinds = append(kinds, "unknown: "+ev.Error)
+			case GPUKnown:
+				kinds = append(kinds, "known")
+			}
+		}
+		want := []string{"unknown: nvidia-smi timed out after 10s (compute-apps query); GPU tasks wait", "known"}
+		if !slices.Equal(kinds, want) {
+			t.Errorf("GPU events = %q, want %q", kinds, want)
+		}
+		if c := recs["c"].Attempts[0]; c.Start.After(recs["g"].Attempts[0].Start) {
+			t.Errorf("the CPU task started at %v, after the GPU task (%v): it waited for nvidia-smi", c.Start, recs["g"].Attempts[0].Start)
+		}
+	})
+}
+
+// Without a reading at submit, a request no card can hold is accepted, and
+// fails, with the message Submit gives, when the cards are first seen.
+func TestRequestNoCardHoldsFailsAtFirstReading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := newFakeProbe(24000)
+		h := newGPUHarness(t, probe, Config{MaxParallel: 2})
+		defer h.Close()
+		h.mustSubmit(t, gspec("huge", 30000), gspec("fits", 1000), spec("after", "huge"))
+		recs := h.run(t)
+		huge := recs["huge"]
+		if huge.State != task.Failed || len(huge.Attempts) != 0 ||
+			!strings.HasPrefix(huge.Error, "resources.memory_mib: needs 30000 MiB, more than any card can give") {
+			t.Errorf("huge = %+v", huge)
+		}
+		if recs["fits"].State != task.Complete || recs["after"].State != task.Blocked {
+			t.Errorf("fits %s, after %s", recs["fits"].State, recs["after"].State)
+		}
+		// Once the cards are known, Submit refuses such a request at once.
+		late := gspec("late", 30000)
+		late.Normalize()
+		err := h.Submit(Submission{Specs: []*task.Spec{late}, JSON: [][]byte{[]byte(`{}`)}})
+		if !errors.Is(err, task.ErrInvalidTask) || !strings.Contains(err.Error(), "needs 30000 MiB") {
+			t.Errorf("Submit after the cards are known = %v", err)
+		}
+	})
+}
+
+// A task that runs out of GPU memory while within its budget, after
+// another process grew on the card, is not at fault: its request stays,
+// the failure does not use up a retry nor count towards the card's
+// quarantine, and its error says what happened.
+func TestOOMFromSomeoneElsesGrowth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := newFakeProbe(40500)
+		h := newGPUHarness(t, probe, Config{GPU: GPUConfig{Settings: gpu.Settings{SafetyMarginMiB: 500, QuarantineAfter: 1, QuarantineFor: time.Hour}}})
+		defer h.Close()
+		h.runner.script["g"] = []step{{use: 10000, oomAt: 10 * time.Second, tried: 5000}, {}}
+		g := gspec("g", 20000)
+		g.Retries = task.NoRetries
+		h.mustSubmit(t, g)
+		time.AfterFunc(5*time.Second, func() { probe.set(func(p *fakeProbe) { p.foreign[0] = 30000 }) })
+		time.AfterFunc(20*time.Second, func() { probe.set(func(p *fakeProbe) { p.foreign[0] = 0 }) })
+		r := h.run(t)["g"]
+		if r.State != task.Complete || len(r.Attempts) != 2 {
+			t.Fatalf("g = %s after %d attempts (%s)", r.State, len(r.Attempts), r.Error)
+		}
+		first, second := r.Attempts[0], r.Attempts[1]
+		if !first.NotCharged || !strings.Contains(first.Error, "another process took the card's memory (foreign 0 -> 30000 MiB)") ||
+			strings.Contains(first.Error, "grows") {
+			t.Errorf("first attempt: not charged %v, error %q", first.NotCharged, first.Error)
+		}
+		if second.MemRequestedMiB != 20000 {
+			t.Errorf("the retry asked for %d MiB, want the same 20000", second.MemRequestedMiB)
+		}
+		for _, ev := range h.events {
+			if ev.Kind == CardQuarantined {
+				t.Errorf("card quarantined for someone else's growth: %s", ev.Error)
+			}
+		}
+	})
+}
+
+// A task that outgrows its own budget and has no retry left fails without
+// promising a larger request it will never get.
+func TestOOMWithoutRetryPromisesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := newFakeProbe(40500)
+		h := newGPUHarness(t, probe, Config{})
+		defer h.Close()
+		h.runner.script["g"] = []step{{use: 10000, oomAt: 10 * time.Second, tried: 35000}}
+		g := gspec("g", 10000)
+		g.Retries = task.NoRetries
+		h.mustSubmit(t, g)
+		r := h.run(t)["g"]
+		if r.State != task.Failed || len(r.Attempts) != 1 {
+			t.Fatalf("g = %s after %d attempts", r.State, len(r.Attempts))
+		}
+		if e := r.Attempts[0].Error; strings.Contains(e, "grows") || !strings.Contains(e, "CUDA out of memory (peak seen 10000 MiB, request 10000 MiB)") || r.Attempts[0].NotCharged {
+			t.Errorf("error %q (not charged %v)", e, r.Attempts[0].NotCharged)
+		}
+	})
+}

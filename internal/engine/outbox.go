@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,6 +29,10 @@ type Delivery struct {
 // delivery is retried after a backoff (1s, 2s, 4s, ... 1m); events behind it
 // wait, so order holds. Events not acknowledged when the scheduler stops,
 // however it stops, are loaded at Open and delivered first.
+
+// errDeliverTimeout is the cause of a delivery's context when it took
+// longer than Config.DeliverTimeout.
+var errDeliverTimeout = errors.New("completion handler timed out")
 
 // maxTriesBeforeRunEnds: at the end of a run, a failing event is retried
 // this many times in all before Run returns without it (it stays pending,
@@ -105,9 +110,17 @@ func (e *Engine) deliver(now time.Time) time.Time {
 	}
 	e.delivering = true
 	d := Delivery{EventID: ev.ID, TaskID: ev.TaskID, Attempt: ev.Attempt, Spec: e.outboxSpecs[ev.TaskID], Tries: ev.Tries}
-	deliverFn, ctx := e.cfg.Deliver, e.deliverCtx
+	deliverFn, ctx, timeout := e.cfg.Deliver, e.deliverCtx, e.cfg.DeliverTimeout
 	go func() {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeoutCause(ctx, timeout, errDeliverTimeout)
+			defer cancel()
+		}
 		err := deliverFn(ctx, d)
+		if err != nil && context.Cause(ctx) == errDeliverTimeout {
+			err = fmt.Errorf("completion handler timed out after %s (it was stopped): %w", timeout, err)
+		}
 		e.send(deliveredEvent{id: d.EventID, err: err})
 	}()
 	return time.Time{}

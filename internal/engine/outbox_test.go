@@ -207,3 +207,33 @@ func TestOnFailureCalledOnceWhenRetriesAreSpent(t *testing.T) {
 		}
 	})
 }
+
+// A completion handler that hangs is stopped after DeliverTimeout; the
+// delivery counts as failed, is retried, and the run ends.
+func TestHangingDeliveryTimesOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := store.NewMemory()
+		d := &deliveries{block: make(chan struct{})} // never unblocked: every delivery hangs
+		h := eventHarness(t, st, d, Config{DeliverTimeout: 30 * time.Second})
+		defer h.Close()
+		h.mustSubmit(t, spec("a"))
+		recs := h.run(t)
+		if recs["a"].State != task.Complete {
+			t.Errorf("a: %s", recs["a"].State)
+		}
+		evs := st.Events()
+		if len(evs) != 1 || !evs[0].Acked.IsZero() || evs[0].Tries != maxTriesBeforeRunEnds ||
+			evs[0].LastError != "completion handler timed out after 30s (it was stopped): context deadline exceeded" {
+			t.Errorf("stored events = %+v", evs)
+		}
+		var failed int
+		for _, ev := range h.events {
+			if ev.Kind == DeliveryFailed {
+				failed++
+			}
+		}
+		if failed != maxTriesBeforeRunEnds {
+			t.Errorf("%d event-failed notices, want %d", failed, maxTriesBeforeRunEnds)
+		}
+	})
+}

@@ -520,36 +520,45 @@ func BenchmarkAdmissionSimulation(b *testing.B) {
 	}
 }
 
-// TestSimulationTrace prints the published trace's description and
-// bounds (with -v), for docs/benchmarks.md.
-func TestSimulationTrace(t *testing.T) {
+// BenchmarkSimulationTrace describes the published trace and its bounds on
+// makespan, for docs/benchmarks.md: it logs the mix of task sizes and
+// durations and reports the lower bound in hours as a metric. Run it with
+// go test ./internal/engine -run '^$' -bench SimulationTrace -benchtime 1x -v.
+func BenchmarkSimulationTrace(b *testing.B) {
 	for _, gap := range []time.Duration{0, simArrGap} {
-		tr := simTrace(simSeed, simTasks, gap)
-		var small, mid, big int
-		var area float64
-		var durs []time.Duration
-		for _, x := range tr {
-			switch {
-			case x.mib <= 16<<10:
-				small++
-			case x.mib <= 40<<10:
-				mid++
-			default:
-				big++
+		b.Run(fmt.Sprintf("gap=%v", gap), func(b *testing.B) {
+			var tr []simTask
+			for b.Loop() {
+				tr = simTrace(simSeed, simTasks, gap)
 			}
-			area += float64(x.mib) * x.dur.Seconds()
-			durs = append(durs, x.dur)
-		}
-		slices.Sort(durs)
-		var sum time.Duration
-		for _, d := range durs {
-			sum += d
-		}
-		t.Logf("gap %v: %d tasks: %d of 4-16 GiB, %d of 20-40 GiB, %d of 60-79 GiB; duration median %v mean %v max %v; "+
-			"area/capacity %.2f h; bound %.2f h; big-task bound %.2f h; last arrival %.2f h",
-			gap, len(tr), small, mid, big, durs[len(durs)/2], (sum / time.Duration(len(durs))).Round(time.Second),
-			durs[len(durs)-1], area/float64(simCards*simCapMiB)/3600, simBound(tr).Hours(), simBigBound(tr).Hours(),
-			tr[len(tr)-1].arrive.Hours())
+			var small, mid, big int
+			var area float64
+			var durs []time.Duration
+			for _, x := range tr {
+				switch {
+				case x.mib <= 16<<10:
+					small++
+				case x.mib <= 40<<10:
+					mid++
+				default:
+					big++
+				}
+				area += float64(x.mib) * x.dur.Seconds()
+				durs = append(durs, x.dur)
+			}
+			slices.Sort(durs)
+			var sum time.Duration
+			for _, d := range durs {
+				sum += d
+			}
+			b.Logf("%d tasks: %d of 4-16 GiB, %d of 20-40 GiB, %d of 60-79 GiB; duration median %v mean %v max %v; "+
+				"area/capacity %.2f h; bound %.2f h; big-task bound %.2f h; last arrival %.2f h",
+				len(tr), small, mid, big, durs[len(durs)/2], (sum / time.Duration(len(durs))).Round(time.Second),
+				durs[len(durs)-1], area/float64(simCards*simCapMiB)/3600, simBound(tr).Hours(), simBigBound(tr).Hours(),
+				tr[len(tr)-1].arrive.Hours())
+			b.ReportMetric(simBound(tr).Hours(), "bound-h")
+			b.ReportMetric(area/float64(simCards*simCapMiB)/3600, "area-h")
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -175,7 +176,12 @@ func (b *Board) card(index int) *card {
 // Apply takes a new snapshot: readings, lost cards, and the memory our
 // tasks' processes use (attributed by PID, process group or ancestry).
 func (b *Board) Apply(snap Snapshot, now time.Time) {
+	unknownSince := b.errSince
+	if b.known {
+		unknownSince = time.Time{}
+	}
 	b.known, b.err, b.errSince, b.read = true, "", time.Time{}, snap.Time
+	defer b.checkUsable(unknownSince, now)
 	present := map[int]bool{}
 	for _, r := range snap.Cards {
 		c := b.card(r.Index)
@@ -243,6 +249,40 @@ func (b *Board) Apply(snap Snapshot, now time.Time) {
 		if c.seen && c.lost == "" {
 			c.foreign = max(0, c.TotalMiB-c.FreeMiB-ours[c])
 		}
+	}
+}
+
+// checkUsable makes the state unknown, as a failed probe does, when
+// nvidia-smi answered but no visible card has a usable reading (every
+// memory cell [N/A], say): no GPU task can start then, and waiting tasks
+// must time out as they do when nvidia-smi fails. since is when the state
+// became unknown before this reading, zero if it was known.
+func (b *Board) checkUsable(since time.Time, now time.Time) {
+	var bad []string
+	for _, c := range b.cards {
+		if !b.s.visible(c.Card) {
+			continue
+		}
+		if c.seen && c.lost == "" {
+			return
+		}
+		why := c.lost
+		if why == "" {
+			why = "no reading"
+		}
+		bad = append(bad, fmt.Sprintf("card %d: %s", c.Index, why))
+	}
+	if len(bad) == 0 {
+		return // no visible card at all: NeverFits says so
+	}
+	if len(bad) > 3 {
+		bad = append(bad[:3], fmt.Sprintf("and %d more", len(bad)-3))
+	}
+	b.known = false
+	b.err = "nvidia-smi answered, but no visible card has a usable memory reading (" + strings.Join(bad, "; ") + ")"
+	b.errSince = since
+	if since.IsZero() {
+		b.errSince = now
 	}
 }
 

@@ -199,3 +199,52 @@ func TestDetectOOM(t *testing.T) {
 		t.Errorf("GrowAfterOOM = %d, want request+tried+margin = 26512", got)
 	}
 }
+
+// A reading in which no visible card has usable memory numbers (every cell
+// [N/A]) leaves the state unknown, as a failed probe does, and the time it
+// became unknown carries over from reading to reading and from a failure
+// before it, so that gpu_unknown_timeout counts from the first.
+func TestBoardUnknownWhenNoCardIsUsable(t *testing.T) {
+	na := func() Snapshot {
+		s := twoCards()
+		for i := range s.Cards {
+			s.Cards[i].Problem = "memory.total is [N/A]"
+		}
+		return s
+	}
+	b := NewBoard(settings())
+	b.Fail(errors.New("nvidia-smi timed out"), t0)
+	b.Apply(na(), t0.Add(time.Minute))
+	err, since := b.Err()
+	if b.Known() || !strings.Contains(err, "no visible card has a usable memory reading") || !strings.Contains(err, "card 1: memory.total is [N/A]") {
+		t.Fatalf("after an all-[N/A] reading: known %v, err %q", b.Known(), err)
+	}
+	if !since.Equal(t0) {
+		t.Errorf("unknown since %v, want %v (the failure before)", since, t0)
+	}
+	b.Apply(na(), t0.Add(2*time.Minute))
+	if _, since := b.Err(); !since.Equal(t0) {
+		t.Errorf("a second [N/A] reading moved the start of the unknown state to %v", since)
+	}
+	// One usable card is enough.
+	s := na()
+	s.Cards[1].Problem = ""
+	b.Apply(s, t0.Add(3*time.Minute))
+	if !b.Known() {
+		err, _ := b.Err()
+		t.Fatalf("one usable card: still unknown: %s", err)
+	}
+	// From known, an all-[N/A] reading starts the clock now.
+	b.Apply(na(), t0.Add(4*time.Minute))
+	if _, since := b.Err(); !since.Equal(t0.Add(4 * time.Minute)) {
+		t.Errorf("unknown since %v, want the reading's time", since)
+	}
+	// Cards hidden by visible_gpus do not count as usable.
+	hidden := NewBoard(Settings{Visible: []string{"1"}})
+	s = twoCards()
+	s.Cards[1].Problem = "memory.used is [N/A]"
+	hidden.Apply(s, t0)
+	if hidden.Known() {
+		t.Error("the only visible card is [N/A], the hidden one readable: the state should be unknown")
+	}
+}

@@ -60,7 +60,7 @@ func (m *Memory) Apply(b *Batch) error {
 			m.rows[w.ID] = r
 		}
 		r.ID, r.Seq, r.Kind, r.State, r.ExitCode, r.Error, r.BlockedBy, r.GPURequestMiB = w.ID, w.Seq, w.Kind, w.State, w.ExitCode, w.Error, w.BlockedBy, w.GPURequestMiB
-		r.Rerun = w.Rerun
+		r.Rerun, r.RetryAt = w.Rerun, w.RetryAt
 		if w.Fingerprint != "" {
 			r.Fingerprint = w.Fingerprint
 		}

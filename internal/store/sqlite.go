@@ -14,6 +14,7 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver: pure Go, so CGO_ENABLED=0 builds work
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ApplicationID marks a SQLite file as a gpusched state database ("GPUS").
@@ -37,6 +38,7 @@ type SQLite struct {
 	path     string
 	runDir   string // log paths are stored relative to it
 	readOnly bool
+	id       fileID // the file opened for writing, to tell when it is gone
 
 	// Prepared upserts of the writer: task x1, task x chunk, attempt x1,
 	// attempt x chunk; nil when read-only or closed.
@@ -47,9 +49,23 @@ var _ Store = (*SQLite)(nil)
 
 // OpenSQLite opens or creates the state database at path for writing,
 // migrating its schema to the current version. It refuses, without writing
-// anything, a file that is not a gpusched database or is newer than this
-// version. Log paths are stored relative to runDir.
+// anything, a path that is a symbolic link or a special file (as are its
+// -wal and -shm companions; ErrUnsafeFile), a file that is not a gpusched
+// database (ErrNotState), one newer than this version (ErrTooNew), and a
+// damaged one (ErrCorrupt: SQLite's quick_check, which reads every page,
+// fails). Log paths are stored relative to runDir.
+//
+// Apply then fails with ErrGone once the path no longer names the file
+// opened here.
 func OpenSQLite(path, runDir string) (*SQLite, error) {
+	if err := checkFiles(path); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		if err := verify(path); err != nil {
+			return nil, err
+		}
+	}
 	// busy_timeout and synchronous write nothing to the file, so they can be
 	// set before the file is known to be ours. synchronous=NORMAL in WAL mode
 	// survives a crash of the process at any moment; an OS crash may lose the
@@ -59,8 +75,10 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state db %s: %w", path, err)
 	}
-	// One connection: the scheduler's loop is the only writer, and a single
-	// connection keeps per-connection pragmas for good.
+	// One connection, never closed while the store is open: the scheduler's
+	// loop is the only writer, a single connection keeps per-connection
+	// pragmas for good, and a connection opened again would create a fresh
+	// file where the opened one was deleted.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxIdleTime(0)
 	db.SetConnMaxLifetime(0)
@@ -71,49 +89,82 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 	}
 	if err := s.migrate(); err != nil {
 		db.Close()
-		return nil, err
+		return nil, s.corrupt(err)
 	}
 	for _, q := range []string{upsertTaskSQL(1), upsertTaskSQL(chunk), upsertAttemptSQL(1), upsertAttemptSQL(chunk)} {
 		st, err := db.Prepare(q)
 		if err != nil {
-			db.Close()
+			s.Close()
 			return nil, fmt.Errorf("prepare state db %s: %w", path, err)
 		}
 		s.stmts = append(s.stmts, st)
 	}
+	if s.id, err = identify(path); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open state db: %w", err)
+	}
 	return s, nil
 }
 
+// verify checks an existing database before it is opened for writing: it
+// is ours, not too new, and not damaged. It reads through a read-only
+// connection, which never writes the file (a writer's last close would
+// checkpoint a leftover WAL into it).
+func verify(path string) error {
+	s, err := openReadOnly(path, "")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.checkOwner(); err != nil {
+		return err
+	}
+	return s.quickCheck()
+}
+
 // OpenSQLiteReadOnly opens an existing state database for reading, for
-// example while a scheduler in another process writes it.
+// example while a scheduler in another process writes it. It refuses the
+// same files as OpenSQLite, except that it does not run quick_check (a
+// reader may open the database many times a second); a damaged page met at
+// open or by a read gives the same ErrCorrupt error.
 func OpenSQLiteReadOnly(path, runDir string) (*SQLite, error) {
+	if err := checkFiles(path); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open state db: %w", err)
 	}
+	s, err := openReadOnly(path, runDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkOwner(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	var v int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		s.Close()
+		return nil, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
+	}
+	switch {
+	case v == 0:
+		s.Close()
+		return nil, fmt.Errorf("read state db %s: %w", path, ErrEmpty)
+	case v < len(migrations):
+		s.Close()
+		return nil, fmt.Errorf("read state db %s: schema version %d is older than this gpusched's %d; run the workflow once to upgrade it", path, v, len(migrations))
+	}
+	return s, nil
+}
+
+func openReadOnly(path, runDir string) (*SQLite, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, fmt.Errorf("open state db %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	s := &SQLite{db: db, path: path, runDir: runDir, readOnly: true}
-	if err := s.checkOwner(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	var v int
-	if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("read state db %s: %w", path, err)
-	}
-	switch {
-	case v == 0:
-		db.Close()
-		return nil, fmt.Errorf("read state db %s: %w", path, ErrEmpty)
-	case v < len(migrations):
-		db.Close()
-		return nil, fmt.Errorf("read state db %s: schema version %d is older than this gpusched's %d; run the workflow once to upgrade it", path, v, len(migrations))
-	}
-	return s, nil
+	return &SQLite{db: db, path: path, runDir: runDir, readOnly: true}, nil
 }
 
 // checkOwner refuses files that are not ours before anything is written.
@@ -124,10 +175,10 @@ func (s *SQLite) checkOwner() error {
 		err = s.db.QueryRow("PRAGMA user_version").Scan(&version)
 	}
 	if err != nil {
-		if strings.Contains(err.Error(), "not a database") {
+		if sqliteCode(err) == sqlite3.SQLITE_NOTADB {
 			return fmt.Errorf("open state db %s: %w (the file is not SQLite; move it away or choose another run directory)", s.path, ErrNotState)
 		}
-		return fmt.Errorf("open state db %s: %w", s.path, err)
+		return s.corrupt(fmt.Errorf("open state db %s: %w", s.path, err))
 	}
 	switch {
 	case appID == ApplicationID && version > len(migrations):
@@ -139,7 +190,7 @@ func (s *SQLite) checkOwner() error {
 	}
 	var tables int
 	if err := s.db.QueryRow("SELECT count(*) FROM sqlite_master").Scan(&tables); err != nil {
-		return fmt.Errorf("open state db %s: %w", s.path, err)
+		return s.corrupt(fmt.Errorf("open state db %s: %w", s.path, err))
 	}
 	if tables > 0 {
 		return fmt.Errorf("open state db %s: %w (a SQLite database of another program)", s.path, ErrNotState)
@@ -231,6 +282,10 @@ var migrations = []string{
 		next_try   INTEGER
 	);
 	CREATE INDEX events_pending ON events (id) WHERE acked_at IS NULL;`,
+	// 5: retries that wait (retry delay, back-off after a fault of the
+	// environment), and attempts whose failure was not the task's own.
+	`ALTER TABLE tasks ADD COLUMN retry_at INTEGER;
+	ALTER TABLE attempts ADD COLUMN not_charged INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -272,11 +327,11 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 13
+const taskColumns = 14
 
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
-	fingerprint, rerun) VALUES ` +
+	fingerprint, rerun, retry_at) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
@@ -286,15 +341,15 @@ ON CONFLICT (id) DO UPDATE SET
 	updated_at = excluded.updated_at, gpu_request = excluded.gpu_request,
 	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at),
 	fingerprint = CASE WHEN excluded.fingerprint = '' THEN tasks.fingerprint ELSE excluded.fingerprint END,
-	rerun = excluded.rerun`
+	rerun = excluded.rerun, retry_at = excluded.retry_at`
 }
 
-const attemptColumns = 19
+const attemptColumns = 20
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
 	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu,
-	gpu_uuid, mem_requested, mem_peak, ready_at) VALUES ` +
+	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -304,7 +359,7 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	log_path = excluded.log_path, pid = excluded.pid, pgid = excluded.pgid,
 	proc_start = excluded.proc_start, gpu = excluded.gpu,
 	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
-	ready_at = excluded.ready_at`
+	ready_at = excluded.ready_at, not_charged = excluded.not_charged`
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -332,8 +387,12 @@ func upsert(one, many *sql.Stmt, args []any, cols int) error {
 	return nil
 }
 
-// Apply writes the batch in one transaction.
-func (s *SQLite) Apply(b *Batch) error {
+// Apply writes the batch in one transaction. It fails with ErrGone, and
+// commits nothing, when the database file was deleted or replaced since it
+// was opened, and with ErrCorrupt when it meets a damaged page.
+func (s *SQLite) Apply(b *Batch) error { return s.corrupt(s.apply(b)) }
+
+func (s *SQLite) apply(b *Batch) error {
 	if s.readOnly {
 		return fmt.Errorf("write state db %s: opened read-only", s.path)
 	}
@@ -357,7 +416,7 @@ func (s *SQLite) Apply(b *Batch) error {
 			spec = []byte{} // empty: keep the stored definition
 		}
 		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, w.Rerun)
+			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt))
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -372,7 +431,7 @@ func (s *SQLite) Apply(b *Batch) error {
 		}
 		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
 			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU),
-			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt))
+			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged)
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -432,6 +491,12 @@ func (s *SQLite) Apply(b *Batch) error {
 			return fmt.Errorf("write %s to state db %s: %w", k, s.path, err)
 		}
 	}
+	// Last: the transaction is complete, and a file deleted while it was
+	// built is caught too. A transaction committed to a deleted file would
+	// be lost without a word.
+	if err := s.checkSame(); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit state db %s: %w", s.path, err)
 	}
@@ -441,6 +506,11 @@ func (s *SQLite) Apply(b *Batch) error {
 // LoadCards returns the saved view of the GPUs, by index, and when it was
 // saved.
 func (s *SQLite) LoadCards() ([]gpu.CardView, time.Time, error) {
+	cards, at, err := s.loadCards()
+	return cards, at, s.corrupt(err)
+}
+
+func (s *SQLite) loadCards() ([]gpu.CardView, time.Time, error) {
 	rows, err := s.db.Query("SELECT view, updated_at FROM gpus ORDER BY idx")
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read gpus from state db %s: %w", s.path, err)
@@ -467,6 +537,11 @@ func (s *SQLite) LoadCards() ([]gpu.CardView, time.Time, error) {
 
 // LoadSamples returns the cards' memory over time, oldest first.
 func (s *SQLite) LoadSamples() ([]Sample, error) {
+	out, err := s.loadSamples()
+	return out, s.corrupt(err)
+}
+
+func (s *SQLite) loadSamples() ([]Sample, error) {
 	rows, err := s.db.Query(`SELECT at, idx, total_mib, used_mib, foreign_mib, observed_mib, charged_mib, capacity_mib
 		FROM gpu_samples ORDER BY at, idx`)
 	if err != nil {
@@ -488,6 +563,11 @@ func (s *SQLite) LoadSamples() ([]Sample, error) {
 
 // LoadMeta returns the run-wide facts.
 func (s *SQLite) LoadMeta() (map[string]string, error) {
+	out, err := s.loadMeta()
+	return out, s.corrupt(err)
+}
+
+func (s *SQLite) loadMeta() (map[string]string, error) {
 	rows, err := s.db.Query("SELECT key, value FROM meta")
 	if err != nil {
 		return nil, fmt.Errorf("read meta from state db %s: %w", s.path, err)
@@ -504,14 +584,20 @@ func (s *SQLite) LoadMeta() (map[string]string, error) {
 	return out, rows.Err()
 }
 
-// Load reads every task with its attempts, in submission order.
+// Load reads every task with its attempts, in submission order. A damaged
+// page met on the way gives an ErrCorrupt error.
 func (s *SQLite) Load() ([]Row, error) {
+	out, err := s.load()
+	return out, s.corrupt(err)
+}
+
+func (s *SQLite) load() ([]Row, error) {
 	tx, err := s.db.Begin() // one read transaction: a consistent snapshot
 	if err != nil {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun FROM tasks ORDER BY seq, id")
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at FROM tasks ORDER BY seq, id")
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -520,8 +606,8 @@ func (s *SQLite) Load() ([]Row, error) {
 	for rows.Next() {
 		var r Row
 		var state string
-		var exit, gpuReq, submitted sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun); err != nil {
+		var exit, gpuReq, submitted, retryAt sql.NullInt64
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
@@ -534,6 +620,9 @@ func (s *SQLite) Load() ([]Row, error) {
 		if submitted.Valid {
 			r.Submitted = time.Unix(0, submitted.Int64)
 		}
+		if retryAt.Valid {
+			r.RetryAt = time.Unix(0, retryAt.Int64)
+		}
 		byID[r.ID] = len(out)
 		out = append(out, r)
 	}
@@ -542,7 +631,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
-		interrupted, error, log_path, pid, pgid, proc_start, gpu, gpu_uuid, mem_requested, mem_peak, ready_at
+		interrupted, error, log_path, pid, pgid, proc_start, gpu, gpu_uuid, mem_requested, mem_peak, ready_at, not_charged
 		FROM attempts ORDER BY task_id, number`)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
@@ -554,7 +643,7 @@ func (s *SQLite) Load() ([]Row, error) {
 		var start int64
 		var end, exit, pid, pgid, pstart, gpu, memReq, memPeak, readyAt sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
-			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt); err != nil {
+			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt, &a.NotCharged); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
 		i, ok := byID[id]
@@ -612,14 +701,17 @@ func (s *SQLite) Load() ([]Row, error) {
 func (s *SQLite) PendingEvents() ([]EventWrite, int64, error) {
 	var maxID sql.NullInt64
 	if err := s.db.QueryRow("SELECT max(id) FROM events").Scan(&maxID); err != nil {
-		return nil, 0, fmt.Errorf("read events from state db %s: %w", s.path, err)
+		return nil, 0, s.corrupt(fmt.Errorf("read events from state db %s: %w", s.path, err))
 	}
 	pending, err := s.events("WHERE acked_at IS NULL")
-	return pending, maxID.Int64, err
+	return pending, maxID.Int64, s.corrupt(err)
 }
 
 // Events returns every completion event, oldest first.
-func (s *SQLite) Events() ([]EventWrite, error) { return s.events("") }
+func (s *SQLite) Events() ([]EventWrite, error) {
+	out, err := s.events("")
+	return out, s.corrupt(err)
+}
 
 func (s *SQLite) events(where string) ([]EventWrite, error) {
 	rows, err := s.db.Query("SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events " + where + " ORDER BY id")

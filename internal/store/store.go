@@ -95,6 +95,7 @@ type TaskWrite struct {
 	Submitted   time.Time
 	Fingerprint string // "": keep the stored one
 	Rerun       string
+	RetryAt     time.Time // zero: none
 	// Artifacts replace the stored ones when ArtifactsSet.
 	Artifacts     []task.Artifact
 	ArtifactsSet  bool

@@ -329,3 +329,29 @@ func TestSQLiteMigratesFromVersion1(t *testing.T) {
 		t.Errorf("meta = %v", m)
 	}
 }
+
+// A waiting retry's time and an attempt that was not charged to its task
+// are saved and read back.
+func TestRetryAtAndNotChargedRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := OpenSQLite(path, filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(0, time.Now().Add(time.Minute).UnixNano())
+	b := &Batch{
+		Tasks:    []TaskWrite{{ID: "a", Seq: 1, Kind: "command", Spec: []byte(`{}`), State: task.Pending, RetryAt: at}},
+		Attempts: []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: at, End: at, NotCharged: true, Error: "open log: too many open files"}}},
+	}
+	if err := s.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || !rows[0].RetryAt.Equal(at) || len(rows[0].Attempts) != 1 || !rows[0].Attempts[0].NotCharged {
+		t.Errorf("rows = %+v", rows)
+	}
+	s.Close()
+}

@@ -22,6 +22,12 @@ type Attempt struct {
 	// Interrupted is set when the scheduler itself died during the attempt;
 	// such an attempt is not counted as the task's failure.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// NotCharged is set when the attempt failed for a reason that is not
+	// the task's own (the environment could not set it up: too many open
+	// files, a log folder that cannot be created; or another process took
+	// the GPU memory it was promised): it did not use up a retry. Error
+	// says why.
+	NotCharged bool `json:"not_charged,omitempty"`
 	// Error says why the attempt failed when the exit code alone doesn't:
 	// the command could not start, the handler rejected the result, ...
 	Error string `json:"error,omitempty"`
@@ -64,6 +70,10 @@ type Record struct {
 	Submitted time.Time `json:"submitted,omitzero"`
 	// Artifacts are the files it produced, as they were when it completed.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// RetryAt is when a pending task that failed may start again, while
+	// it waits out its retry delay (or a back-off after a fault of the
+	// environment); zero otherwise.
+	RetryAt time.Time `json:"retry_at,omitzero"`
 	// Rerun says why a task that had run before on this run directory ran
 	// (or runs) again in the latest run ("definition changed: args",
 	// "artifact missing: out/x", ...); empty when it was kept or is new.

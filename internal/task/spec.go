@@ -43,8 +43,9 @@ func (r ResourceRequest) GPU() bool { return r.Device == CUDA }
 // a default one. NoRetries, as a Spec's Retries, means "no retries" even when
 // the queue's default is more.
 const (
-	NoTimeout time.Duration = -1
-	NoRetries int           = -1
+	NoTimeout    time.Duration = -1
+	NoRetries    int           = -1
+	NoRetryDelay time.Duration = -1
 )
 
 // DefaultKind is the kind of a spec that names none: the built-in handler
@@ -76,6 +77,19 @@ type Spec struct {
 	// Retries is how many extra attempts a failing task gets; 0 means the
 	// queue default, NoRetries none.
 	Retries int `json:"retries,omitempty"`
+	// RetryDelay is the wait before the first retry; each further retry
+	// waits twice as long as the one before, up to the queue's maximum. 0
+	// means the queue default, NoRetryDelay none.
+	RetryDelay time.Duration `json:"retry_delay,omitempty"`
+	// RetryOnExitCodes, when not empty, limits retries to attempts that
+	// exited with one of these codes: any other failure (another code, a
+	// signal, a failed artifact check) is final. A CUDA out-of-memory
+	// failure is retried whatever its code, with a larger budget.
+	RetryOnExitCodes []int `json:"retry_on_exit_codes,omitempty"`
+	// RetryOnTimeout retries attempts stopped at their timeout. By default
+	// they are not: a task that ran out of time usually runs out again, and
+	// each try costs the whole timeout.
+	RetryOnTimeout bool `json:"retry_on_timeout,omitempty"`
 	// Env is added to the inherited environment of every attempt.
 	Env map[string]string `json:"env,omitempty"`
 	// Dir is the attempt's working directory; empty means the scheduler's.
@@ -322,6 +336,18 @@ func (s *Spec) check(report func(error) bool) {
 	if s.Retries < 0 && s.Retries != NoRetries {
 		if !report(Invalid(s.ID, "retries", "must not be negative (got %d)", s.Retries)) {
 			return
+		}
+	}
+	if s.RetryDelay < 0 && s.RetryDelay != NoRetryDelay {
+		if !report(Invalid(s.ID, "retry_delay", "must not be negative (got %s)", s.RetryDelay)) {
+			return
+		}
+	}
+	for _, c := range s.RetryOnExitCodes {
+		if c < 1 || c > 255 {
+			if !report(Invalid(s.ID, "retry_on_exit_codes", "%d is not a failing exit code (1 to 255)", c)) {
+				return
+			}
 		}
 	}
 	if !s.checkEnv(report) {

@@ -39,15 +39,17 @@ func TestValidIDNamesTheCharacter(t *testing.T) {
 func TestSpecProblems(t *testing.T) {
 	t.Parallel()
 	s := Spec{
-		ID:           "a b",
-		Dependencies: []string{"x", "", "x", "a b", "x", ""},
-		Resources:    ResourceRequest{Device: "tpu"},
-		Timeout:      -5,
-		Retries:      -3,
-		Env:          map[string]string{"Z": "ok", "B=C": "v", "A": "nul\x00", "": ""},
-		Dir:          "/d\x00",
-		Artifacts:    []string{"ok", "", "a\x00"},
-		OnComplete:   []string{" ", "x\x00"},
+		ID:               "a b",
+		Dependencies:     []string{"x", "", "x", "a b", "x", ""},
+		Resources:        ResourceRequest{Device: "tpu"},
+		Timeout:          -5,
+		Retries:          -3,
+		RetryDelay:       -7,
+		RetryOnExitCodes: []int{1, 0, 256},
+		Env:              map[string]string{"Z": "ok", "B=C": "v", "A": "nul\x00", "": ""},
+		Dir:              "/d\x00",
+		Artifacts:        []string{"ok", "", "a\x00"},
+		OnComplete:       []string{" ", "x\x00"},
 	}
 	s.Normalize()
 	var got []string
@@ -62,6 +64,9 @@ func TestSpecProblems(t *testing.T) {
 		`task "a b": resources.device: must be "cpu" or "cuda", not "tpu"`,
 		`task "a b": timeout: must not be negative (got -5ns)`,
 		`task "a b": retries: must not be negative (got -3)`,
+		`task "a b": retry_delay: must not be negative (got -7ns)`,
+		`task "a b": retry_on_exit_codes: 0 is not a failing exit code (1 to 255)`,
+		`task "a b": retry_on_exit_codes: 256 is not a failing exit code (1 to 255)`,
 		`task "a b": env: invalid variable name ""`,
 		`task "a b": env: the value of "A" has a NUL byte, which an environment cannot hold`,
 		`task "a b": env: invalid variable name "B=C"`,

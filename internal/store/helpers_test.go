@@ -1,0 +1,33 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// fillDB writes a state database at path holding n completed tasks, each
+// with one attempt, as a finished run of n tasks leaves it.
+func fillDB(tb testing.TB, path string, n int) {
+	tb.Helper()
+	s, err := OpenSQLite(path, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer s.Close()
+	b := &Batch{}
+	t0 := time.Unix(1700000000, 0)
+	for i := range n {
+		id := fmt.Sprintf("task-%06d", i)
+		b.Tasks = append(b.Tasks, TaskWrite{ID: id, Seq: int64(i), Kind: "command", Fingerprint: "f0e1d2c3b4a59687",
+			Spec:  []byte(`{"id":"` + id + `","kind":"command","dependencies":["task-000001"],"payload":["true"]}`),
+			State: task.Complete, ExitCode: new(int), Submitted: t0})
+		b.Attempts = append(b.Attempts, AttemptWrite{TaskID: id, Attempt: task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second),
+			ExitCode: new(int), LogPath: "logs/" + id + "/attempt-1.log", ReadyAt: t0}, Handle: Handle{PID: 1000 + i, PGID: 1000 + i, StartTicks: 42}})
+	}
+	if err := s.Apply(b); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -1,0 +1,153 @@
+package gpusched
+
+// What the engine calls back into the public package for: running an
+// attempt through its kind's handler and the executor, naming attempts for
+// their processes, and handing completion events and failures to handlers.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/artifact"
+	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// runner carries out attempts for the engine: handler, executor, verdict.
+type runner struct{ s *Scheduler }
+
+func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func(executor.Process)) engine.Outcome {
+	h := r.s.handlers[req.Spec.Kind]
+	if p, ok := h.(Preparer); ok {
+		if err := p.Prepare(ctx, req.Spec, req.Number); err != nil {
+			return failBeforeStart(req, fmt.Errorf("prepare: %w", err))
+		}
+	}
+	cmd, err := h.Command(ctx, req.Spec, req.Number)
+	if err != nil {
+		return failBeforeStart(req, fmt.Errorf("prepare command: %w", err))
+	}
+	dir := cmd.Dir
+	if dir == "" {
+		dir = req.Spec.Dir
+	}
+	job := executor.Job{
+		TaskID:    req.Spec.ID,
+		Attempt:   req.Number,
+		Args:      cmd.Args,
+		Env:       r.env(req, cmd.Env),
+		Dir:       dir,
+		LogPath:   req.LogPath,
+		KillGrace: r.s.settings.KillGrace,
+		KillNow:   req.KillNow,
+	}
+	res := r.s.exec.Execute(ctx, job, started)
+	out := engine.Outcome{Result: res}
+	if res.Err != nil {
+		out.Verdict = res.Err
+		return out
+	}
+	ar := AttemptResult{Attempt: req.Number, ExitCode: res.ExitCode, LogPath: req.LogPath}
+	if res.Signal != 0 {
+		ar.Signal = executor.SignalName(res.Signal)
+	}
+	out.Verdict = h.Judge(req.Spec, ar)
+	if out.Verdict == nil && len(req.Spec.Artifacts) > 0 {
+		out.Artifacts, out.Verdict = artifact.Collect(ctx, req.Spec)
+		if c, ok := h.(ArtifactChecker); ok && out.Verdict == nil {
+			if err := c.CheckArtifacts(ctx, req.Spec, out.Artifacts); err != nil {
+				out.Verdict = fmt.Errorf("artifact check: %w", err)
+			}
+		}
+	}
+	if o, ok := h.(AttemptObserver); ok {
+		if err := o.AfterAttempt(ctx, req.Spec, ar); err != nil {
+			if out.Verdict == nil {
+				out.Verdict = fmt.Errorf("after attempt: %w", err)
+			} else {
+				out.Verdict = fmt.Errorf("%w; after attempt: %v", out.Verdict, err)
+			}
+		}
+	}
+	if out.Verdict != nil && req.GPU != nil {
+		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(logTail(req.LogPath, 64<<10))
+	}
+	return out
+}
+
+// token names an attempt of this run directory in its processes'
+// environment, so that a scheduler resuming after a crash finds them all.
+func (s *Scheduler) token(taskID string, attempt int) string {
+	return s.runTag + "." + taskID + "." + strconv.Itoa(attempt)
+}
+
+// wantsEvent: a completion produces an outbox event when the kind has a
+// completion handler with something to do.
+func (s *Scheduler) wantsEvent(sp *task.Spec) bool {
+	switch h := s.handlers[sp.Kind].(type) {
+	case CommandHandler:
+		return len(sp.OnComplete) > 0
+	case CompletionHandler:
+		return h != nil
+	}
+	return false
+}
+
+// deliver hands a completion event to its kind's handler.
+func (s *Scheduler) deliver(ctx context.Context, d engine.Delivery) error {
+	ch, ok := s.handlers[d.Spec.Kind].(CompletionHandler)
+	if !ok {
+		return fmt.Errorf("no completion handler is registered for kind %q", d.Spec.Kind)
+	}
+	return ch.OnComplete(ctx, CompletionEvent{
+		ID: d.EventID, TaskID: d.TaskID, Attempt: d.Attempt, Spec: d.Spec, Tries: d.Tries,
+		LogPath: filepath.Join(s.runDir, LogsDir, d.TaskID, fmt.Sprintf("event-%d.log", d.EventID)),
+		Env:     map[string]string{"GPUSCHED_RUN_DIR": s.runDir},
+	})
+}
+
+// onFailure tells the kind's failure handler, best effort.
+func (s *Scheduler) onFailure(sp *task.Spec, rec task.Record) {
+	fh, ok := s.handlers[sp.Kind].(FailureHandler)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := fh.OnFailure(ctx, sp, rec); err != nil {
+		if a := rec.LastAttempt(); a != nil && a.LogPath != "" {
+			if f, ferr := os.OpenFile(a.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); ferr == nil {
+				fmt.Fprintf(f, "gpusched: failure handler: %v\n", err)
+				f.Close()
+			}
+		}
+	}
+}
+
+// logTail returns up to n bytes from the end of the file at path.
+func logTail(path string, n int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		_, _ = f.Seek(fi.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, n))
+	return b
+}
+
+func failBeforeStart(req engine.AttemptRequest, err error) engine.Outcome {
+	if mkErr := os.MkdirAll(filepath.Dir(req.LogPath), 0o755); mkErr == nil {
+		_ = os.WriteFile(req.LogPath, []byte("gpusched: "+err.Error()+"\n"), 0o644)
+	}
+	return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
+}
