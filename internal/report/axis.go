@@ -83,3 +83,37 @@ func fmtElapsed(e, step time.Duration) string {
 	}
 	return compact(e)
 }
+
+// RunMark is where a run starts on a time axis, with the stretch before it
+// in which no scheduler recorded anything.
+type RunMark struct {
+	N int // the run's number, from 1
+	X float64
+	// GapX and GapW are the stretch from the previous run's last record to
+	// this run's start; GapW is 0 for the first run.
+	GapX, GapW float64
+	Label      string  // "run 2"
+	Title      string  // hover text
+	Prev       int     // the previous run's number
+	Y, H, B    float64 // the band's and the line's top, height and bottom, set by the chart
+}
+
+// runMarks places runs on an axis of width w from x0 spanning span from t0.
+// There are none for a single run.
+func runMarks(runs []Run, t0 time.Time, span time.Duration, x0, w float64, loc *time.Location) []RunMark {
+	if len(runs) < 2 {
+		return nil
+	}
+	x := func(t time.Time) float64 { return round1(x0 + frac(t.Sub(t0), span)*w) }
+	out := make([]RunMark, len(runs))
+	for i, r := range runs {
+		mk := RunMark{N: r.N, X: x(r.Start), Label: "run " + strconv.Itoa(r.N), Title: runTitle(runs, i, loc)}
+		if i > 0 {
+			mk.GapX = x(runs[i-1].End)
+			mk.GapW = round1(mk.X - mk.GapX)
+			mk.Prev = runs[i-1].N
+		}
+		out[i] = mk
+	}
+	return out
+}

@@ -91,3 +91,62 @@ func small() Data {
 		},
 	}
 }
+
+// resumed is a real run of examples/fake-gpus (two fake 80 GB cards, card 0
+// with 6000 MiB of foreign use), its scheduler killed with SIGKILL about 5s
+// in and the run resumed 6s later, as its state database held it (times in
+// seconds from the first record, rounded to 10ms). Run 1 recorded its last
+// sample at 4.13; the resumed scheduler opened the run directory at 11.11
+// (the end it gave the three attempts it found interrupted) and submitted
+// at 11.16, which every task's submission time now says.
+func resumed() Data {
+	gpuAtt := func(n int, ready, start, end float64, card int, asked, peak int64) task.Attempt {
+		return onCard(att(n, ready, start, end, 0), card, asked, peak)
+	}
+	interrupted := func(a task.Attempt) task.Attempt {
+		a.ExitCode, a.Interrupted, a.Error = nil, true, "interrupted: the scheduler stopped during the attempt"
+		return a
+	}
+	oom := gpuAtt(1, 1.01, 1.01, 2.07, 0, 8000, 0)
+	oom.ExitCode, oom.Error = ip(1), "CUDA out of memory. Tried to allocate 18000 MiB"
+	rows := []store.Row{
+		row("prepare", task.Complete, 0, att(1, 0, 0, 1.01, 0)),
+		row("sweep-1", task.Complete, 20000, interrupted(gpuAtt(1, 1.01, 1.01, 11.11, 1, 20000, 0)), gpuAtt(2, 11.16, 11.18, 15.37, 1, 20000, 20000)),
+		row("sweep-2", task.Complete, 24000, gpuAtt(1, 1.01, 1.02, 4.06, 0, 24000, 24000)),
+		row("sweep-3", task.Complete, 18000, interrupted(gpuAtt(1, 1.01, 1.01, 11.11, 1, 18000, 0)), gpuAtt(2, 11.16, 11.17, 16.23, 0, 18000, 18000)),
+		row("sweep-4", task.Complete, 30000, gpuAtt(1, 1.01, 1.02, 4.03, 0, 30000, 30000)),
+		row("sweep-5", task.Complete, 20000, interrupted(gpuAtt(1, 1.01, 1.01, 11.11, 1, 20000, 0)), gpuAtt(2, 11.16, 11.17, 15.28, 1, 20000, 20000)),
+		row("sweep-6", task.Complete, 24000, gpuAtt(1, 11.16, 11.18, 13.22, 0, 24000, 24000)),
+		row("sweep-7", task.Complete, 18000, gpuAtt(1, 1.01, 1.04, 4.09, 1, 18000, 18000)),
+		row("sweep-8", task.Complete, 8000, oom, gpuAtt(2, 11.16, 11.18, 15.23, 1, 26512, 26000)),
+		row("finetune", task.Complete, 70000, gpuAtt(1, 11.16, 16.37, 20.4, 1, 70000, 70000)),
+		row("report", task.Complete, 0, att(1, 20.4, 20.4, 20.41, 0)),
+	}
+	for i := range rows {
+		rows[i].Submitted = at(11.16)
+	}
+	var samples []store.Sample
+	for _, s := range []struct {
+		at                         float64
+		card                       int
+		used, foreign, obs, charge int64
+	}{
+		{1.12, 0, 68000, 14000, 54000, 62000}, {1.12, 1, 76000, 76000, 0, 76000},
+		{2.1, 0, 60000, 6000, 54000, 54000}, {2.1, 1, 76000, 0, 76000, 76000},
+		{4.07, 0, 6000, 6000, 0, 0}, {4.13, 1, 58000, 0, 58000, 58000},
+		{11.39, 0, 48000, 24000, 24000, 42000}, {11.39, 1, 48000, 40000, 8000, 66512},
+		{13.26, 0, 24000, 6000, 18000, 18000}, {13.26, 1, 66000, 0, 66000, 66512},
+		{15.3, 1, 20000, 0, 20000, 20000}, {15.41, 1, 0, 0, 0, 0},
+		{16.26, 0, 6000, 6000, 0, 0}, {18.29, 1, 70000, 0, 70000, 70000},
+	} {
+		samples = append(samples, store.Sample{At: at(s.at), Index: s.card, TotalMiB: 81559, UsedMiB: s.used,
+			ForeignMiB: s.foreign, ObservedMiB: s.obs, ChargedMiB: s.charge, CapacityMiB: 81047})
+	}
+	return Data{
+		RunDir: "/runs/resumed", Rows: rows, Samples: samples, Now: at(60), Location: time.UTC,
+		Cards: []gpu.CardView{
+			{Index: 0, Name: "NVIDIA H100 80GB HBM3", TotalMiB: 81559, CapacityMiB: 81047},
+			{Index: 1, Name: "NVIDIA H100 80GB HBM3", TotalMiB: 81559, CapacityMiB: 81047},
+		},
+	}
+}

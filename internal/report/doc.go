@@ -13,6 +13,7 @@
 //
 //   - data.go: Data, what a report is made from;
 //   - model.go: Model and Build, which puts the parts together;
+//   - runs.go: where each run on the run directory began and ended;
 //   - timeline.go: the timeline's lanes and bars;
 //   - memory.go: the memory charts;
 //   - table.go: the task table;

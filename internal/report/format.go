@@ -86,3 +86,11 @@ func fmtMiB(v int64) string {
 	}
 	return strconv.FormatFloat(math.Round(float64(v)/1024*10)/10, 'f', -1, 64) + " GiB"
 }
+
+// plural writes n with the singular or plural noun: "1 reading", "3 readings".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}

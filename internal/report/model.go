@@ -26,6 +26,9 @@ const (
 // Outcomes lists every outcome, in legend order.
 var Outcomes = []Outcome{Complete, Failed, TimedOut, Cancelled, Interrupted, Running}
 
+// String returns the outcome's name, as the legend shows it.
+func (o Outcome) String() string { return string(o) }
+
 // Class is the outcome's CSS class, e.g. "o-timed-out".
 func (o Outcome) Class() string { return "o-" + strings.ReplaceAll(string(o), " ", "-") }
 
@@ -42,10 +45,13 @@ type Model struct {
 	Attempts   int        // number of attempts
 	Cards      int        // number of cards shown
 	GPUUnknown string     // why the GPU state could not be read
+	Runs       []Run      // the runs on the run directory, oldest first
+	RunLines   []string   // one line per run for the header, when there are several
 	Outcomes   []Count    // attempts by outcome: the legend
 	Timeline   Timeline   // lanes and bars
 	Memory     []MemChart // one per card with samples or lanes
 	MemoryNote string     // said instead of charts when there is nothing to draw
+	MemOver    bool       // some chart draws a charge beyond its card's total
 	Rows       []TableRow // one per task, in submission order
 }
 
@@ -60,9 +66,14 @@ type Count struct {
 type item struct {
 	row, att   int
 	start, end time.Time
-	outcome    Outcome
-	card       int
-	open       bool // no recorded end
+	// known is how long it is known to have run: its end, except for an
+	// attempt interrupted by its scheduler's stop, whose recorded end is
+	// when the next run found it: that one ran at least to the last
+	// record of its run.
+	known   time.Time
+	outcome Outcome
+	card    int
+	open    bool // no recorded end
 }
 
 // Build computes the report of d.
@@ -114,6 +125,12 @@ func Build(d Data) Model {
 		openEnd = now
 		see(now)
 	}
+	m.Runs = findRuns(&d, now)
+	if len(m.Runs) > 1 {
+		for _, r := range m.Runs {
+			m.RunLines = append(m.RunLines, runLine(r, loc))
+		}
+	}
 
 	// Attempts in time, with their outcome.
 	var items []item
@@ -133,6 +150,15 @@ func Build(d Data) Model {
 			}
 			if it.end.Before(it.start) {
 				it.end = it.start
+			}
+			it.known = it.end
+			if a.Interrupted && len(m.Runs) > 0 {
+				if runEnd := m.Runs[runIndex(m.Runs, it.start)].End; runEnd.Before(it.known) {
+					it.known = runEnd
+					if runEnd.Before(it.start) {
+						it.known = it.start
+					}
+				}
 			}
 			items = append(items, it)
 			outcomeN[it.outcome]++
@@ -195,11 +221,12 @@ func Build(d Data) Model {
 	slices.Sort(cards)
 	m.Cards = len(cards)
 
-	m.Timeline = buildTimeline(d, items, cards, cardSet, first, span, loc)
+	m.Timeline = buildTimeline(d, items, cards, cardSet, m.Runs, first, span, loc)
 	if d.Live {
 		m.Timeline.NowX = round1(m.Timeline.PlotX + frac(now.Sub(first), span)*m.Timeline.PlotW)
 	}
-	m.Memory, m.MemoryNote = buildMemory(d.Samples, cards, cardSet, first, span, last)
+	m.Memory, m.MemoryNote = buildMemory(d.Samples, items, &d, cards, cardSet, m.Runs, first, span, loc)
+	m.MemOver = slices.ContainsFunc(m.Memory, func(ch MemChart) bool { return ch.Over != "" })
 	m.Rows = buildRows(d, items)
 	return m
 }

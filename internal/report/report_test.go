@@ -93,7 +93,7 @@ func TestSmallModel(t *testing.T) {
 	if len(m.Memory) != 3 || m.MemoryNote != "" {
 		t.Fatalf("%d memory charts (note %q), want 3", len(m.Memory), m.MemoryNote)
 	}
-	if m.Memory[0].Charged == "" || !strings.Contains(m.Memory[0].Summary, "peak charged 25.4 GiB") ||
+	if m.Memory[0].Reserved == "" || !strings.Contains(m.Memory[0].Summary, "peak charged 25.4 GiB") ||
 		!strings.Contains(m.Memory[0].Summary, "foreign up to 5.9 GiB") {
 		t.Errorf("card 0's chart: %+v", m.Memory[0])
 	}
@@ -108,6 +108,15 @@ func TestSmallModel(t *testing.T) {
 	}
 	if len(p.mem) != 3 {
 		t.Errorf("%d memory charts in the page, want 3", len(p.mem))
+	}
+	// One run: no run marks; nothing beyond a card's total.
+	if len(m.Runs) != 1 || len(m.RunLines) != 0 || len(m.Timeline.Runs) != 0 || m.MemOver {
+		t.Errorf("runs %+v, lines %q, timeline marks %+v, over %v; want one run, unmarked", m.Runs, m.RunLines, m.Timeline.Runs, m.MemOver)
+	}
+	for _, s := range []string{"<dt>runs</dt>", `class="gap"`, `class="run"`, "between runs", "beyond the card's total"} {
+		if strings.Contains(p.html, s) {
+			t.Errorf("the page of one run contains %q", s)
+		}
 	}
 }
 

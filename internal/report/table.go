@@ -37,9 +37,15 @@ type Cell struct {
 const errorShort = 120 // characters of an error shown in the table
 
 func buildRows(d Data, items []item) []TableRow {
+	// Run time: what is known of each attempt; at least that for one
+	// without an end or interrupted by its scheduler's stop.
 	runTime := make([]time.Duration, len(d.Rows))
+	atLeast := make([]bool, len(d.Rows))
 	for _, it := range items {
-		runTime[it.row] += it.end.Sub(it.start)
+		runTime[it.row] += it.known.Sub(it.start)
+		if it.end.After(it.known) || (it.open && it.outcome != Running) {
+			atLeast[it.row] = true
+		}
 	}
 	rows := make([]TableRow, len(d.Rows))
 	for i := range d.Rows {
@@ -47,6 +53,9 @@ func buildRows(d Data, items []item) []TableRow {
 		tr := TableRow{N: i, ID: r.ID, State: r.State.String(), StateClass: "s-" + r.State.String(), Attempts: len(r.Attempts)}
 		if len(r.Attempts) > 0 {
 			tr.RunTime = durCell(runTime[i])
+			if atLeast[i] {
+				tr.RunTime.Text = "≥ " + tr.RunTime.Text
+			}
 		}
 		// Waiting for dependencies: from submission to the first time it
 		// became ready in this submission (a resumed run resubmits).

@@ -24,6 +24,11 @@ type Timeline struct {
 	Groups        []Group
 	Ticks         []Tick
 	NowX          float64 // > 0: a "now" marker (live runs)
+	// Runs mark where each run starts and the gaps between runs, when
+	// there are several; their labels go in a strip above the lanes.
+	Runs      []RunMark
+	RunLabelY float64
+	LanesY    float64 // top of the lanes
 }
 
 // Group is one card's lanes, or the CPU lanes.
@@ -59,11 +64,18 @@ type Bar struct {
 	Class      string
 	Card       int // -1 for CPU attempts
 	Start, End time.Time
-	X, Y, W, H float64
-	Title      string // hover text
-	Text       string // drawn inside the bar when it fits
-	TextX      float64
-	TextY      float64
+	// Known is how long the attempt is known to have run: End, or for one
+	// its scheduler's stop interrupted, its run's last record (End is then
+	// when the next run found it).
+	Known      time.Time
+	X, Y, W, H float64 // the bar, from Start to Known
+	// TailX and TailW are a faded continuation from Known to End, for an
+	// interrupted attempt: it may have run on after its scheduler stopped.
+	TailX, TailW float64
+	Title        string // hover text
+	Text         string // drawn inside the bar when it fits
+	TextX        float64
+	TextY        float64
 }
 
 // Geometry of the timeline, in SVG user units (pixels at scale 1).
@@ -78,6 +90,7 @@ const (
 	minBarW   = 1.0
 	charW     = 6.0 // average width of a 10px label character
 	tickSpace = 84.0
+	runStrip  = 14.0 // height of the strip of run labels above the lanes
 )
 
 // assignLanes puts intervals, sorted by start, in the fewest lanes such that
@@ -100,7 +113,7 @@ func assignLanes(its []item) ([]int, int) {
 	return lane, len(ends)
 }
 
-func buildTimeline(d Data, items []item, cards []int, cardSet map[int]gpu.CardView, t0 time.Time, span time.Duration, loc *time.Location) Timeline {
+func buildTimeline(d Data, items []item, cards []int, cardSet map[int]gpu.CardView, runs []Run, t0 time.Time, span time.Duration, loc *time.Location) Timeline {
 	tl := Timeline{Width: tlWidth, PlotX: tlLabelW, PlotW: tlWidth - tlLabelW - tlRight, LabelX: tlLabelW - 8}
 	x := func(t time.Time) float64 { return tl.PlotX + frac(t.Sub(t0), span)*tl.PlotW }
 
@@ -109,6 +122,12 @@ func buildTimeline(d Data, items []item, cards []int, cardSet map[int]gpu.CardVi
 		byCard[it.card] = append(byCard[it.card], it)
 	}
 	y := 2.0
+	tl.Runs = runMarks(runs, t0, span, tl.PlotX, tl.PlotW, loc)
+	if len(tl.Runs) > 0 {
+		tl.RunLabelY = y + runStrip - 4
+		y += runStrip
+	}
+	tl.LanesY = y
 	stripe := false
 	addGroup := func(g Group, its []item) {
 		slices.SortFunc(its, func(a, b item) int {
@@ -173,6 +192,10 @@ func buildTimeline(d Data, items []item, cards []int, cardSet map[int]gpu.CardVi
 	}
 	tl.AxisY = y
 	tl.TickY = y + 4
+	for i := range tl.Runs {
+		r := &tl.Runs[i]
+		r.Y, r.H, r.B = tl.LanesY, tl.AxisY-tl.LanesY, tl.AxisY
+	}
 	tl.PlotR = tl.PlotX + tl.PlotW
 	tl.Height = y + axisH
 	tl.Ticks = timeTicks(t0, span, tl.PlotX, tl.PlotW, loc, true)
@@ -183,9 +206,12 @@ func makeBar(d *Data, it item, x func(time.Time) float64, laneY float64, loc *ti
 	r := &d.Rows[it.row]
 	a := &r.Attempts[it.att]
 	b := Bar{Task: r.ID, Row: it.row, Attempt: a.Number, Outcome: it.outcome, Class: it.outcome.Class(),
-		Card: it.card, Start: it.start, End: it.end}
-	x0, x1 := x(it.start), x(it.end)
+		Card: it.card, Start: it.start, End: it.end, Known: it.known}
+	x0, x1 := x(it.start), x(it.known)
 	b.X, b.W = round1(x0), round1(math.Max(x1-x0, minBarW))
+	if tail := round1(x(it.end) - (b.X + b.W)); it.end.After(it.known) && tail > 0 {
+		b.TailX, b.TailW = round1(b.X+b.W), tail
+	}
 	b.Y, b.H = laneY+(rowH-barH)/2, barH
 	// The id inside the bar when it fits, or enough of it to tell (a
 	// stub like "ta…" says nothing).
@@ -196,14 +222,18 @@ func makeBar(d *Data, it item, x func(time.Time) float64, laneY float64, loc *ti
 
 	var t strings.Builder
 	fmt.Fprintf(&t, "%s · attempt %d · %s", r.ID, a.Number, it.outcome)
-	dur := it.end.Sub(it.start)
+	dur := it.known.Sub(it.start)
 	clock := "15:04:05.0"
 	fmt.Fprintf(&t, "\n%s → ", it.start.In(loc).Format(clock))
-	if it.open && it.outcome == Running {
+	switch {
+	case it.open && it.outcome == Running:
 		fmt.Fprintf(&t, "now (%s so far)", fmtDur(dur))
-	} else if it.open {
+	case it.open:
 		fmt.Fprintf(&t, "? (no end recorded; ≥ %s)", fmtDur(dur))
-	} else {
+	case it.end.After(it.known):
+		fmt.Fprintf(&t, "? (≥ %s: running at its run's last record, %s; recorded as interrupted when the next run started, %s)",
+			fmtDur(dur), it.known.In(loc).Format(clock), it.end.In(loc).Format(clock))
+	default:
 		fmt.Fprintf(&t, "%s (%s)", it.end.In(loc).Format(clock), fmtDur(dur))
 	}
 	if ex := exitText(a); ex != "" {
