@@ -100,7 +100,14 @@ func buildMemory(samples []store.Sample, items []item, d *Data, cards []int, car
 	if len(samples) == 0 {
 		return nil, "No GPU memory samples were recorded in this run (gpusched samples the cards only while GPU tasks wait or run, and only since state database schema 3)."
 	}
-	byCard := map[int][]store.Sample{}
+	perCard := map[int]int{}
+	for _, s := range samples {
+		perCard[s.Index]++
+	}
+	byCard := make(map[int][]store.Sample, len(perCard))
+	for c, n := range perCard {
+		byCard[c] = make([]store.Sample, 0, n)
+	}
 	for _, s := range samples {
 		byCard[s.Index] = append(byCard[s.Index], s)
 	}

@@ -96,8 +96,12 @@ type span struct{ from, to time.Time }
 // is when the data was read; while a scheduler runs (d.Live) the last run
 // lasts until now.
 func findRuns(d *Data, now time.Time) []Run {
-	var marks []mark
-	var cover []span
+	n := len(d.Samples) + 1
+	for i := range d.Rows {
+		n += 1 + 3*len(d.Rows[i].Attempts)
+	}
+	marks := make([]mark, 0, n)
+	cover := make([]span, 0, n/3+1)
 	var lastSubmit time.Time
 	add := func(t time.Time, start, resumed bool) {
 		if !t.IsZero() {
