@@ -86,11 +86,29 @@ const (
 // memTickSteps are the spacings of a memory axis, in MiB.
 var memTickSteps = []int64{128, 256, 512, 1024, 2048, 4096, 5120, 10240, 20480, 40960, 51200, 102400, 204800, 409600, 1048576}
 
-// started is an attempt's start on a card and the memory it was admitted
-// with.
-type started struct {
+// cardEvent is an attempt starting on a card, with the memory it was
+// admitted with, or ending there, with the most its processes were seen to
+// use.
+type cardEvent struct {
 	at  time.Time
 	mib int64
+}
+
+// cardEvents are a card's attempt starts and ends, each in time order.
+type cardEvents struct{ starts, ends []cardEvent }
+
+// within sums mib over the events in (from, to], or [from, to] when
+// fromIncl.
+func within(evs []cardEvent, from, to time.Time, fromIncl bool) int64 {
+	i := sort.Search(len(evs), func(j int) bool { return evs[j].at.After(from) || fromIncl && evs[j].at.Equal(from) })
+	var sum int64
+	for _, e := range evs[i:] {
+		if e.at.After(to) {
+			break
+		}
+		sum += e.mib
+	}
+	return sum
 }
 
 func buildMemory(samples []store.Sample, items []item, d *Data, cards []int, cardSet map[int]gpu.CardView, runs []Run, t0 time.Time, span time.Duration, loc *time.Location) ([]MemChart, string) {
@@ -111,14 +129,26 @@ func buildMemory(samples []store.Sample, items []item, d *Data, cards []int, car
 	for _, s := range samples {
 		byCard[s.Index] = append(byCard[s.Index], s)
 	}
-	starts := map[int][]started{} // by card, in time order
+	events := map[int]*cardEvents{}
 	for _, it := range items {
-		if it.card >= 0 {
-			starts[it.card] = append(starts[it.card], started{it.start, d.Rows[it.row].Attempts[it.att].MemRequestedMiB})
+		if it.card < 0 {
+			continue
+		}
+		ev := events[it.card]
+		if ev == nil {
+			ev = &cardEvents{}
+			events[it.card] = ev
+		}
+		a := &d.Rows[it.row].Attempts[it.att]
+		ev.starts = append(ev.starts, cardEvent{it.start, a.MemRequestedMiB})
+		if a.Ended() && !a.Interrupted {
+			ev.ends = append(ev.ends, cardEvent{a.End, a.MemPeakMiB})
 		}
 	}
-	for _, st := range starts {
-		slices.SortFunc(st, func(a, b started) int { return a.at.Compare(b.at) })
+	byTime := func(a, b cardEvent) int { return a.at.Compare(b.at) }
+	for _, ev := range events {
+		slices.SortFunc(ev.starts, byTime)
+		slices.SortFunc(ev.ends, byTime)
 	}
 	var out []MemChart
 	for _, c := range cards {
@@ -138,7 +168,11 @@ func buildMemory(samples []store.Sample, items []item, d *Data, cards []int, car
 			continue
 		}
 		slices.SortStableFunc(ss, func(a, b store.Sample) int { return a.At.Compare(b.At) })
-		ch.Points = memPoints(ss, starts[c], runs)
+		ev := events[c]
+		if ev == nil {
+			ev = &cardEvents{}
+		}
+		ch.Points = memPoints(ss, ev, runs)
 		drawMemory(&ch, t0, span)
 		ch.Runs = runMarks(runs, t0, span, ch.PlotX, ch.PlotW, loc)
 		for i := range ch.Runs {
@@ -154,19 +188,22 @@ func buildMemory(samples []store.Sample, items []item, d *Data, cards []int, car
 
 // memPoints turns one card's samples, oldest first, into what the chart
 // draws: each reading held until the next one of its run, the
-// attribution lag moved from foreign to ours. starts are the attempts
-// that ran on the card, in time order.
-func memPoints(ss []store.Sample, starts []started, runs []Run) []MemPoint {
+// attribution lag moved from foreign to ours. ev are the attempts that ran
+// on the card.
+func memPoints(ss []store.Sample, ev *cardEvents, runs []Run) []MemPoint {
 	pts := make([]MemPoint, len(ss))
 	for i, s := range ss {
 		pts[i] = MemPoint{At: s.At, Run: runIndex(runs, s.At), Foreign: s.ForeignMiB, InUse: s.ObservedMiB,
 			Charged: s.ChargedMiB, Capacity: s.CapacityMiB, Total: s.TotalMiB}
 	}
-	for i := range pts {
+	// From the last reading back, so that each is compared with the next
+	// as drawn: a task seen late at one reading may have grown, and been
+	// seen late again, at the next.
+	for i := len(pts) - 1; i >= 0; i-- {
 		p := &pts[i]
 		if i+1 < len(pts) && pts[i+1].Run == p.Run {
 			p.Until = pts[i+1].At
-			p.Lag = lag(ss, i, starts, runs[p.Run].Start)
+			p.Lag = lag(ss, i, &pts[i+1], ev, runs[p.Run].Start)
 		} else {
 			p.Until = p.At.Add(sampleHold)
 			if end := runs[p.Run].End; p.Until.After(end) {
@@ -187,41 +224,32 @@ func memPoints(ss []store.Sample, starts []started, runs []Run) []MemPoint {
 // task allocated between nvidia-smi's two questions shows in the card's
 // used memory before its process does, and counts as foreign for that one
 // reading. Only memory that is foreign at i and gone from foreign at the
-// next reading (i+1, of the same run) can be ours, and only while our
-// tasks held the card. Of that drop, it takes the larger of
+// next reading of the same run (as drawn: next, with its own lag moved)
+// can be ours, and only while our tasks were charged on the card. Of that
+// drop, it takes the larger of
 //
-//   - what the next reading shows as ours in addition (a task that grew,
-//     or started, while ours did not shrink), and
-//   - the budgets of the tasks that started since the reading before
-//     (since the run's start for its first reading), while our tasks'
-//     charge held that much that was not seen in use: those tasks may not
-//     have been seen yet, and may have left before the next reading.
+//   - what the next reading shows of ours in addition, counting the
+//     attempts that ended in between at their peak (a task seen late, or
+//     one that grew), and
+//   - the budgets of the attempts that started since the reading before
+//     (since the run's start, for its first reading), at most what our
+//     tasks were charged and not seen using: those may not have been seen
+//     yet, and may have ended before the next reading.
 //
 // So a foreign process that leaves while nothing of ours starts or grows
 // stays foreign.
-func lag(ss []store.Sample, i int, starts []started, runStart time.Time) int64 {
-	s, n := ss[i], ss[i+1]
-	drop := s.ForeignMiB - n.ForeignMiB
+func lag(ss []store.Sample, i int, next *MemPoint, ev *cardEvents, runStart time.Time) int64 {
+	s := ss[i]
+	drop := s.ForeignMiB - next.Foreign
 	if s.ChargedMiB <= 0 || drop <= 0 {
 		return 0
 	}
-	grew := n.ObservedMiB - s.ObservedMiB
-	// Attempts started after the reading before, or since the run began.
+	grew := next.InUse - s.ObservedMiB + within(ev.ends, s.At, next.At, false)
 	since, first := runStart, true
 	if i > 0 && ss[i-1].At.After(since) {
 		since, first = ss[i-1].At, false
 	}
-	var fresh int64
-	from := sort.Search(len(starts), func(j int) bool {
-		return starts[j].at.After(since) || first && starts[j].at.Equal(since)
-	})
-	for _, st := range starts[from:] {
-		if st.at.After(s.At) {
-			break
-		}
-		fresh += st.mib
-	}
-	unseen := min(fresh, s.ChargedMiB-s.ObservedMiB)
+	unseen := min(within(ev.starts, since, s.At, first), s.ChargedMiB-s.ObservedMiB)
 	return max(0, min(drop, max(grew, unseen)))
 }
 

@@ -178,3 +178,47 @@ func TestChargedBeyondTotal(t *testing.T) {
 		t.Errorf("y ticks %v", ch.YTicks)
 	}
 }
+
+// A task that grows shows its new memory in the card's used memory before
+// its process's; when another task of ours leaves by the next reading, the
+// growth is still told from a foreign process leaving. From a real run of
+// examples/fake-gpus (card 0 of its second run): sweep-8 (26512 MiB asked)
+// starts with 8000 and grows to 26000 after 1s, sweep-6 (24000) ends at
+// 17.47s; the card's only foreign use is 6000 MiB.
+func TestForeignLagGrowth(t *testing.T) {
+	grow := onCard(att(1, 15, 15.43, 19.48, 0), 0, 26512, 26000)
+	other := onCard(att(1, 15, 15.43, 17.47, 0), 0, 24000, 24000)
+	d := Data{Now: at(30), Location: time.UTC, Rows: []store.Row{row("sweep-8", task.Complete, 26512, grow), row("sweep-6", task.Complete, 24000, other)}}
+	for _, s := range []struct {
+		at               float64
+		foreign, obs, ch int64
+	}{
+		{14.45, 6000, 0, 0},
+		{15.48, 38000, 0, 50512},     // both started, neither seen: 32000 of theirs in foreign
+		{16.46, 24000, 32000, 50512}, // both seen; sweep-8's growth of 18000 not yet
+		{17.51, 6000, 26000, 26512},  // sweep-6 gone, sweep-8 seen at 26000
+		{19.53, 6000, 0, 0},
+	} {
+		d.Samples = append(d.Samples, store.Sample{At: at(s.at), Index: 0, TotalMiB: 81559, CapacityMiB: 81047,
+			ForeignMiB: s.foreign, ObservedMiB: s.obs, ChargedMiB: s.ch, UsedMiB: s.foreign + s.obs})
+	}
+	ch := Build(d).Memory[0]
+	checkStack(t, ch)
+	for _, p := range ch.Points {
+		if p.Foreign != 6000 {
+			t.Errorf("at %s: foreign %d (lag %d), want the card's own 6000", p.At.Sub(t0), p.Foreign, p.Lag)
+		}
+	}
+	if p := pointAt(t, ch, 16.46); p.Lag != 18000 || p.InUse != 50000 {
+		t.Errorf("at 16.46s: lag %d, in use %d; want 18000 and 50000", p.Lag, p.InUse)
+	}
+
+	// The same, but what left foreign was a foreign process, and sweep-6
+	// used at the end what it used at its peak: nothing is moved.
+	d.Rows[0].Attempts[0].MemPeakMiB = 8000
+	d.Samples[3].ObservedMiB, d.Samples[3].ChargedMiB = 8000, 26512
+	ch = Build(d).Memory[0]
+	if p := pointAt(t, ch, 16.46); p.Lag != 0 || p.Foreign != 24000 {
+		t.Errorf("a foreign process left as sweep-6 ended: lag %d, foreign %d; want 0 and 24000", p.Lag, p.Foreign)
+	}
+}
