@@ -191,6 +191,9 @@ func buildMemory(samples []store.Sample, items []item, d *Data, cards []int, car
 // attribution lag moved from foreign to ours. ev are the attempts that ran
 // on the card.
 func memPoints(ss []store.Sample, ev *cardEvents, runs []Run) []MemPoint {
+	if len(runs) == 0 { // samples without times: one run from the first to the last
+		runs = []Run{{N: 1, Start: ss[0].At, End: ss[len(ss)-1].At}}
+	}
 	pts := make([]MemPoint, len(ss))
 	for i, s := range ss {
 		pts[i] = MemPoint{At: s.At, Run: runIndex(runs, s.At), Foreign: s.ForeignMiB, InUse: s.ObservedMiB,

@@ -162,26 +162,11 @@ func findRuns(d *Data, now time.Time) []Run {
 
 	runs := []Run{{N: 1, Start: marks[0].t, End: marks[0].t, Began: RunFirst}}
 	for i := 1; i < len(marks); i++ {
-		prev, m := marks[i-1], marks[i]
-		cur := &runs[len(runs)-1]
-		if m.t.After(prev.t) && !covered(cover, prev.t, m.t) {
-			began := RunStart(-1)
-			switch {
-			case m.resumed:
-				began = RunResumed
-			case m.start && !prev.start:
-				// Not after a start mark: a resumed run submits its tasks
-				// just after it opened.
-				began = RunSubmitted
-			case m.t.Sub(prev.t) > runGap && !(prev.resumed && m.start):
-				began = RunAfterGap
-			}
-			if began >= 0 {
-				runs = append(runs, Run{N: len(runs) + 1, Start: m.t, End: m.t, Began: began})
-				continue
-			}
+		if began, ok := newRun(marks[i-1], marks[i], cover); ok {
+			runs = append(runs, Run{N: len(runs) + 1, Start: marks[i].t, End: marks[i].t, Began: began})
+			continue
 		}
-		cur.End = m.t
+		runs[len(runs)-1].End = marks[i].t
 	}
 	for i := range d.Rows {
 		for _, a := range d.Rows[i].Attempts {
@@ -198,6 +183,25 @@ func findRuns(d *Data, now time.Time) []Run {
 		}
 	}
 	return runs
+}
+
+// newRun says whether mark m, right after prev, starts a new run, and how
+// it is known.
+func newRun(prev, m mark, cover []span) (RunStart, bool) {
+	if !m.t.After(prev.t) || covered(cover, prev.t, m.t) {
+		return 0, false
+	}
+	switch {
+	case m.resumed:
+		return RunResumed, true
+	case m.start && !prev.start:
+		// Not right after a start mark: a resumed run submits its tasks
+		// just after it opened.
+		return RunSubmitted, true
+	case m.t.Sub(prev.t) > runGap && !(prev.resumed && m.start):
+		return RunAfterGap, true
+	}
+	return 0, false
 }
 
 func boolInt(b bool) int {

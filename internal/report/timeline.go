@@ -127,6 +127,17 @@ func buildTimeline(d Data, items []item, cards []int, cardSet map[int]gpu.CardVi
 		tl.RunLabelY = y + runStrip - 4
 		y += runStrip
 	}
+	// A label only where it does not run into the one before; the lines
+	// stay, and the gaps' hover texts.
+	labelEnd := 0.0
+	for i := range tl.Runs {
+		r := &tl.Runs[i]
+		if r.X < labelEnd {
+			r.Label = ""
+			continue
+		}
+		labelEnd = r.X + 3 + float64(len(r.Label)+1)*charW
+	}
 	tl.LanesY = y
 	stripe := false
 	addGroup := func(g Group, its []item) {
