@@ -249,7 +249,7 @@ tasks:
 	}()
 	// Not the status helper: it fails on the database that is not there
 	// yet, or not yet set up, in the first moments of the run.
-	waitFor(t, 20*time.Second, "long to be running", func() bool {
+	waitFor(t, time.Minute, "long to be running", func() bool {
 		r := reportGS(t, nil, "status", "--json", wf)
 		var s statusJSON
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
@@ -289,7 +289,7 @@ tasks:
     args: `+sh("if [ -e "+again+" ]; then exit 0; fi; touch "+again+"; exec sleep 60")+`
 `)
 	run := startRun(t, wf)
-	waitFor(t, 20*time.Second, "slow to be running", func() bool {
+	waitFor(t, time.Minute, "slow to be running", func() bool {
 		r := reportGS(t, nil, "status", "--json", wf)
 		var s statusJSON
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
