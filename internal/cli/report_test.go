@@ -20,10 +20,20 @@ import (
 	"github.com/gpusched/gpusched/internal/testbin"
 )
 
+// reportCtx is cancelled a little before the test binary's deadline, so a
+// command that hangs is stopped with its output shown rather than the
+// binary killed; there is no other bound on how long a command may take.
+func reportCtx(t *testing.T) (context.Context, context.CancelFunc) {
+	if deadline, ok := t.Deadline(); ok {
+		return context.WithDeadline(t.Context(), deadline.Add(-10*time.Second))
+	}
+	return context.WithCancel(t.Context())
+}
+
 // reportGS runs gpusched with env added to its environment.
 func reportGS(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := reportCtx(t)
 	defer cancel()
 	cmd := command(ctx, "", args...)
 	cmd.Env = append(cmd.Env, env...)
@@ -34,7 +44,7 @@ func reportGS(t *testing.T, env []string, args ...string) result {
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("gpusched %s did not finish within a minute\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.stdout, r.stderr)
+		t.Fatalf("gpusched %s did not finish before the test's deadline\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.stdout, r.stderr)
 	case err == nil:
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
@@ -225,7 +235,7 @@ tasks:
     dependencies: [quick]
     args: `+sh("sleep 60")+`
 `)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := reportCtx(t)
 	defer cancel()
 	cmd := command(ctx, "", "run", wf)
 	var out bytes.Buffer
@@ -239,7 +249,7 @@ tasks:
 	}()
 	// Not the status helper: it fails on the database that is not there
 	// yet, or not yet set up, in the first moments of the run.
-	waitFor(t, 20*time.Second, "long to be running", func() bool {
+	waitFor(t, time.Minute, "long to be running", func() bool {
 		r := reportGS(t, nil, "status", "--json", wf)
 		var s statusJSON
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
@@ -259,5 +269,56 @@ tasks:
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("the report of a live run does not contain %q", s)
 		}
+	}
+}
+
+// A run whose scheduler was killed during an attempt, then resumed: the
+// report shows two runs, the second marked where it began, and the
+// interrupted attempt drawn solid to the first run's last record and faded
+// on to the resumption, not as if the first run had gone on.
+func TestReportResumed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	again := filepath.Join(dir, "again")
+	wf := writeFile(t, filepath.Join(dir, "resume.yaml"), `
+tasks:
+  - id: first
+    args: `+sh("true")+`
+  - id: slow
+    dependencies: [first]
+    args: `+sh("if [ -e "+again+" ]; then exit 0; fi; touch "+again+"; exec sleep 60")+`
+`)
+	run := startRun(t, wf)
+	waitFor(t, time.Minute, "slow to be running", func() bool {
+		r := reportGS(t, nil, "status", "--json", wf)
+		var s statusJSON
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
+			return false
+		}
+		for _, tk := range s.Tasks {
+			if tk.ID == "slow" {
+				return tk.State == "running"
+			}
+		}
+		return false
+	})
+	if err := run.cmd.Process.Kill(); err != nil { // the scheduler dies; slow's process lives on
+		t.Fatal(err)
+	}
+	<-run.done
+	reportGS(t, nil, "run", wf).want(t, 0) // kills the leftover sleep, runs slow again
+
+	r := reportGS(t, nil, "report", "-o", "-", wf)
+	r.want(t, 0)
+	html := r.stdout
+	checkReportHTML(t, html, map[string]int{"complete": 2, "interrupted": 1}, []string{"first", "slow"}, []string{"cpu-1"})
+	for _, s := range []string{"<dt>runs</dt>", "interrupted with 1 attempt running", "resumed: attempts of the run before were recorded as interrupted",
+		">run 1</text>", ">run 2</text>", `<rect class="gap"`, `<line class="run"`, "running at its run&#39;s last record"} {
+		if !strings.Contains(html, s) {
+			t.Errorf("the report of a resumed run does not contain %q", s)
+		}
+	}
+	if n := strings.Count(html, `<rect class="o-interrupted tail"`); n != 1 {
+		t.Errorf("%d faded tails, want one for the interrupted attempt", n)
 	}
 }

@@ -8,4 +8,16 @@
 // has no external references: its CSS, SVG and a few lines of JavaScript (to
 // sort the table, optional) are inline, so it works offline and can be
 // mailed or archived as a single file.
+//
+// Where things are:
+//
+//   - data.go: Data, what a report is made from;
+//   - model.go: Model and Build, which puts the parts together;
+//   - runs.go: where each run on the run directory began and ended;
+//   - timeline.go: the timeline's lanes and bars;
+//   - memory.go: the memory charts;
+//   - table.go: the task table;
+//   - axis.go: time axes and positions on them;
+//   - format.go: durations, sizes and text for people;
+//   - write.go and report.html.tmpl: the page.
 package report

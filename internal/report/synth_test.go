@@ -212,7 +212,9 @@ func synth(n int, seed uint64) Data {
 
 // TestWriteSynthetic writes synthetic reports of the sizes listed in
 // $REPORT_SYNTHETIC (e.g. "1000,10000") to $REPORT_SYNTHETIC_DIR, to look at
-// them or time them in a browser; skipped otherwise.
+// them or time them in a browser: synthetic-N.html (synth) and
+// synthetic-N-resumed.html (synthResumed, 10 minutes away); skipped
+// otherwise.
 func TestWriteSynthetic(t *testing.T) {
 	sizes, dir := os.Getenv("REPORT_SYNTHETIC"), os.Getenv("REPORT_SYNTHETIC_DIR")
 	if sizes == "" || dir == "" {
@@ -223,19 +225,106 @@ func TestWriteSynthetic(t *testing.T) {
 		t.Fatalf("REPORT_SYNTHETIC=%q: %v", sizes, err)
 	}
 	for _, n := range ns {
-		path := filepath.Join(dir, fmt.Sprintf("synthetic-%d.html", n))
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
+		for name, d := range map[string]Data{"synthetic-%d.html": synth(n, 1), "synthetic-%d-resumed.html": synthResumed(n, 1, 10*time.Minute)} {
+			path := filepath.Join(dir, fmt.Sprintf(name, n))
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if err := Write(f, d); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := os.Stat(path)
+			t.Logf("%s: %d bytes in %s", path, st.Size(), time.Since(start))
 		}
-		start := time.Now()
-		if err := Write(f, synth(n, 1)); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		st, _ := os.Stat(path)
-		t.Logf("%s: %d bytes in %s", path, st.Size(), time.Since(start))
 	}
+}
+
+// synthResumed is synth(n, seed) whose scheduler died at the moment synth
+// reads it, resumed gap later: the attempts it was running are recorded
+// as interrupted at the resumption, every task is submitted again, and
+// the tasks that had not completed run once more (complete, 5s to 1m
+// each, one at a time per card and per CPU slot), with memory samples
+// every 10s. Read after the second run ended, with no scheduler running.
+func synthResumed(n int, seed uint64, gap time.Duration) Data {
+	d := synth(n, seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	crash := d.Now
+	resume := crash.Add(gap)
+	submit := resume.Add(50 * time.Millisecond)
+	const cards, cpuSlots = 4, 8
+	free := make([]time.Time, cards+cpuSlots) // cards first, then CPU slots
+	for i := range free {
+		free[i] = submit
+	}
+	type held struct {
+		card       int
+		start, end time.Time
+		mib        int64
+	}
+	var runs []held
+	end := submit
+	for i := range d.Rows {
+		r := &d.Rows[i]
+		r.Submitted = submit
+		for j := range r.Attempts {
+			a := &r.Attempts[j]
+			// synth's own "interrupted" attempts end inside its run, which
+			// no real one does: make them plain failures here.
+			a.Interrupted = a.Interrupted && a.Ended()
+			if a.Interrupted {
+				a.Interrupted, a.Signal = false, "SIGKILL"
+			}
+			if !a.Ended() {
+				a.End, a.Interrupted, a.Error = resume, true, "interrupted: the scheduler stopped during the attempt"
+			}
+		}
+		if r.State == task.Complete || r.State == task.Blocked {
+			continue
+		}
+		var sp spec
+		_ = json.Unmarshal(r.Spec, &sp)
+		slot, card := cards+i%cpuSlots, -1
+		if sp.Resources.Device == string(task.CUDA) {
+			slot, card = i%cards, i%cards
+		}
+		start := free[slot].Add(time.Duration(rng.IntN(300)) * time.Millisecond)
+		stop := start.Add(time.Duration(5+rng.IntN(55)) * time.Second)
+		free[slot] = stop
+		if stop.After(end) {
+			end = stop
+		}
+		zero := 0
+		a := task.Attempt{Number: len(r.Attempts) + 1, ReadyAt: submit, Start: start, End: stop, ExitCode: &zero}
+		if card >= 0 {
+			a.GPU, a.GPUUUID = &card, fmt.Sprintf("GPU-synthetic-%d", card)
+			a.MemRequestedMiB, a.MemPeakMiB = sp.Resources.MemoryMiB, sp.Resources.MemoryMiB*9/10
+			runs = append(runs, held{card, start, stop, sp.Resources.MemoryMiB})
+		}
+		r.Attempts = append(r.Attempts, a)
+		r.State, r.ExitCode, r.Error, r.Rerun = task.Complete, &zero, "", "was "+r.State.String()
+	}
+	for at := resume.Add(time.Second); !at.After(end); at = at.Add(10 * time.Second) {
+		for c := range cards {
+			var charged int64
+			for _, h := range runs {
+				if h.card == c && !h.start.After(at) && h.end.After(at) {
+					charged += h.mib
+				}
+			}
+			foreign := int64(0)
+			if c == 0 {
+				foreign = 6000
+			}
+			obs := charged * 9 / 10
+			d.Samples = append(d.Samples, store.Sample{At: at, Index: c, TotalMiB: 81559, UsedMiB: foreign + obs,
+				ForeignMiB: foreign, ObservedMiB: obs, ChargedMiB: charged, CapacityMiB: 81047})
+		}
+	}
+	d.Live, d.Now = false, end.Add(time.Minute)
+	return d
 }
