@@ -24,10 +24,12 @@ const (
 )
 
 // NoTimeout as TaskSpec.Timeout means no timeout even if the queue has a
-// default; NoRetries as TaskSpec.Retries means no retries.
+// default; NoRetries as TaskSpec.Retries means no retries; NoRetryDelay as
+// TaskSpec.RetryDelay means retry at once.
 const (
-	NoTimeout = task.NoTimeout
-	NoRetries = task.NoRetries
+	NoTimeout    = task.NoTimeout
+	NoRetries    = task.NoRetries
+	NoRetryDelay = task.NoRetryDelay
 )
 
 // Record is what happened to a task: its state, every attempt, the last exit

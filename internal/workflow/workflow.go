@@ -482,6 +482,7 @@ func (p *parser) top(n *yaml.Node) {
 
 var schedulingKeys = []string{
 	"max_parallel_tasks", "timeout", "retries", "kill_grace",
+	"retry_delay", "retry_delay_max", "on_complete_timeout",
 	"gpu_safety_margin_mib", "gpu_cooldown", "gpu_placement", "visible_gpus",
 	"gpu_quarantine_after", "gpu_quarantine_for", "gpu_poll_interval",
 	"gpu_reserve_after", "gpu_unknown_timeout", "nvidia_smi_timeout",
@@ -504,6 +505,14 @@ func (p *parser) scheduling(n *yaml.Node) {
 			s.DefaultRetries, err = p.integer(v, where)
 		case "kill_grace":
 			s.KillGrace, err = p.duration(v, where)
+		case "retry_delay":
+			s.DefaultRetryDelay, err = p.duration(v, where)
+			s.DefaultRetryDelay = explicitZero(s.DefaultRetryDelay)
+		case "retry_delay_max":
+			s.RetryDelayMax, err = p.positiveDuration(v, where)
+		case "on_complete_timeout":
+			s.OnCompleteTimeout, err = p.duration(v, where)
+			s.OnCompleteTimeout = explicitZero(s.OnCompleteTimeout)
 		case "gpu_safety_margin_mib":
 			var m int
 			m, err = p.nonNegative(v, where)
@@ -567,7 +576,7 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 }
 
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
-	"artifacts", "hash_artifacts", "on_complete"}
+	"artifacts", "hash_artifacts", "on_complete", "retry_delay", "retry_on_exit_codes", "retry_on_timeout"}
 
 func (p *parser) tasks(n *yaml.Node) {
 	if n.Kind != yaml.SequenceNode {
@@ -661,6 +670,15 @@ func (p *parser) task(i int, tn *yaml.Node) {
 			if err == nil && len(t.OnComplete) == 0 {
 				err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
 			}
+		case "retry_delay":
+			t.RetryDelay, err = p.duration(v, field)
+			if err == nil && t.RetryDelay == 0 {
+				t.RetryDelay = gpusched.NoRetryDelay // "0": at once, whatever scheduling says
+			}
+		case "retry_on_exit_codes":
+			t.RetryOnExitCodes, err = p.ints(v, field)
+		case "retry_on_timeout":
+			t.RetryOnTimeout, err = p.boolean(v, field)
 		}
 		return err
 	})
@@ -764,6 +782,21 @@ func (p *parser) duration(n *yaml.Node, where string) (time.Duration, error) {
 		return 0, p.errorf(n, "%s must not be negative", where)
 	}
 	return d, nil
+}
+
+func (p *parser) ints(n *yaml.Node, where string) ([]int, error) {
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.errorf(n, "%s must be a list of whole numbers, e.g. [75, 143], not %s", where, kindName(n))
+	}
+	out := make([]int, 0, len(n.Content))
+	for _, c := range n.Content {
+		v, err := p.integer(c, where)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func (p *parser) strings(n *yaml.Node, where string) ([]string, error) {

@@ -1,0 +1,72 @@
+package workflow_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/workflow"
+)
+
+// The retry policy and the completion handler's timeout, in a file: each
+// key lands in its Go field, and 0 means none (retry at once, no timeout).
+func TestRetryKeys(t *testing.T) {
+	t.Parallel()
+	doc := `scheduling:
+  retry_delay: 2s
+  retry_delay_max: 5m
+  on_complete_timeout: 30s
+tasks:
+  - id: a
+    args: [x]
+    retries: 3
+    retry_delay: 10s
+    retry_on_exit_codes: [75, 143]
+    retry_on_timeout: true
+  - id: b
+    args: [x]
+    retry_delay: 0
+`
+	w, err := workflow.Parse("/flows/retry.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := w.Scheduling
+	if s.DefaultRetryDelay != 2*time.Second || s.RetryDelayMax != 5*time.Minute || s.OnCompleteTimeout != 30*time.Second {
+		t.Errorf("scheduling = %+v", s)
+	}
+	a, b := w.Tasks[0], w.Tasks[1]
+	if a.RetryDelay != 10*time.Second || !slices.Equal(a.RetryOnExitCodes, []int{75, 143}) || !a.RetryOnTimeout {
+		t.Errorf("a = %+v", a)
+	}
+	if b.RetryDelay != gpusched.NoRetryDelay || b.RetryOnTimeout || b.RetryOnExitCodes != nil {
+		t.Errorf("b = %+v: retry_delay 0 means at once", b)
+	}
+	w, err = workflow.Parse("/flows/none.yaml", []byte("scheduling:\n  retry_delay: 0\n  on_complete_timeout: 0\ntasks:\n  - id: a\n    args: [x]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Scheduling.DefaultRetryDelay >= 0 || w.Scheduling.OnCompleteTimeout >= 0 {
+		t.Errorf("0 in a file must mean none (negative in Go): %+v", w.Scheduling)
+	}
+}
+
+func TestRetryKeyErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ doc, want string }{
+		{"tasks:\n  - id: a\n    args: [x]\n    retry_on_exit_codes: 75\n", "/f.yaml:4: task \"a\": retry_on_exit_codes must be a list of whole numbers"},
+		{"tasks:\n  - id: a\n    args: [x]\n    retry_on_exit_codes: [75, x]\n", "/f.yaml:4: task \"a\": retry_on_exit_codes must be a whole number"},
+		{"tasks:\n  - id: a\n    args: [x]\n    retry_on_exit_codes: [0]\n", "/f.yaml:4: task \"a\": retry_on_exit_codes: 0 is not a failing exit code (1 to 255)"},
+		{"tasks:\n  - id: a\n    args: [x]\n    retry_delay: soon\n", "/f.yaml:4: task \"a\": retry_delay: \"soon\" is not a duration"},
+		{"tasks:\n  - id: a\n    args: [x]\n    retry_on_timeout: maybe\n", "/f.yaml:4: task \"a\": retry_on_timeout must be true or false"},
+		{"scheduling:\n  retry_delay_max: 0\ntasks:\n  - id: a\n    args: [x]\n", "/f.yaml:2: scheduling.retry_delay_max must be more than 0"},
+	}
+	for _, tt := range tests {
+		_, err := workflow.Parse("/f.yaml", []byte(tt.doc))
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%q:\n got %v\nwant prefix %s", tt.doc, err, tt.want)
+		}
+	}
+}
