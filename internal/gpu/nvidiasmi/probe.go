@@ -150,7 +150,9 @@ func (p *Probe) Query(ctx context.Context) (Snapshot, error) {
 	// much. The other order would count it as ours while the card's free
 	// memory does not show it yet, and promise its memory twice.
 	at, appsErr := p.ask(ctx, bin, appsSpec, AppsQuery)
-	if appsErr != nil && ctx.Err() != nil {
+	if appsErr != nil && (ctx.Err() != nil || errors.Is(appsErr, ErrTimeout)) {
+		// Stopped, or hung: a hung nvidia-smi hangs for the cards too, and
+		// waiting out a second timeout would only delay the answer.
 		return Snapshot{}, appsErr
 	}
 	// When both fail, the cards' error says more (a lost card, the driver).

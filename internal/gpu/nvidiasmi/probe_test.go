@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -207,10 +208,20 @@ func blockRun(ctx context.Context, _ string, _ ...string) ([]byte, error) {
 }
 
 func TestProbeTimeout(t *testing.T) {
-	p := &Probe{Bin: "x", Timeout: 50 * time.Millisecond, Run: blockRun}
+	var calls atomic.Int32
+	run := func(ctx context.Context, bin string, args ...string) ([]byte, error) {
+		calls.Add(1)
+		return blockRun(ctx, bin, args...)
+	}
+	p := &Probe{Bin: "x", Timeout: 50 * time.Millisecond, Run: run}
 	_, err := p.Query(context.Background())
 	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "nvidia-smi timed out after 50ms") {
 		t.Fatalf("err = %v, want a timeout after 50ms", err)
+	}
+	// A hung nvidia-smi hangs for the second question too: one timeout
+	// per reading is enough to wait.
+	if n := calls.Load(); n != 1 {
+		t.Errorf("nvidia-smi was run %d times after it hung; want 1", n)
 	}
 }
 
