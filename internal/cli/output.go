@@ -14,7 +14,7 @@ import (
 )
 
 // What "gpusched run" shows a person while it goes: a live display on a
-// terminal (progress.go), plain timestamped lines anywhere else. Both are
+// terminal (progress_*.go), plain timestamped lines anywhere else. Both are
 // fed by the scheduler's observer, which runs on the scheduler's loop: they
 // must never block it on the terminal.
 

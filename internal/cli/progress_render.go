@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched"
+)
+
+// What the live display draws: a snapshot of progressState (a frame),
+// rendered as text for a terminal of a given size.
+
+// progressFrame is a snapshot of progressState, drawn by progressModel.
+type progressFrame struct {
+	now, start time.Time
+	total      int
+	counts     [gpusched.StateCancelled + 1]int
+	kept       int
+	ended      int
+	running    []runningTask    // oldest first
+	charged    map[string]int64 // GPU memory charged per running task, when known
+	stopping   bool
+}
+
+func (s *progressState) frame(now, start time.Time) progressFrame {
+	f := progressFrame{now: now, start: start, total: s.total, counts: s.counts, kept: s.kept, ended: s.ended, stopping: s.stopping}
+	f.running = make([]runningTask, 0, len(s.running))
+	for _, t := range s.running {
+		f.running = append(f.running, t)
+	}
+	slices.SortFunc(f.running, func(a, b runningTask) int {
+		return cmp.Or(a.start.Compare(b.start), cmp.Compare(a.id, b.id))
+	})
+	return f
+}
+
+func (f progressFrame) gpuRunning() bool {
+	return slices.ContainsFunc(f.running, func(t runningTask) bool { return t.card != nil })
+}
+
+// render draws the frame for a terminal of the given size (0: unknown).
+func (f progressFrame) render(width, height int) string {
+	var b strings.Builder
+	c := f.counts
+	done := c[gpusched.StateComplete] + c[gpusched.StateFailed] + c[gpusched.StateBlocked] + c[gpusched.StateCancelled]
+	barWidth := 30
+	if width > 0 && width < 90 {
+		barWidth = max(10, width-60)
+	}
+	filled := 0
+	if f.total > 0 {
+		filled = barWidth * done / f.total
+	}
+	b.WriteString(strings.Repeat("█", filled) + strings.Repeat("░", barWidth-filled))
+	elapsed := f.now.Sub(f.start)
+	fmt.Fprintf(&b, " %d/%d tasks  elapsed %s", done, f.total, clock(elapsed))
+	if left := f.total - done; left > 0 && !f.stopping {
+		if f.ended == 0 || elapsed <= 0 {
+			b.WriteString("  left ?")
+		} else {
+			eta := time.Duration(float64(elapsed) * float64(left) / float64(f.ended))
+			fmt.Fprintf(&b, "  left ~%s", clock(max(eta, time.Second)))
+		}
+	}
+	b.WriteString("\n")
+
+	complete := fmt.Sprintf("complete %d", c[gpusched.StateComplete])
+	if f.kept > 0 {
+		complete += fmt.Sprintf(" (%d kept)", f.kept)
+	}
+	parts := []string{complete, fmt.Sprintf("failed %d", c[gpusched.StateFailed])}
+	if n := c[gpusched.StateBlocked]; n > 0 {
+		parts = append(parts, fmt.Sprintf("blocked %d", n))
+	}
+	if n := c[gpusched.StateCancelled]; n > 0 {
+		parts = append(parts, fmt.Sprintf("cancelled %d", n))
+	}
+	parts = append(parts, fmt.Sprintf("running %d", c[gpusched.StateRunning]), fmt.Sprintf("waiting %d", c[gpusched.StatePending]))
+	b.WriteString(strings.Join(parts, " · "))
+	if f.stopping && c[gpusched.StateRunning] > 0 {
+		b.WriteString(" · stopping: waiting for the running tasks to end")
+	}
+	b.WriteString("\n")
+
+	// One line per running task, as many as the terminal holds.
+	room := 20
+	if height > 0 {
+		room = min(40, height-3)
+	}
+	shown := f.running
+	more := 0
+	if len(shown) > room {
+		n := max(0, room-1)
+		shown, more = shown[:n], len(shown)-n
+	}
+	idWidth := 0
+	for _, t := range shown {
+		idWidth = max(idWidth, len(t.id))
+	}
+	idWidth = min(idWidth, 40)
+	for _, t := range shown {
+		id := t.id
+		if len(id) > idWidth {
+			id = id[:idWidth-1] + "…"
+		}
+		where := "cpu"
+		if t.card != nil {
+			where = fmt.Sprintf("card %d", *t.card)
+		}
+		fmt.Fprintf(&b, "  %-*s  %-7s %7s", idWidth, id, where, clock(f.now.Sub(t.start)))
+		if t.card != nil {
+			charged, ok := f.charged[t.id]
+			if !ok {
+				charged = t.reqMiB
+			}
+			fmt.Fprintf(&b, "  %d/%d MiB", charged, t.reqMiB)
+		}
+		if t.attempt > 1 {
+			fmt.Fprintf(&b, "  attempt %d", t.attempt)
+		}
+		b.WriteString("\n")
+	}
+	if more > 0 {
+		fmt.Fprintf(&b, "  … and %d more running\n", more)
+	}
+	return b.String()
+}
+
+// clock formats a duration in whole seconds, compactly: 7s, 4m05s, 2h03m.
+func clock(d time.Duration) string {
+	d = max(0, d.Truncate(time.Second))
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
