@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"strings"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu"
+)
+
+// explainWaiting says, for each pending task, why it has not started.
+func (v *runView) explainWaiting() {
+	v.waiting = map[string]string{}
+	for _, r := range v.rows {
+		if r.State != gpusched.StatePending {
+			continue
+		}
+		sp := v.specs[r.ID]
+		var waitingOn []string
+		for _, d := range sp.Dependencies {
+			if i, ok := v.taskIndex[d]; ok && v.rows[i].State != gpusched.StateComplete {
+				waitingOn = append(waitingOn, d)
+			}
+		}
+		switch {
+		case v.pid == 0:
+			v.waiting[r.ID] = "not started: no scheduler is running"
+		case len(waitingOn) > 0:
+			v.waiting[r.ID] = "waiting for " + strings.Join(waitingOn, ", ")
+		case sp.Resources.GPU():
+			need := gpu.Need{MiB: max(sp.Resources.MemoryMiB, r.GPURequestMiB), Exclusive: sp.Resources.Exclusive}
+			v.waiting[r.ID] = gpu.Explain(v.cards, need, r.ID, v.unknown)
+		default:
+			v.waiting[r.ID] = "waiting for a free slot"
+		}
+	}
+}
