@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/gpusched/gpusched"
 )
 
@@ -41,23 +43,45 @@ func (f progressFrame) gpuRunning() bool {
 	return slices.ContainsFunc(f.running, func(t runningTask) bool { return t.card != nil })
 }
 
+// The id column of the running tasks' lines: at most maxIDWidth cells, and
+// on a narrow terminal what is left of its width after the rest of a line
+// (card, time, memory, attempt: taskLineRest cells), but never less than
+// minIDWidth.
+const (
+	maxIDWidth   = 40
+	minIDWidth   = 16
+	taskLineRest = 48
+)
+
 // render draws the frame for a terminal of the given size (0: unknown).
+//
+// The bar has three parts: █ the tasks done (complete or failed: they ran
+// to their end), ▒ those that will not run in this run (blocked by a
+// failure, or cancelled), ░ those still to run (pending or running). The
+// count is of the tasks done; the estimate of the time left is for those
+// still to run, at the pace tasks have ended so far.
 func (f progressFrame) render(width, height int) string {
 	var b strings.Builder
 	c := f.counts
-	done := c[gpusched.StateComplete] + c[gpusched.StateFailed] + c[gpusched.StateBlocked] + c[gpusched.StateCancelled]
+	done := c[gpusched.StateComplete] + c[gpusched.StateFailed]
+	wontRun := c[gpusched.StateBlocked] + c[gpusched.StateCancelled]
 	barWidth := 30
 	if width > 0 && width < 90 {
 		barWidth = max(10, width-60)
 	}
-	filled := 0
+	filled, skipped := 0, 0
 	if f.total > 0 {
 		filled = barWidth * done / f.total
+		skipped = barWidth*(done+wontRun)/f.total - filled
 	}
-	b.WriteString(strings.Repeat("█", filled) + strings.Repeat("░", barWidth-filled))
+	b.WriteString(strings.Repeat("█", filled) + strings.Repeat("▒", skipped) + strings.Repeat("░", barWidth-filled-skipped))
+	fmt.Fprintf(&b, " %d/%d tasks", done, f.total)
+	if wontRun > 0 {
+		fmt.Fprintf(&b, ", %d won't run", wontRun)
+	}
 	elapsed := f.now.Sub(f.start)
-	fmt.Fprintf(&b, " %d/%d tasks  elapsed %s", done, f.total, clock(elapsed))
-	if left := f.total - done; left > 0 && !f.stopping {
+	fmt.Fprintf(&b, "  elapsed %s", clock(elapsed))
+	if left := f.total - done - wontRun; left > 0 && !f.stopping {
 		if f.ended == 0 || elapsed <= 0 {
 			b.WriteString("  left ?")
 		} else {
@@ -96,21 +120,23 @@ func (f progressFrame) render(width, height int) string {
 		n := max(0, room-1)
 		shown, more = shown[:n], len(shown)-n
 	}
+	// Ids too long for their column are cut in the middle: the rows of a
+	// sweep differ at the end (…-shard-0041, …-shard-0042).
 	idWidth := 0
 	for _, t := range shown {
-		idWidth = max(idWidth, len(t.id))
+		idWidth = max(idWidth, ansi.StringWidth(t.id))
 	}
-	idWidth = min(idWidth, 40)
+	maxID := maxIDWidth
+	if width > 0 {
+		maxID = min(maxIDWidth, max(minIDWidth, width-taskLineRest))
+	}
+	idWidth = min(idWidth, maxID)
 	for _, t := range shown {
-		id := t.id
-		if len(id) > idWidth {
-			id = id[:idWidth-1] + "…"
-		}
 		where := "cpu"
 		if t.card != nil {
 			where = fmt.Sprintf("card %d", *t.card)
 		}
-		fmt.Fprintf(&b, "  %-*s  %-7s %7s", idWidth, id, where, clock(f.now.Sub(t.start)))
+		fmt.Fprintf(&b, "  %s  %-7s %7s", padRight(elideMiddle(t.id, idWidth), idWidth), where, clock(f.now.Sub(t.start)))
 		if t.card != nil {
 			charged, ok := f.charged[t.id]
 			if !ok {

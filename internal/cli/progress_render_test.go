@@ -4,6 +4,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +54,77 @@ func TestClock(t *testing.T) {
 		if got := clock(d); got != want {
 			t.Errorf("clock(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// The bar counts as done the tasks that ran to their end (complete or
+// failed); blocked and cancelled ones show apart, as tasks that will not
+// run, and the time left is for the tasks still to run.
+func TestProgressBar(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		states map[gpusched.State]int
+		want   string
+	}{
+		{"all complete", map[gpusched.State]int{gpusched.StateComplete: 10},
+			"██████████████████████████████ 10/10 tasks  elapsed 1m00s"},
+		{"failed count as done", map[gpusched.State]int{gpusched.StateComplete: 6, gpusched.StateFailed: 2, gpusched.StatePending: 2},
+			"████████████████████████░░░░░░ 8/10 tasks  elapsed 1m00s  left ~15s"},
+		{"blocked is not done", map[gpusched.State]int{gpusched.StateComplete: 3, gpusched.StateFailed: 1, gpusched.StateBlocked: 6},
+			"████████████▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒ 4/10 tasks, 6 won't run  elapsed 1m00s"},
+		{"cancelled is not done", map[gpusched.State]int{gpusched.StateComplete: 5, gpusched.StateCancelled: 2, gpusched.StatePending: 3},
+			"███████████████▒▒▒▒▒▒░░░░░░░░░ 5/10 tasks, 2 won't run  elapsed 1m00s  left ~36s"},
+		{"nothing done", map[gpusched.State]int{gpusched.StateCancelled: 1, gpusched.StatePending: 9},
+			"▒▒▒░░░░░░░░░░░░░░░░░░░░░░░░░░░ 0/10 tasks, 1 won't run  elapsed 1m00s  left ?"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newProgressState(0)
+			var recs []gpusched.Record
+			for st, n := range c.states {
+				for range n {
+					recs = append(recs, gpusched.Record{ID: fmt.Sprintf("t%02d", len(recs)), State: st})
+				}
+			}
+			s.reset(recs)
+			s.ended = s.counts[gpusched.StateComplete] + s.counts[gpusched.StateFailed] // as if all ended in this run
+			f := s.frame(now, now.Add(-time.Minute))
+			if got := strings.SplitN(f.render(100, 20), "\n", 2)[0]; got != c.want {
+				t.Errorf("bar:\n got %q\nwant %q", got, c.want)
+			}
+		})
+	}
+}
+
+// Long ids of a sweep are cut in the middle, keeping the shard number that
+// tells the rows apart; on a narrow terminal the column gives up room.
+func TestProgressFrameSweepIDs(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	s := newProgressState(0)
+	var recs []gpusched.Record
+	for i := range 3 {
+		recs = append(recs, gpusched.Record{ID: fmt.Sprintf("preprocess-shard-with-a-rather-long-name-%04d", 41+i), State: gpusched.StatePending})
+	}
+	s.reset(recs)
+	for i, r := range recs {
+		s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: r.ID, Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-time.Duration(3-i) * time.Second)}})
+	}
+	f := s.frame(now, now.Add(-time.Minute))
+	want := "" +
+		"  preprocess-shard-wit…ther-long-name-0041  cpu          3s\n" +
+		"  preprocess-shard-wit…ther-long-name-0042  cpu          2s\n" +
+		"  preprocess-shard-wit…ther-long-name-0043  cpu          1s\n"
+	if got := strings.SplitN(f.render(120, 20), "\n", 3)[2]; got != want {
+		t.Errorf("task lines at 120 columns:\n%s\nwant:\n%s", got, want)
+	}
+	want = "" +
+		"  preprocess…name-0041  cpu          3s\n" +
+		"  preprocess…name-0042  cpu          2s\n" +
+		"  preprocess…name-0043  cpu          1s\n"
+	if got := strings.SplitN(f.render(68, 20), "\n", 3)[2]; got != want {
+		t.Errorf("task lines at 68 columns:\n%s\nwant:\n%s", got, want)
 	}
 }
