@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,60 +14,19 @@ import (
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
-// Exit codes.
-const (
-	ExitOK      = 0 // every task completed (or the command did what it was asked)
-	ExitFailed  = 1 // a task failed, was blocked or cancelled; or an operational error
-	ExitInvalid = 2 // the workflow or the command line is invalid; nothing ran
-)
-
 // Version is the gpusched version, set at build time with
 // -ldflags "-X github.com/gpusched/gpusched/internal/cli.Version=...".
 var Version = "dev"
 
-// exitError carries the exit code an error maps to.
-type exitError struct {
-	code int
-	err  error // nil: exit quietly with code (the output already said why)
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-func (e *exitError) Unwrap() error { return e.err }
-
-func invalid(err error) error { return &exitError{ExitInvalid, err} }
-func failed(err error) error  { return &exitError{ExitFailed, err} }
-
-// exitCode maps an error to the process's exit code. This is the only place
-// that does: commands return classified errors, and anything unclassified
-// comes from parsing the command line itself, so it is invalid input.
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.As(err, &ee):
-		return ee.code
-	default:
-		return ExitInvalid
-	}
-}
-
 // Main runs the gpusched command with args (without the program name) and
-// returns the exit code. Errors are printed to stderr on one line.
+// returns the exit code (see exitCode). Errors are printed to stderr on one
+// line.
 func Main(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(context.Background())
-	if err != nil {
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.err != nil {
-			fmt.Fprintln(stderr, "gpusched: "+oneLine(err.Error()))
-		}
+	if msg := message(err); msg != "" {
+		fmt.Fprintln(stderr, "gpusched: "+msg)
 	}
 	return exitCode(err)
 }
@@ -86,16 +44,20 @@ as the machine allows, in dependency order, with durable state: stop it at
 any moment, run it again, and completed work is kept.
 
 Exit codes: 0 every task completed; 1 a task failed, was blocked or was
-cancelled (or gpusched could not do its job); 2 the workflow or the command
-line is invalid, and nothing ran.`,
+cancelled, the run was interrupted, or gpusched could not do its job; 2 the
+workflow or the command line is invalid, and nothing ran.`,
 		Version:       Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// With no command, the help; anything else is an unknown command.
+		Args:                       unknownCommand,
+		RunE:                       func(c *cobra.Command, _ []string) error { return c.Help() },
+		SuggestionsMinimumDistance: 2,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return invalid(fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath()))
+		return inputf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())
 	})
 	root.AddCommand(newRunCmd(), newValidateCmd(), newStatusCmd(), newLogsCmd(), newGPUsCmd(), newPlanCmd())
 	root.AddCommand(newReportCmd())
@@ -115,7 +77,7 @@ func DefaultRunDir(workflowPath string) string {
 func exactArgs(n int, what string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if len(args) != n {
-			return invalid(fmt.Errorf("%s takes %s (got %d arguments); see %s --help", c.CommandPath(), what, len(args), c.CommandPath()))
+			return inputf("%s takes %s (got %d arguments); see %s --help", c.CommandPath(), what, len(args), c.CommandPath())
 		}
 		return nil
 	}
@@ -125,7 +87,7 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 // default run directory a read-only command looks at.
 func optionalWorkflow(c *cobra.Command, args []string) error {
 	if len(args) > 1 {
-		return invalid(fmt.Errorf("%s takes at most one workflow file (got %d arguments)", c.CommandPath(), len(args)))
+		return inputf("%s takes at most one workflow file (got %d arguments)", c.CommandPath(), len(args))
 	}
 	return nil
 }
@@ -138,7 +100,8 @@ func firstArg(args []string) string {
 	return args[0]
 }
 
-// loadWorkflow loads and validates a workflow; errors are invalid input.
+// loadWorkflow loads and validates a workflow. Its errors are invalid
+// input: *workflow.Error values, or a file that cannot be read.
 func loadWorkflow(path string) (*workflow.Workflow, error) {
 	w, err := workflow.Load(path)
 	if err != nil {
@@ -155,11 +118,11 @@ func runDirFor(flag, workflowPath string) (string, error) {
 	case workflowPath != "":
 		dir = DefaultRunDir(workflowPath)
 	default:
-		return "", invalid(errors.New("which run? give --run-dir DIR, or the workflow file whose default run directory to use"))
+		return "", inputf("which run? give --run-dir DIR, or the workflow file whose default run directory to use")
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", invalid(fmt.Errorf("run directory %s: %w", dir, err))
+		return "", fmt.Errorf("run directory %s: %w", dir, err)
 	}
 	return abs, nil
 }
@@ -168,9 +131,21 @@ func statePath(runDir string) (string, error) {
 	p := filepath.Join(runDir, gpusched.StateFile)
 	if _, err := os.Stat(p); err != nil {
 		if os.IsNotExist(err) {
-			return "", failed(fmt.Errorf("no run found in %s: %s does not exist", runDir, p))
+			return "", fmt.Errorf("no run found in %s: %s does not exist", runDir, p)
 		}
-		return "", failed(err)
+		return "", fmt.Errorf("no run found in %s: %w", runDir, err)
 	}
 	return p, nil
+}
+
+// unknownCommand refuses the words given to gpusched that name no command.
+func unknownCommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if near := c.SuggestionsFor(args[0]); len(near) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", near[0])
+	}
+	return inputf("%s; see gpusched --help", msg)
 }

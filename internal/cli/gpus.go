@@ -72,13 +72,13 @@ given) and nothing of ours is counted as running.`,
 						}
 					}
 				} else if runDir != "" {
-					return failed(fmt.Errorf("no run found in %s: %w", dir, errors.Unwrap(err)))
+					return fmt.Errorf("no run found in %s: %w", dir, errors.Unwrap(err))
 				}
 			}
 			if out.Source == "live" {
 				cards, err := gpusched.ReadGPUs(c.Context(), settings)
 				if err != nil {
-					return failed(fmt.Errorf("read GPUs: %w", err))
+					return fmt.Errorf("read GPUs: %w", err)
 				}
 				out.Cards = cards
 			}
@@ -89,7 +89,7 @@ given) and nothing of ours is counted as running.`,
 				enc := json.NewEncoder(c.OutOrStdout())
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(out); err != nil {
-					return failed(err)
+					return err
 				}
 				return nil
 			}

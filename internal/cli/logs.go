@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,11 +49,11 @@ printing the rest of the log.`,
 			}
 			f, err := os.Open(path)
 			if err != nil {
-				return failed(fmt.Errorf("open log: %w", err))
+				return fmt.Errorf("open log: %w", err)
 			}
 			defer f.Close()
 			if _, err := io.Copy(c.OutOrStdout(), f); err != nil {
-				return failed(err)
+				return err
 			}
 			return nil
 		},
@@ -78,11 +79,11 @@ func logPath(rows []store.Row, id string, attempt int) (string, error) {
 		if near != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", near)
 		}
-		return "", failed(fmt.Errorf("%s", msg))
+		return "", errors.New(msg)
 	}
 	r := rows[i]
 	if len(r.Attempts) == 0 {
-		return "", failed(fmt.Errorf("task %q has not started yet (state %s)", id, r.State))
+		return "", fmt.Errorf("task %q has not started yet (state %s)", id, r.State)
 	}
 	if attempt == 0 {
 		return r.LastAttempt().LogPath, nil
@@ -92,5 +93,5 @@ func logPath(rows []store.Row, id string, attempt int) (string, error) {
 			return a.LogPath, nil
 		}
 	}
-	return "", invalid(fmt.Errorf("task %q has no attempt %d (it has attempts %d to %d)", id, attempt, r.Attempts[0].Number, r.LastAttempt().Number))
+	return "", inputf("task %q has no attempt %d (it has attempts %d to %d)", id, attempt, r.Attempts[0].Number, r.LastAttempt().Number)
 }

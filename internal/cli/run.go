@@ -69,7 +69,7 @@ cancelled; 2 the workflow or the command line is invalid (nothing ran).`,
 			}
 			if c.Flags().Changed("jobs") {
 				if jobs < 1 {
-					return invalid(fmt.Errorf("-j/--jobs must be at least 1, got %d", jobs))
+					return inputf("-j/--jobs must be at least 1, got %d", jobs)
 				}
 				w.Scheduling.MaxParallelTasks = jobs
 			}
@@ -111,7 +111,7 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 	default:
 		f, err := os.OpenFile(o.events, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
-			return invalid(fmt.Errorf("--events: %w", err))
+			return inputf("--events: %w", err)
 		}
 		defer f.Close()
 		events = newEventLog(newLineQueue(f))
@@ -119,9 +119,8 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 	if events != nil {
 		defer func() {
 			// A write error is said, unless a louder error is said already.
-			var quiet *exitError
-			if werr := events.close(); werr != nil && (err == nil || errors.As(err, &quiet) && quiet.err == nil) {
-				err = failed(fmt.Errorf("--events %s: %w", o.events, werr))
+			if werr := events.close(); werr != nil && message(err) == "" {
+				err = fmt.Errorf("--events %s: %w", o.events, werr)
 			}
 		}()
 	}
@@ -175,17 +174,17 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 		display.observe(ev)
 	}))
 	if err != nil {
-		return failed(err)
+		return err
 	}
 	defer sched.Close()
 	if err := sched.SubmitMany(tasks); err != nil {
-		return invalid(err) // validated already; only a programming error lands here
+		return err
 	}
 	display.begin(sched.Records())
 	records, err := sched.Run(ctx)
 	display.stop()
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return failed(err)
+		return err
 	}
 	writeSummary(human, records, completedNow, time.Since(start), sched.RunDir())
 	if n, err := pendingEvents(sched.RunDir()); err == nil && n > 0 {
@@ -193,7 +192,7 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 	}
 	for _, r := range records {
 		if r.State != gpusched.StateComplete {
-			return &exitError{code: ExitFailed}
+			return errUnfinished
 		}
 	}
 	return nil

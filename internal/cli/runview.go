@@ -48,11 +48,11 @@ func withState(dir string, fn func(st *store.SQLite) error) error {
 		return nil
 	}
 	if err != nil {
-		return failed(err)
+		return err
 	}
 	defer st.Close()
 	if err := fn(st); err != nil {
-		return failed(err)
+		return err
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,14 +39,14 @@ prints a new full status every interval, after a blank line.`,
 			if watch {
 				switch {
 				case asJSON:
-					return invalid(errors.New("--watch and --json cannot be used together; poll status --json instead"))
+					return inputf("--watch and --json cannot be used together; poll status --json instead")
 				case interval < 100*time.Millisecond:
-					return invalid(fmt.Errorf("--interval must be at least 100ms, got %s", interval))
+					return inputf("--interval must be at least 100ms, got %s", interval)
 				}
 				return watchStatus(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), dir, interval)
 			}
 			if c.Flags().Changed("interval") {
-				return invalid(errors.New("--interval goes with --watch"))
+				return inputf("--interval goes with --watch")
 			}
 			v, err := loadRun(dir)
 			if err != nil {

@@ -98,7 +98,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(out); err != nil {
-		return failed(err)
+		return err
 	}
 	return nil
 }
