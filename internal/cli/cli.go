@@ -4,14 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/gpusched/gpusched"
-	"github.com/gpusched/gpusched/internal/workflow"
 )
 
 // Version is the gpusched version, set at build time with
@@ -65,14 +60,6 @@ workflow or the command line is invalid, and nothing ran.`,
 	return root
 }
 
-// DefaultRunDir is the run directory of a workflow when --run-dir is not
-// given: .gpusched/<name> beside the workflow file, where <name> is the
-// file's name without its extension.
-func DefaultRunDir(workflowPath string) string {
-	name := strings.TrimSuffix(filepath.Base(workflowPath), filepath.Ext(workflowPath))
-	return filepath.Join(filepath.Dir(workflowPath), ".gpusched", name)
-}
-
 // exactArgs is cobra.ExactArgs with a message that says what is expected.
 func exactArgs(n int, what string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
@@ -98,44 +85,6 @@ func firstArg(args []string) string {
 		return ""
 	}
 	return args[0]
-}
-
-// loadWorkflow loads and validates a workflow. Its errors are invalid
-// input: *workflow.Error values, or a file that cannot be read.
-func loadWorkflow(path string) (*workflow.Workflow, error) {
-	w, err := workflow.Load(path)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	return w, nil
-}
-
-// runDirFor resolves --run-dir, else the workflow's default run directory.
-func runDirFor(flag, workflowPath string) (string, error) {
-	dir := flag
-	switch {
-	case dir != "":
-	case workflowPath != "":
-		dir = DefaultRunDir(workflowPath)
-	default:
-		return "", inputf("which run? give --run-dir DIR, or the workflow file whose default run directory to use")
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("run directory %s: %w", dir, err)
-	}
-	return abs, nil
-}
-
-func statePath(runDir string) (string, error) {
-	p := filepath.Join(runDir, gpusched.StateFile)
-	if _, err := os.Stat(p); err != nil {
-		if os.IsNotExist(err) {
-			return "", fmt.Errorf("no run found in %s: %s does not exist", runDir, p)
-		}
-		return "", fmt.Errorf("no run found in %s: %w", runDir, err)
-	}
-	return p, nil
 }
 
 // unknownCommand refuses the words given to gpusched that name no command.

@@ -26,6 +26,7 @@ func TestExitCode(t *testing.T) {
 		{"command line", inputf("-j/--jobs must be at least 1, got 0"), ExitInvalid},
 		{"command line, wrapped", fmt.Errorf("run: %w", inputf("which run?")), ExitInvalid},
 		{"workflow file", wfErr, ExitInvalid},
+		{"unreadable workflow file", unreadable("flow.yaml", &fs.PathError{Op: "open", Path: "flow.yaml", Err: fs.ErrNotExist}), ExitInvalid},
 		{"invalid task", taskErr, ExitInvalid},
 		{"duplicate task", &gpusched.TaskError{TaskID: "a", Reason: "twice", Kind: gpusched.ErrDuplicateTask}, ExitInvalid},
 		{"unknown dependency", fmt.Errorf("submit: %w", &gpusched.TaskError{TaskID: "b", Field: "dependencies", Kind: gpusched.ErrUnknownDependency}), ExitInvalid},

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/gpusched/gpusched"
+)
+
+// Which run directory a command works on: --run-dir, else the workflow's
+// default one.
+
+// runsFolder is the folder that holds the default run directories.
+const runsFolder = ".gpusched"
+
+// DefaultRunDir is the run directory of a workflow when --run-dir is not
+// given: .gpusched/<name> beside the workflow file, where <name> is the
+// file's name without its extension. A workflow that does not come from a
+// file in a folder of its own ("-" for standard input, a pipe, /dev/stdin,
+// a process substitution /dev/fd/N), or whose folder cannot be written to,
+// has it under the current folder instead: ./.gpusched/stdin for "-",
+// ./.gpusched/fd-63 for /dev/fd/63.
+func DefaultRunDir(workflowPath string) string {
+	name := runName(workflowPath)
+	folder := filepath.Dir(workflowPath)
+	if !hasFolder(workflowPath) || !writable(folder) {
+		folder = "."
+	}
+	return filepath.Join(folder, runsFolder, name)
+}
+
+// runName is the name of a workflow's default run directory.
+func runName(workflowPath string) string {
+	if workflowPath == stdinArg {
+		return "stdin"
+	}
+	name := strings.TrimSuffix(filepath.Base(workflowPath), filepath.Ext(workflowPath))
+	if strings.Trim(name, "0123456789") == "" {
+		name = "fd-" + name // /dev/fd/63: a file descriptor
+	}
+	return name
+}
+
+// writable reports whether gpusched may create files in folder. A folder
+// that does not exist (yet) counts as writable: making it says why not.
+func writable(folder string) bool {
+	err := syscall.Access(folder, 2 /* W_OK */)
+	return err == nil || errors.Is(err, syscall.ENOENT)
+}
+
+// runDirFor resolves --run-dir, else the workflow's default run directory.
+// With neither it is an error.
+func runDirFor(flag, workflowPath string) (string, error) {
+	dir := flag
+	switch {
+	case dir != "":
+	case workflowPath != "":
+		dir = DefaultRunDir(workflowPath)
+	default:
+		return "", inputf("which run? give --run-dir DIR, or the workflow file whose default run directory to use")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("run directory %s: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// statePath returns the state database of the run in runDir, or an error
+// if there is no run there.
+func statePath(runDir string) (string, error) {
+	p := filepath.Join(runDir, gpusched.StateFile)
+	if _, err := os.Stat(p); err != nil {
+		if os.IsNotExist(err) {
+			return "", fmt.Errorf("no run found in %s: %s does not exist", runDir, p)
+		}
+		return "", fmt.Errorf("no run found in %s: %w", runDir, err)
+	}
+	return p, nil
+}
