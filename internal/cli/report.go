@@ -28,14 +28,14 @@ a table of the tasks with their run time and how long they waited for their
 dependencies and for a slot or a card.
 
 Name the run with --run-dir, or give the workflow file to use its default
-run directory. The report goes to RUN_DIR/report.html unless -o names
+run directory; with neither, the one run under ./.gpusched. The report goes to RUN_DIR/report.html unless -o names
 another file ("-o -" writes it to stdout); its path is printed. It reads the
 state database without locking it, so it works while "gpusched run" is
 going: running attempts are drawn up to now.`,
 		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
 			wf := firstArg(args)
-			dir, err := runDirFor(runDir, wf)
+			dir, err := findRunDir(runDir, wf)
 			if err != nil {
 				return err
 			}

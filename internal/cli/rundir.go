@@ -12,7 +12,8 @@ import (
 )
 
 // Which run directory a command works on: --run-dir, else the workflow's
-// default one.
+// default one, else (for the read-only commands) the only run under
+// ./.gpusched.
 
 // runsFolder is the folder that holds the default run directories.
 const runsFolder = ".gpusched"
@@ -53,7 +54,7 @@ func writable(folder string) bool {
 }
 
 // runDirFor resolves --run-dir, else the workflow's default run directory.
-// With neither it is an error.
+// With neither it is an error: see findRunDir for the read-only commands.
 func runDirFor(flag, workflowPath string) (string, error) {
 	dir := flag
 	switch {
@@ -68,6 +69,34 @@ func runDirFor(flag, workflowPath string) (string, error) {
 		return "", fmt.Errorf("run directory %s: %w", dir, err)
 	}
 	return abs, nil
+}
+
+// findRunDir is runDirFor for a command that only reads a run (status,
+// logs, report): given neither --run-dir nor a workflow, it takes the one
+// run under ./.gpusched, if there is exactly one.
+func findRunDir(flag, workflowPath string) (string, error) {
+	if flag != "" || workflowPath != "" {
+		return runDirFor(flag, workflowPath)
+	}
+	entries, err := os.ReadDir(runsFolder)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("look for runs in ./%s: %w", runsFolder, err)
+	}
+	var runs []string
+	for _, e := range entries {
+		dir := filepath.Join(runsFolder, e.Name())
+		if info, err := os.Stat(filepath.Join(dir, gpusched.StateFile)); err == nil && info.Mode().IsRegular() {
+			runs = append(runs, dir)
+		}
+	}
+	switch len(runs) {
+	case 0:
+		return "", inputf("which run? there is none under ./%s; give --run-dir DIR, or the workflow file whose default run directory to use", runsFolder)
+	case 1:
+		return runDirFor(runs[0], "")
+	}
+	return "", inputf("which run? ./%s holds %d: %s; give --run-dir DIR, or the workflow file whose default run directory to use",
+		runsFolder, len(runs), strings.Join(runs, ", "))
 }
 
 // statePath returns the state database of the run in runDir, or an error

@@ -17,8 +17,10 @@ func newStatusCmd() *cobra.Command {
 it failed or is blocked, and why a pending task is still waiting (for a GPU
 task: what it needs and what stands in the way on the best card). With GPU
 tasks, the cards are shown too. Name the run with --run-dir, or give the
-workflow file to use its default run directory. It reads the state
-database without locking it, so it works while "gpusched run" is going.
+workflow file to use its default run directory ("-": the run of a
+workflow read from standard input); with neither, the one run under
+./.gpusched is shown. It reads the state database without locking it, so
+it works while "gpusched run" is going.
 
 --json prints {"run_dir": ..., "scheduler_pid": ..., "tasks": [{"id",
 "state", "attempts", "exit_code", "gpu", "waiting", ...}], "gpus": [...]};
@@ -32,7 +34,7 @@ prints a new full status every interval, after a blank line.`,
 		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
 			wf := firstArg(args)
-			dir, err := runDirFor(runDir, wf)
+			dir, err := findRunDir(runDir, wf)
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,8 @@
 package cli_test
 
 // End-to-end tests of how commands name a workflow and a run: "-" for
-// standard input, workflows that are not files in a folder of their own.
+// standard input, workflows that are not files in a folder of their own,
+// and the one run under ./.gpusched.
 
 import (
 	"context"
@@ -38,7 +39,8 @@ tasks:
 
 // "run -" reads the workflow from standard input: its run directory is
 // ./.gpusched/stdin and its tasks' relative dirs are relative to the
-// current folder. status and plan find it with "-".
+// current folder. status, logs and plan find it with "-"; status alone
+// finds it as the only run.
 func TestRunFromStdin(t *testing.T) {
 	t.Parallel()
 	cwd := t.TempDir()
@@ -52,11 +54,11 @@ func TestRunFromStdin(t *testing.T) {
 		t.Errorf("run -:\n%s", r.stdout)
 	}
 	for task, want := range map[string]string{"here": cwd, "below": filepath.Join(cwd, "sub")} {
-		if lg := gs(t, cwd, "logs", task, "--run-dir", runDir); lg.code != 0 || lg.stdout != want+"\n" {
-			t.Errorf("logs %s: exit %d, %q; want %q", task, lg.code, lg.stdout, want+"\n")
+		if lg := gs(t, cwd, "logs", "-", task); lg.code != 0 || lg.stdout != want+"\n" {
+			t.Errorf("logs - %s: exit %d, %q; want %q", task, lg.code, lg.stdout, want+"\n")
 		}
 	}
-	for _, args := range [][]string{{"status", "-"}, {"status", "--run-dir", runDir}} {
+	for _, args := range [][]string{{"status", "-"}, {"status"}, {"status", "--run-dir", runDir}} {
 		st := gs(t, cwd, args...)
 		st.want(t, 0)
 		if !strings.HasPrefix(st.stdout, "2 tasks: 2 complete\n") {
@@ -121,5 +123,47 @@ func TestRunFromFileDescriptor(t *testing.T) {
 	}
 	if lg := gs(t, "", "logs", "--run-dir", runDir, "below"); lg.stdout != filepath.Join(cwd, "sub")+"\n" {
 		t.Errorf("the task with dir: sub ran in %q, want %s/sub", lg.stdout, cwd)
+	}
+}
+
+// Without a workflow or --run-dir, status, logs and report take the one run
+// under ./.gpusched; with none or several, they say so (listing them), exit 2.
+func TestFindsTheOnlyRun(t *testing.T) {
+	t.Parallel()
+	cwd := t.TempDir()
+	a := writeFile(t, filepath.Join(cwd, "a.yaml"), "tasks:\n  - id: hello\n    args: "+sleeper("-print", "from a")+"\n")
+	b := writeFile(t, filepath.Join(cwd, "b.yaml"), "tasks:\n  - id: hello\n    args: "+sleeper("-print", "from b")+"\n")
+
+	r := gs(t, cwd, "status")
+	r.want(t, 2)
+	if msg := oneLineError(t, r); !strings.Contains(msg, "none under ./.gpusched") || !strings.Contains(msg, "--run-dir") {
+		t.Errorf("status with no run: %q", msg)
+	}
+
+	gs(t, cwd, "run", a).want(t, 0)
+	st := gs(t, cwd, "status")
+	st.want(t, 0)
+	if !strings.HasPrefix(st.stdout, "1 tasks: 1 complete\n") {
+		t.Errorf("status of the only run:\n%s", st.stdout)
+	}
+	if lg := gs(t, cwd, "logs", "hello"); lg.code != 0 || lg.stdout != "from a\n" {
+		t.Errorf("logs hello: exit %d, %q", lg.code, lg.stdout)
+	}
+	rep := gs(t, cwd, "report", "-o", "-")
+	if rep.code != 0 || !strings.Contains(rep.stdout, "<html") {
+		t.Errorf("report of the only run: exit %d, stderr %q", rep.code, rep.stderr)
+	}
+
+	gs(t, cwd, "run", b).want(t, 0)
+	for _, args := range [][]string{{"status"}, {"logs", "hello"}, {"report"}} {
+		r := gs(t, cwd, args...)
+		r.want(t, 2)
+		if msg := oneLineError(t, r); !strings.Contains(msg, "./.gpusched holds 2: .gpusched/a, .gpusched/b;") {
+			t.Errorf("%v with two runs: %q", args, msg)
+		}
+	}
+	// Naming one still works.
+	if lg := gs(t, cwd, "logs", b, "hello"); lg.stdout != "from b\n" {
+		t.Errorf("logs b.yaml hello: %q", lg.stdout)
 	}
 }
