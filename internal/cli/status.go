@@ -57,7 +57,7 @@ prints a new full status every interval, after a blank line.`,
 			if asJSON {
 				return writeStatusJSON(c.OutOrStdout(), v)
 			}
-			writeStatusTable(c.OutOrStdout(), v, time.Now())
+			writeStatusTable(c.OutOrStdout(), v, time.Now(), 0)
 			return nil
 		},
 	}

@@ -8,6 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
@@ -28,7 +30,11 @@ func eventNote(evs []store.EventWrite) string {
 	return fmt.Sprintf("completion handler failed %d time(s): %s", ev.Tries, ev.LastError)
 }
 
-func writeStatusTable(w io.Writer, v *runView, now time.Time) {
+// writeStatusTable writes the status of the run v as read at now. With a
+// width (a terminal's; 0: none), each line fits in it: long notes drop their
+// details first (the list of what a card holds; see fitNote), long task ids
+// are cut in the middle.
+func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	counts := map[gpusched.State]int{}
 	for _, r := range v.rows {
 		counts[r.State]++
@@ -48,48 +54,146 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time) {
 	default:
 		fmt.Fprintf(w, "scheduler: not running\n\n")
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tSTATE\tATTEMPTS\tEXIT\tGPU\tTIME\tNOTE")
+	rows := [][]string{{"TASK", "STATE", "ATTEMPTS", "EXIT", "GPU", "TIME", "NOTE"}}
 	for _, r := range v.rows {
-		exit, card, took := "-", "-", "-"
-		if r.ExitCode != nil {
-			exit = strconv.Itoa(*r.ExitCode)
-		}
-		if a := r.LastAttempt(); a != nil {
-			if a.GPU != nil {
-				card = strconv.Itoa(*a.GPU)
-			}
-			end := a.End
-			if !a.Ended() {
-				end = now
-			}
-			took = round(end.Sub(a.Start)).String()
-			if a.Signal != "" && r.ExitCode == nil {
-				exit = a.Signal
-			}
-		}
-		note := r.Error
-		switch r.State {
-		case gpusched.StateComplete:
-			note = eventNote(v.pending[r.ID])
-		case gpusched.StateRunning:
-			note = ""
-			if r.Rerun != "" {
-				note = "runs again: " + r.Rerun
-			}
-		case gpusched.StatePending:
-			note = v.waiting[r.ID]
-			if r.Rerun != "" {
-				note = "runs again (" + r.Rerun + "); " + note
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.State, len(r.Attempts), exit, card, took, note)
+		rows = append(rows, taskRow(v, r, now))
+	}
+	fitColumns(rows, width)
+	tw := tabwriter.NewWriter(w, 0, 0, tableGap, ' ', 0)
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
 	if v.gpuTasks && (len(v.cards) > 0 || v.unknown != "") {
 		fmt.Fprintln(w)
 		writeCards(w, v.cards, v.unknown, v.cardsAt)
 	}
+}
+
+// taskRow is a task's row of the status table.
+func taskRow(v *runView, r store.Row, now time.Time) []string {
+	exit, card, took := "-", "-", "-"
+	if r.ExitCode != nil {
+		exit = strconv.Itoa(*r.ExitCode)
+	}
+	if a := r.LastAttempt(); a != nil {
+		if a.GPU != nil {
+			card = strconv.Itoa(*a.GPU)
+		}
+		end := a.End
+		if !a.Ended() {
+			end = now
+		}
+		took = round(end.Sub(a.Start)).String()
+		if a.Signal != "" && r.ExitCode == nil {
+			exit = a.Signal
+		}
+	}
+	note := r.Error
+	switch r.State {
+	case gpusched.StateComplete:
+		note = eventNote(v.pending[r.ID])
+	case gpusched.StateRunning:
+		note = ""
+		if r.Rerun != "" {
+			note = "runs again: " + r.Rerun
+		}
+	case gpusched.StatePending:
+		note = v.waiting[r.ID]
+		if r.Rerun != "" {
+			note = "runs again (" + r.Rerun + "); " + note
+		}
+	}
+	return []string{r.ID, r.State.String(), strconv.Itoa(len(r.Attempts)), exit, card, took, note}
+}
+
+// The status table's columns are tableGap cells apart. On a narrow
+// terminal the task ids give up room for the notes, down to minIDWidth
+// cells, until the notes have minNoteWidth.
+const (
+	tableGap     = 2
+	minNoteWidth = 50
+)
+
+// fitColumns shortens, in place, the first column (task ids) and the last
+// (notes) of rows so that every row fits in width cells; width 0 leaves
+// them as they are. The first row is the header.
+func fitColumns(rows [][]string, width int) {
+	if width <= 0 || len(rows) == 0 {
+		return
+	}
+	last := len(rows[0]) - 1
+	widths := make([]int, last)
+	for _, row := range rows {
+		for i := range widths {
+			widths[i] = max(widths[i], ansi.StringWidth(row[i]))
+		}
+	}
+	before := func() int { // the cells before the note
+		n := 0
+		for _, w := range widths {
+			n += w + tableGap
+		}
+		return n
+	}
+	if short := minNoteWidth - (width - before()); short > 0 && widths[0] > minIDWidth {
+		widths[0] = max(minIDWidth, widths[0]-short)
+	}
+	room := max(1, width-before())
+	for i, row := range rows {
+		if i > 0 {
+			row[0] = elideMiddle(row[0], widths[0])
+		}
+		row[last] = fitNote(row[last], room)
+	}
+}
+
+// fitNote cuts a note to width cells, keeping what matters. A note says
+// the most important first ("needs 24000 MiB; best card 1 has 5047 MiB
+// left (foreign 0, sweep-1 holds 20000, ...); card 0 cooling down ...");
+// its details in parentheses make room first, longest first, so that what
+// comes after them (the other cards) shows; what is still too long is cut
+// at the end.
+func fitNote(note string, width int) string {
+	for ansi.StringWidth(note) > width {
+		from, to := longestParenthesis(note)
+		if to-from <= len("(…)") {
+			break
+		}
+		note = note[:from] + "(…)" + note[to:]
+	}
+	if ansi.StringWidth(note) <= width {
+		return note
+	}
+	// Cut at the end, between words when one ends near the cut.
+	cut := ansi.Truncate(note, width-1, "")
+	if i := strings.LastIndexByte(cut, ' '); i > len(cut)*2/3 {
+		cut = cut[:i]
+	}
+	return strings.TrimRight(cut, " ;,(") + "…"
+}
+
+// longestParenthesis returns where the longest outermost "(...)" of s
+// starts and ends (past its ")"), or 0, 0 if s has none.
+func longestParenthesis(s string) (from, to int) {
+	depth, start := 0, 0
+	for i, r := range s {
+		switch r {
+		case '(':
+			if depth == 0 {
+				start = i
+			}
+			depth++
+		case ')':
+			if depth == 0 {
+				continue
+			}
+			if depth--; depth == 0 && i+1-start > to-from {
+				from, to = start, i+1
+			}
+		}
+	}
+	return from, to
 }
 
 // writeCards prints the cards as admission sees them.
