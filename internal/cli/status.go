@@ -16,15 +16,16 @@ func newStatusCmd() *cobra.Command {
 		Long: `Show every task of a run: state, attempts, last exit code, card, time, why
 it failed or is blocked, and why a pending task is still waiting (for a GPU
 task: what it needs and what stands in the way on the best card). With GPU
-tasks, the cards are shown too. Name the run with --run-dir, or give the
-workflow file to use its default run directory ("-": the run of a
-workflow read from standard input); with neither, the one run under
-./.gpusched is shown. It reads the state database without locking it, so
-it works while "gpusched run" is going.
+tasks, the cards are shown too: the scheduler's last view of them and how
+old it is (after the run, how they were when it ended). Name the run with
+--run-dir, or give the workflow file to use its default run directory
+("-": the run of a workflow read from standard input); with neither, the
+one run under ./.gpusched is shown. It reads the state database without
+locking it, so it works while "gpusched run" is going.
 
 --json prints {"run_dir": ..., "scheduler_pid": ..., "tasks": [{"id",
-"state", "attempts", "exit_code", "gpu", "waiting", ...}], "gpus": [...]};
-exit_code and gpu are null when not known.
+"state", "attempts", "exit_code", "gpu", "waiting", ...}], "gpus": [...],
+"gpus_as_of": ...}; exit_code and gpu are null when not known.
 
 --watch shows it again every --interval (1s) until Ctrl-C, or until the run
 is over (no scheduler uses the run directory), when it prints the final

@@ -48,10 +48,17 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		SchedulerPID *int           `json:"scheduler_pid"`
 		Tasks        []taskJSON     `json:"tasks"`
 		GPUs         []gpu.CardView `json:"gpus"`
-		GPUUnknown   string         `json:"gpu_unknown,omitempty"`
+		// GPUsAsOf is when the scheduler saved its view of the cards;
+		// with no scheduler running, that view is of the past.
+		GPUsAsOf   *time.Time `json:"gpus_as_of,omitempty"`
+		GPUUnknown string     `json:"gpu_unknown,omitempty"`
 	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown}
 	if v.pid > 0 {
 		out.SchedulerPID = &v.pid
+	}
+	if !v.cardsAt.IsZero() {
+		at := v.cardsAt
+		out.GPUsAsOf = &at
 	}
 	if out.GPUs == nil {
 		out.GPUs = []gpu.CardView{}

@@ -66,7 +66,7 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	tw.Flush()
 	if v.gpuTasks && (len(v.cards) > 0 || v.unknown != "") {
 		fmt.Fprintln(w)
-		writeCards(w, v.cards, v.unknown, v.cardsAt)
+		writeCards(w, cardsView{cards: v.cards, unknown: v.unknown, at: v.cardsAt, saved: true, running: v.pid > 0}, now)
 	}
 }
 
@@ -196,30 +196,50 @@ func longestParenthesis(s string) (from, to int) {
 	return from, to
 }
 
-// writeCards prints the cards as admission sees them.
-func writeCards(w io.Writer, cards []gpu.CardView, unknown string, at time.Time) {
-	if unknown != "" {
-		fmt.Fprintf(w, "GPU state unknown: %s\n", unknown)
+// cardsView is a view of the cards and where it comes from.
+type cardsView struct {
+	cards   []gpu.CardView
+	unknown string    // why the GPU state is unknown, if it is
+	at      time.Time // when it was read; zero if not known
+	saved   bool      // read back from a run's state database, not from nvidia-smi now
+	running bool      // saved: the scheduler that saved it still runs
+}
+
+// past reports whether the view is of a run that has ended: then nothing
+// in it (a cooldown, a quarantine, a reservation, the tasks on a card)
+// holds any more.
+func (cv cardsView) past() bool { return cv.saved && !cv.running }
+
+// writeCards prints the cards as admission sees them; a saved view says
+// how old it is, and a past one says that it is.
+func writeCards(w io.Writer, cv cardsView, now time.Time) {
+	if cv.unknown != "" {
+		if cv.past() {
+			fmt.Fprintf(w, "GPU state was unknown when the run ended: %s\n", cv.unknown)
+		} else {
+			fmt.Fprintf(w, "GPU state unknown: %s\n", cv.unknown)
+		}
 	}
-	if len(cards) == 0 {
+	if len(cv.cards) == 0 {
 		return
 	}
-	if !at.IsZero() {
-		fmt.Fprintf(w, "cards as of %s (MiB):\n", at.Format(time.TimeOnly))
+	if !cv.at.IsZero() {
+		age := ""
+		if cv.saved {
+			age = ", " + clock(now.Sub(cv.at)) + " ago"
+		}
+		if cv.past() {
+			age += "; the run has ended"
+		}
+		unit := "MiB"
+		if cv.past() {
+			unit += `; "gpusched gpus" reads them now`
+		}
+		fmt.Fprintf(w, "cards as of %s%s (%s):\n", cv.at.Local().Format(time.TimeOnly), age, unit)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, tableGap, ' ', 0)
 	fmt.Fprintln(tw, "CARD\tNAME\tTOTAL\tUSED\tFOREIGN\tCHARGED\tAVAILABLE\tSTATE\tTASKS\t")
-	for _, c := range cards {
-		state := c.State.String()
-		if c.Reason != "" && c.State != gpu.CardOK {
-			state += ": " + c.Reason
-		}
-		if !c.Until.IsZero() {
-			state += " (until " + c.Until.Local().Format(time.TimeOnly) + ")"
-		}
-		if c.ReservedFor != "" {
-			state += ", reserved for " + c.ReservedFor
-		}
+	for _, c := range cv.cards {
 		var tasks []string
 		for _, h := range c.Holders {
 			s := fmt.Sprintf("%s %d", h.Task, h.ChargedMiB())
@@ -229,7 +249,33 @@ func writeCards(w io.Writer, cards []gpu.CardView, unknown string, at time.Time)
 			tasks = append(tasks, s)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", c.Index, c.Name, c.TotalMiB, c.UsedMiB, c.ForeignMiB,
-			c.ChargedMiB, c.AvailableMiB, state, strings.Join(tasks, ", "))
+			c.ChargedMiB, c.AvailableMiB, cardState(c, now, cv.past()), strings.Join(tasks, ", "))
 	}
 	tw.Flush()
+}
+
+// cardState is a card's STATE cell. A cooldown or quarantine that is over
+// by now says when it ended rather than until when it lasts; in the view
+// of a run that has ended, one that was on says "was": no scheduler keeps
+// it now.
+func cardState(c gpu.CardView, now time.Time, past bool) string {
+	s := c.State.String()
+	if c.Reason != "" && c.State != gpu.CardOK {
+		s += ": " + c.Reason
+	}
+	if !c.Until.IsZero() {
+		until := c.Until.Local().Format(time.TimeOnly)
+		if c.Until.After(now) {
+			s += " (until " + until + ")"
+		} else {
+			s += " (ended " + until + ")"
+		}
+	}
+	if past && (c.State == gpu.CardCooling || c.State == gpu.CardQuarantined) {
+		s = "was " + s
+	}
+	if c.ReservedFor != "" && !past {
+		s += ", reserved for " + c.ReservedFor
+	}
+	return s
 }
