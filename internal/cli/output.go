@@ -89,13 +89,25 @@ func eventLine(ev gpusched.Event) string {
 type plainDisplay struct {
 	q      *lineQueue
 	stderr io.Writer
+	// cancelled holds the tasks cancelled as the run stopped; the tasks
+	// they block get no line each (the summary counts them). Touched by
+	// observe only, on the scheduler's loop.
+	cancelled map[string]bool
 }
 
 func newPlainDisplay(w, stderr io.Writer) *plainDisplay {
-	return &plainDisplay{q: newLineQueue(w), stderr: stderr}
+	return &plainDisplay{q: newLineQueue(w), stderr: stderr, cancelled: map[string]bool{}}
 }
 
 func (p *plainDisplay) observe(ev gpusched.Event) {
+	switch ev.Kind {
+	case gpusched.EventCancelled:
+		p.cancelled[ev.TaskID] = true
+	case gpusched.EventBlocked:
+		if p.cancelled[ev.BlockedBy] {
+			return
+		}
+	}
 	if line := eventLine(ev); line != "" {
 		p.q.add(line + "\n")
 	}

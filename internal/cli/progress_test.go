@@ -296,7 +296,7 @@ tasks:
 	if !strings.Contains(raw[before:], showCursor) || emulate(raw).CursorHidden() {
 		t.Errorf("the cursor was not shown again after Ctrl-C: %q", raw[before:])
 	}
-	stopping := indexOf(lines, regexp.MustCompile(`^gpusched: interrupt: stopping running tasks \(SIGTERM, then SIGKILL after 300ms\)$`))
+	stopping := indexOf(lines, regexp.MustCompile(`^gpusched: interrupt: stopping running tasks \(SIGTERM, then SIGKILL after 300ms; Ctrl-C again kills them at once\)$`))
 	cancelled := indexOf(lines, regexp.MustCompile(`^\d\d:\d\d:\d\d cancelled long$`))
 	// Nothing is done: long was cancelled and next never ran (pending,
 	// or blocked by long); neither counts as done.
@@ -310,6 +310,9 @@ tasks:
 	}
 	if !strings.Contains(screen, "1 cancelled") {
 		t.Errorf("the summary does not count long cancelled:\n%s", screen)
+	}
+	if n := countMatches(lines, regexp.MustCompile(`^1 task not started \((pending|blocked by a cancelled task)\): it runs on the next run$`)); n != 1 {
+		t.Errorf("the summary does not say once that next was not started:\n%s", screen)
 	}
 	if tk := status(t, wf).task(t, "long"); tk.State != "cancelled" {
 		t.Errorf("long is %s after Ctrl-C, want cancelled", tk.State)
