@@ -15,8 +15,10 @@ import (
 // default one, else (for the read-only commands) the only run under
 // ./.gpusched.
 
-// runsFolder is the folder that holds the default run directories.
-const runsFolder = ".gpusched"
+const (
+	runsFolder    = ".gpusched" // the folder that holds the default run directories
+	maxRunsListed = 10          // runs named in the error when there are several
+)
 
 // DefaultRunDir is the run directory of a workflow when --run-dir is not
 // given: .gpusched/<name> beside the workflow file, where <name> is the
@@ -95,8 +97,12 @@ func findRunDir(flag, workflowPath string) (string, error) {
 	case 1:
 		return runDirFor(runs[0], "")
 	}
+	listed := strings.Join(runs[:min(len(runs), maxRunsListed)], ", ")
+	if len(runs) > maxRunsListed {
+		listed += ", …"
+	}
 	return "", inputf("which run? ./%s holds %d: %s; give --run-dir DIR, or the workflow file whose default run directory to use",
-		runsFolder, len(runs), strings.Join(runs, ", "))
+		runsFolder, len(runs), listed)
 }
 
 // statePath returns the state database of the run in runDir, or an error

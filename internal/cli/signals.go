@@ -35,18 +35,17 @@ var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 type interrupts struct {
 	ctx    context.Context // cancelled by the first signal
 	cancel context.CancelFunc
-	grace  time.Duration // the kill grace, for the message
 	exit   func(code int)
 
 	sigs chan os.Signal
 	done chan struct{} // closed by release: the goroutine returns
 
-	mu       sync.Mutex // guards the fields below
-	got      int        // signals received
-	running  bool       // begin was called: tasks may be running
-	say      func(msg string)
-	stopNow  func()
-	stopSaid bool
+	mu      sync.Mutex    // guards the fields below
+	got     int           // signals received
+	running bool          // begin was called: tasks may be running
+	grace   time.Duration // the kill grace, for the message
+	say     func(msg string)
+	stopNow func()
 }
 
 // catchInterrupts starts catching the stop signals; say prints a line for
@@ -74,7 +73,7 @@ func (in *interrupts) loop() {
 func (in *interrupts) handle(sig os.Signal) {
 	in.mu.Lock()
 	in.got++
-	n, running, say, stopNow := in.got, in.running, in.say, in.stopNow
+	n, running, grace, say, stopNow := in.got, in.running, in.grace, in.say, in.stopNow
 	in.mu.Unlock()
 	switch {
 	case n == 1 && running:
@@ -82,7 +81,7 @@ func (in *interrupts) handle(sig os.Signal) {
 		if sig == os.Interrupt {
 			again = "Ctrl-C again kills them at once"
 		}
-		say(fmt.Sprintf("gpusched: %s: stopping running tasks (SIGTERM, then SIGKILL after %s; %s)", sig, in.grace, again))
+		say(fmt.Sprintf("gpusched: %s: stopping running tasks (SIGTERM, then SIGKILL after %s; %s)", sig, grace, again))
 		in.cancel()
 	case n == 1:
 		say(fmt.Sprintf("gpusched: %s: no task will start; stopping once the workflow is loaded (again to exit at once)", sig))
