@@ -44,6 +44,21 @@ func CheckGPUs(ctx context.Context, s Scheduling, tasks []TaskSpec) error {
 	return nil
 }
 
+// CheckNvidiaSMI refuses GPU tasks on a machine without nvidia-smi, the
+// check SubmitMany makes at once. Unlike CheckGPUs it never runs
+// nvidia-smi, which may hang for its whole timeout: a run reads the cards
+// once it has started, so that CPU tasks never wait for them.
+func CheckNvidiaSMI(tasks []TaskSpec) error {
+	i := slices.IndexFunc(tasks, func(t TaskSpec) bool { return t.Resources.GPU() })
+	if i < 0 {
+		return nil
+	}
+	if _, err := nvidiasmi.Bin(); err != nil {
+		return noSMI(tasks[i].ID)
+	}
+	return nil
+}
+
 // noSMI is the error for GPU tasks on a machine without nvidia-smi.
 func noSMI(id string) error {
 	return &TaskError{TaskID: id, Field: "resources.device",

@@ -23,24 +23,27 @@ const (
 	evCancelled       = "cancelled"        // the task was cancelled (Ctrl-C, SIGTERM)
 	evCardQuarantined = "card-quarantined" // a GPU was put in quarantine
 	evEventFailed     = "event-failed"     // a completion handler (on_complete) failed; it is retried
+	evGPUUnknown      = "gpu-unknown"      // the GPUs cannot be read (nvidia-smi fails or hangs); GPU tasks wait
+	evGPUKnown        = "gpu-known"        // the GPUs can be read again
 )
 
 // eventJSONLine is one line of --events. Fields that do not apply to an
 // event are left out, except that "time" and "event" are always there.
 type eventJSONLine struct {
-	Time      time.Time `json:"time"`
-	Event     string    `json:"event"`
-	Task      string    `json:"task,omitempty"`
-	Attempt   int       `json:"attempt,omitempty"`
-	Card      *int      `json:"card,omitempty"`
-	MemoryMiB int64     `json:"memory_mib,omitempty"`
-	ExitCode  *int      `json:"exit_code,omitempty"`
-	Signal    string    `json:"signal,omitempty"`
-	Error     string    `json:"error,omitempty"`
-	BlockedBy string    `json:"blocked_by,omitempty"`
-	Log       string    `json:"log,omitempty"`
-	Rerun     string    `json:"rerun,omitempty"`
-	Duration  *float64  `json:"duration_s,omitempty"`
+	Time      time.Time  `json:"time"`
+	Event     string     `json:"event"`
+	Task      string     `json:"task,omitempty"`
+	Attempt   int        `json:"attempt,omitempty"`
+	Card      *int       `json:"card,omitempty"`
+	MemoryMiB int64      `json:"memory_mib,omitempty"`
+	ExitCode  *int       `json:"exit_code,omitempty"`
+	Signal    string     `json:"signal,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	BlockedBy string     `json:"blocked_by,omitempty"`
+	RetryAt   *time.Time `json:"retry_at,omitempty"` // retrying: the next attempt starts no earlier
+	Log       string     `json:"log,omitempty"`
+	Rerun     string     `json:"rerun,omitempty"`
+	Duration  *float64   `json:"duration_s,omitempty"`
 }
 
 // eventJSONLines turns a transition into its lines: an attempt that ended
@@ -77,6 +80,10 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 	case gpusched.EventRetrying:
 		ended()
 		l.Event, l.Error = evRetrying, a.Error
+		if !ev.RetryAt.IsZero() {
+			at := ev.RetryAt
+			l.RetryAt = &at
+		}
 	case gpusched.EventFailed:
 		ended()
 		l.Event, l.Error = evFailed, ev.Error
@@ -93,6 +100,10 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 	case gpusched.EventCardQuarantined:
 		card := ev.Card
 		l.Event, l.Card, l.Error = evCardQuarantined, &card, ev.Error
+	case gpusched.EventGPUUnknown:
+		l.Event, l.Error = evGPUUnknown, ev.Error
+	case gpusched.EventGPUKnown:
+		l.Event = evGPUKnown
 	default:
 		l.Event = ev.Kind.String()
 	}

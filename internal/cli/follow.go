@@ -37,7 +37,7 @@ func followLog(ctx context.Context, w io.Writer, dir, id string, from int) error
 	}
 	st, err := store.OpenSQLiteReadOnly(filepath.Join(dir, gpusched.StateFile), dir)
 	if err != nil {
-		return failed(err)
+		return err
 	}
 	defer st.Close()
 
@@ -64,23 +64,23 @@ func followLog(ctx context.Context, w io.Writer, dir, id string, from int) error
 			if len(row.Attempts) > 0 {
 				cur = row.Attempts[0].Number
 			} else if row.State.Terminal() || !running {
-				return failed(fmt.Errorf("task %q has not started yet (state %s)", id, row.State))
+				return fmt.Errorf("task %q has not started yet (state %s)", id, row.State)
 			}
 		}
 		if cur > 0 {
 			a := attemptOf(row, cur)
 			if a == nil {
-				return failed(fmt.Errorf("task %q has no attempt %d any more", id, cur))
+				return fmt.Errorf("task %q has no attempt %d any more", id, cur)
 			}
 			if f == nil {
 				f, err = os.Open(a.LogPath)
 				if err != nil && !errors.Is(err, os.ErrNotExist) {
-					return failed(fmt.Errorf("open log: %w", err))
+					return fmt.Errorf("open log: %w", err)
 				}
 			}
 			if f != nil {
 				if _, err := io.Copy(out, f); err != nil {
-					return failed(err)
+					return err
 				}
 			}
 			if a.Ended() || !running {
@@ -112,11 +112,11 @@ func followLog(ctx context.Context, w io.Writer, dir, id string, from int) error
 func loadRow(st *store.SQLite, id string) (store.Row, error) {
 	rows, err := st.Load()
 	if err != nil {
-		return store.Row{}, failed(err)
+		return store.Row{}, err
 	}
 	i := slices.IndexFunc(rows, func(r store.Row) bool { return r.ID == id })
 	if i < 0 {
-		return store.Row{}, failed(fmt.Errorf("task %q is no longer in this run", id))
+		return store.Row{}, fmt.Errorf("task %q is no longer in this run", id)
 	}
 	return rows[i], nil
 }

@@ -14,9 +14,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -604,14 +606,16 @@ tasks:
 	}
 }
 
-// nvidia-smi is asked two questions, one after the other: the cards' memory,
-// then the compute processes. When one of our jobs takes its memory between
-// the two, the reading counts that memory as ours although the card's free
-// memory does not show it yet, so foreign memory comes out too small by that
-// much and the card is over-committed. Here the wrapper around the fake
-// nvidia-smi makes the interleaving certain: it answers the first poll's
-// card query with a reading taken before the job allocates and returns only
-// once the job has allocated, so the process query that follows sees the job.
+// nvidia-smi is asked two questions, one after the other. Were the cards'
+// memory asked first and the compute processes second, a job that takes its
+// memory between the two would be counted as ours while the card's free
+// memory does not show it yet: foreign memory would come out too small by
+// that much and the card would be over-committed. (The probe asks for the
+// processes first, so such a job counts as foreign for one reading: too
+// little room, never too much.) Here the wrapper around the fake nvidia-smi
+// makes that interleaving certain on the second reading, taken while first
+// runs: it answers the card query with a reading taken before first's job
+// allocates, and returns only once the job has allocated.
 func TestGPUForeignMemoryBetweenQueries(t *testing.T) {
 	t.Parallel()
 	c := gpuCard(0, 24000)
@@ -641,7 +645,7 @@ exit $rc
 scheduling:
   max_parallel_tasks: 4
   gpu_cooldown: 0
-  gpu_poll_interval: 1m
+  gpu_poll_interval: 200ms
 tasks:
   - id: first
     priority: 1
@@ -840,6 +844,50 @@ tasks:
 	}
 }
 
+// An nvidia-smi that hangs at the start holds no CPU task back: the CPU
+// tasks run to their end while nvidia-smi has not answered (its timeout is
+// a minute here), and status says why the GPU task waits. No timing is
+// asserted: the CPU tasks completing before nvidia-smi's first answer is
+// the proof.
+func TestHangingNvidiaSMIHoldsNoCPUTaskBack(t *testing.T) {
+	t.Parallel()
+	m := newFakeMachine(t, fakegpu.State{Mode: fakegpu.ModeHang, Cards: []fakegpu.Card{gpuCard(0, 40960)}})
+	wf, runDir := m.workflow(`
+scheduling:
+  nvidia_smi_timeout: 1m
+tasks:
+  - id: cpu1
+    args: [true]
+  - id: cpu2
+    dependencies: [cpu1]
+    args: [true]
+  - id: gpu
+    resources: {device: cuda, memory_mib: 1000}
+    args: [true]
+`)
+	run := startGPURun(t, m.env, wf)
+	var tk gpuTaskJSON
+	waitFor(t, 50*time.Second, "the CPU tasks to complete while nvidia-smi has not answered", func() bool {
+		s, ok := gpuPollStatus(t, runDir)
+		if !ok {
+			return false
+		}
+		tk = s.task(t, "gpu")
+		return s.task(t, "cpu2").State == "complete"
+	})
+	if tk.State != "pending" || !strings.Contains(tk.Waiting, "nvidia-smi has not answered yet") {
+		t.Errorf("gpu: %s, waiting %q; want pending until nvidia-smi answers", tk.State, tk.Waiting)
+	}
+	if err := run.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	r := run.wait(t)
+	r.want(t, 1)
+	if !strings.Contains(r.stdout, "complete  cpu2") {
+		t.Errorf("output:\n%s", r.stdout)
+	}
+}
+
 // A broken nvidia-smi (the driver fails, or it hangs) never stops CPU
 // tasks; the GPU task never starts and, after gpu_unknown_timeout, fails
 // with nvidia-smi's message; the run exits 1. No hung nvidia-smi is left
@@ -887,7 +935,7 @@ tasks:
 					return false
 				}
 				tk, unknown = s.task(t, "gpu"), s.GPUUnknown
-				return s.task(t, "cpu2").State == "complete" && tk.State == "pending" && tk.Waiting != ""
+				return s.task(t, "cpu2").State == "complete" && tk.State == "pending" && strings.Contains(tk.Waiting, tc.want)
 			})
 			if !strings.Contains(tk.Waiting, "GPU state unknown") || !strings.Contains(tk.Waiting, tc.want) {
 				t.Errorf("gpu's waiting reason = %q; want GPU state unknown, with %q", tk.Waiting, tc.want)
@@ -899,6 +947,10 @@ tasks:
 			r.want(t, 1)
 			if r.took < 3*time.Second {
 				t.Errorf("the run ended after %s, before gpu_unknown_timeout (3s)", r.took)
+			}
+			// The plain output says why GPU tasks wait, once.
+			if n := strings.Count(r.stdout, "GPU tasks wait"); n != 1 || !regexp.MustCompile(`gpu +.*`+regexp.QuoteMeta(tc.want)+`.*; GPU tasks wait`).MatchString(r.stdout) {
+				t.Errorf("the output says %d times that GPU tasks wait, want once with %q:\n%s", n, tc.want, r.stdout)
 			}
 			if !exists(filepath.Join(m.dir, "cpu1.out")) || !exists(filepath.Join(m.dir, "cpu2.out")) {
 				t.Errorf("the CPU tasks did not run")

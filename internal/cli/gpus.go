@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,61 +27,53 @@ charged (to our running tasks), available for new tasks, the tasks on it,
 and its state (ok, cooling down, quarantined, unknown, hidden).
 
 With a run (--run-dir, or a workflow for its default run directory) whose
-state database has a view of the cards, that view is shown: it is what the
-run's scheduler decided with, saved at each reading. Otherwise, or with
---live, nvidia-smi is run now (with the workflow's GPU settings, if one is
-given) and nothing of ours is counted as running.`,
+scheduler is running, its view of the cards is shown: what it decides
+with, saved at each reading, and how old that is. Otherwise (no run, a run
+that has ended, or --live) nvidia-smi is run now, with the workflow's GPU
+settings if one is given, and nothing of ours is counted as running; if
+nvidia-smi cannot be read then, the ended run's last view is shown, with
+its age. The first line says where the numbers come from.
+
+--json prints {"source": "live" or "run", "run_dir", "scheduler_pid",
+"updated" (when the run's view was saved), "live_error" (why nvidia-smi
+could not be read, when a run's last view is shown instead), "unknown",
+"cards": [...]}.`,
 		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
-			wf := ""
+			wf := firstArg(args)
 			var settings gpusched.Scheduling
-			if len(args) == 1 {
-				wf = args[0]
+			if wf != "" {
 				w, err := loadWorkflow(wf)
 				if err != nil {
 					return err
 				}
 				settings = w.Scheduling
 			}
-			out := struct {
-				Source  string         `json:"source"` // "run" or "live"
-				RunDir  string         `json:"run_dir,omitempty"`
-				Updated *time.Time     `json:"updated,omitempty"`
-				Unknown string         `json:"unknown,omitempty"`
-				Cards   []gpu.CardView `json:"cards"`
-			}{Source: "live"}
+			var saved *savedCards
 			if !live && (runDir != "" || wf != "") {
 				dir, err := runDirFor(runDir, wf)
 				if err != nil {
 					return err
 				}
-				if _, err := os.Stat(filepath.Join(dir, gpusched.StateFile)); err == nil {
-					var cards []gpu.CardView
-					var at time.Time
-					var unknown string
-					err := withState(dir, func(st *store.SQLite) (err error) {
-						cards, at, unknown, err = loadCards(st)
-						return err
-					})
-					if err != nil {
-						return err
-					}
-					if len(cards) > 0 || unknown != "" {
-						out.Source, out.RunDir, out.Cards, out.Unknown = "run", dir, cards, unknown
-						if !at.IsZero() {
-							out.Updated = &at
-						}
-					}
-				} else if runDir != "" {
-					return failed(fmt.Errorf("no run found in %s: %w", dir, errors.Unwrap(err)))
+				if saved, err = loadSavedCards(dir, runDir != ""); err != nil {
+					return err
 				}
 			}
-			if out.Source == "live" {
+			now := time.Now()
+			out := gpusOutput{Source: "live", Cards: []gpu.CardView{}}
+			if saved != nil && saved.pid > 0 {
+				out.fromRun(saved)
+			} else {
 				cards, err := gpusched.ReadGPUs(c.Context(), settings)
-				if err != nil {
-					return failed(fmt.Errorf("read GPUs: %w", err))
+				switch {
+				case err == nil:
+					out.Cards = cards
+				case saved != nil:
+					out.fromRun(saved) // the run's last view, rather than nothing
+					out.LiveError = oneLine(err.Error())
+				default:
+					return fmt.Errorf("read GPUs: %w", err)
 				}
-				out.Cards = cards
 			}
 			if out.Cards == nil {
 				out.Cards = []gpu.CardView{}
@@ -88,27 +81,87 @@ given) and nothing of ours is counted as running.`,
 			if asJSON {
 				enc := json.NewEncoder(c.OutOrStdout())
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(out); err != nil {
-					return failed(err)
-				}
-				return nil
+				return enc.Encode(out)
 			}
-			w := c.OutOrStdout()
-			if out.Source == "live" {
-				fmt.Fprintln(w, "live reading of nvidia-smi (no task of ours counted)")
-			} else {
-				fmt.Fprintf(w, "run %s\n", out.RunDir)
-			}
-			var at time.Time
-			if out.Updated != nil {
-				at = *out.Updated
-			}
-			writeCards(w, out.Cards, out.Unknown, at)
+			out.write(c.OutOrStdout(), saved, now)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
-	c.Flags().BoolVar(&live, "live", false, "read nvidia-smi now even when a run's view exists")
+	c.Flags().BoolVar(&live, "live", false, "read nvidia-smi now even when a scheduler runs")
 	return c
+}
+
+// savedCards is a run's saved view of the cards.
+type savedCards struct {
+	dir     string
+	pid     int // the scheduler that uses the run directory, 0 if none
+	cards   []gpu.CardView
+	at      time.Time
+	unknown string
+}
+
+// loadSavedCards reads the view of the cards saved in the run in dir: nil
+// if there is none (no run there, unless mustExist, or no view yet).
+func loadSavedCards(dir string, mustExist bool) (*savedCards, error) {
+	if _, err := os.Stat(filepath.Join(dir, gpusched.StateFile)); err != nil {
+		if mustExist {
+			return nil, fmt.Errorf("no run found in %s: %w", dir, errors.Unwrap(err))
+		}
+		return nil, nil
+	}
+	s := &savedCards{dir: dir, pid: schedulerPID(dir)}
+	err := withState(dir, func(st *store.SQLite) (err error) {
+		s.cards, s.at, s.unknown, err = loadCards(st)
+		return err
+	})
+	if err != nil || (len(s.cards) == 0 && s.unknown == "") {
+		return nil, err
+	}
+	return s, nil
+}
+
+// gpusOutput is what "gpusched gpus" shows; as JSON, its fields are a
+// stable interface.
+type gpusOutput struct {
+	Source       string         `json:"source"` // "run" or "live"
+	RunDir       string         `json:"run_dir,omitempty"`
+	SchedulerPID *int           `json:"scheduler_pid,omitempty"`
+	Updated      *time.Time     `json:"updated,omitempty"`
+	LiveError    string         `json:"live_error,omitempty"`
+	Unknown      string         `json:"unknown,omitempty"`
+	Cards        []gpu.CardView `json:"cards"`
+}
+
+func (o *gpusOutput) fromRun(s *savedCards) {
+	o.Source, o.RunDir, o.Cards, o.Unknown = "run", s.dir, s.cards, s.unknown
+	if s.pid > 0 {
+		pid := s.pid
+		o.SchedulerPID = &pid
+	}
+	if !s.at.IsZero() {
+		at := s.at
+		o.Updated = &at
+	}
+}
+
+// write prints the table, after a line that says where it comes from.
+func (o *gpusOutput) write(w io.Writer, saved *savedCards, now time.Time) {
+	cv := cardsView{cards: o.Cards, unknown: o.Unknown}
+	switch {
+	case o.Source == "live":
+		fmt.Fprintf(w, "live reading of nvidia-smi at %s (no task of ours counted)\n", now.Format(time.TimeOnly))
+		if saved != nil {
+			fmt.Fprintf(w, "no scheduler runs on %s; its last view, of %s (%s ago), is in gpusched status\n",
+				saved.dir, saved.at.Local().Format(time.TimeOnly), clock(now.Sub(saved.at)))
+		}
+	case o.SchedulerPID != nil:
+		fmt.Fprintf(w, "run %s, as its scheduler (pid %d) sees them\n", o.RunDir, *o.SchedulerPID)
+		cv.at, cv.saved, cv.running = saved.at, true, true
+	default:
+		fmt.Fprintf(w, "run %s: no scheduler runs on it, and nvidia-smi cannot be read now (%s)\n", o.RunDir, o.LiveError)
+		cv.at, cv.saved = saved.at, true
+	}
+	writeCards(w, cv, now)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,15 +14,17 @@ import (
 )
 
 func newLogsCmd() *cobra.Command {
-	var runDir, wf string
+	var runDir, wfFlag string
 	var attempt int
 	var follow bool
 	c := &cobra.Command{
-		Use:   "logs TASK [--run-dir DIR | --workflow FILE] [--attempt N] [-f]",
+		Use:   "logs [WORKFLOW] TASK [--run-dir DIR] [--attempt N] [-f]",
 		Short: "Print the log of a task's attempt",
 		Long: `Print the output (stdout and stderr) of a task's last attempt, or of
-attempt N with --attempt. Name the run with --run-dir, or with --workflow
-for the workflow's default run directory.
+attempt N with --attempt. Name the run as for status: the workflow file
+first, for its default run directory, or --run-dir; with neither, the one
+run under ./.gpusched. (-w/--workflow FILE, from older versions, still
+names the workflow.)
 
 -f (--follow) keeps printing what the attempt writes, like tail -f (waiting
 for the task to start if it has not yet). When the attempt ends and the task
@@ -29,36 +32,54 @@ runs again, it goes on with the next attempt's log after a line
 "--- attempt N ---". It exits once the task is complete, failed, blocked or
 cancelled, or when no scheduler uses the run directory any more, after
 printing the rest of the log.`,
-		Args: exactArgs(1, "one task id"),
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return inputf("%s takes a task id, after the workflow file if one is given (got %d arguments); see %s --help",
+					c.CommandPath(), len(args), c.CommandPath())
+			}
+			return nil
+		},
 		RunE: func(c *cobra.Command, args []string) error {
-			dir, err := runDirFor(runDir, wf)
+			wf, task := "", args[len(args)-1]
+			if len(args) == 2 {
+				wf = args[0]
+			}
+			if wfFlag != "" {
+				if wf != "" {
+					return inputf("the workflow is given twice (%s and -w %s); give it once, before the task", wf, wfFlag)
+				}
+				wf = wfFlag
+				fmt.Fprintf(c.ErrOrStderr(), "gpusched: -w/--workflow is deprecated: give the workflow before the task (gpusched logs %s %s)\n", wf, task)
+			}
+			dir, err := findRunDir(runDir, wf)
 			if err != nil {
 				return err
 			}
 			if follow {
-				return followLog(c.Context(), c.OutOrStdout(), dir, args[0], attempt)
+				return followLog(c.Context(), c.OutOrStdout(), dir, task, attempt)
 			}
 			rows, err := loadRows(dir)
 			if err != nil {
 				return err
 			}
-			path, err := logPath(rows, args[0], attempt)
+			path, err := logPath(rows, task, attempt)
 			if err != nil {
 				return err
 			}
 			f, err := os.Open(path)
 			if err != nil {
-				return failed(fmt.Errorf("open log: %w", err))
+				return fmt.Errorf("open log: %w", err)
 			}
 			defer f.Close()
 			if _, err := io.Copy(c.OutOrStdout(), f); err != nil {
-				return failed(err)
+				return err
 			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
-	c.Flags().StringVarP(&wf, "workflow", "w", "", "workflow file whose default run directory to use")
+	c.Flags().StringVarP(&wfFlag, "workflow", "w", "", "workflow file whose default run directory to use (deprecated: give it before the task)")
+	_ = c.Flags().MarkHidden("workflow")
 	c.Flags().IntVar(&attempt, "attempt", 0, "attempt number (default: the last)")
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "follow the log as it is written, across the task's attempts, until the task ends")
 	return c
@@ -78,11 +99,11 @@ func logPath(rows []store.Row, id string, attempt int) (string, error) {
 		if near != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", near)
 		}
-		return "", failed(fmt.Errorf("%s", msg))
+		return "", errors.New(msg)
 	}
 	r := rows[i]
 	if len(r.Attempts) == 0 {
-		return "", failed(fmt.Errorf("task %q has not started yet (state %s)", id, r.State))
+		return "", fmt.Errorf("task %q has not started yet (state %s)", id, r.State)
 	}
 	if attempt == 0 {
 		return r.LastAttempt().LogPath, nil
@@ -92,5 +113,5 @@ func logPath(rows []store.Row, id string, attempt int) (string, error) {
 			return a.LogPath, nil
 		}
 	}
-	return "", invalid(fmt.Errorf("task %q has no attempt %d (it has attempts %d to %d)", id, attempt, r.Attempts[0].Number, r.LastAttempt().Number))
+	return "", inputf("task %q has no attempt %d (it has attempts %d to %d)", id, attempt, r.Attempts[0].Number, r.LastAttempt().Number)
 }

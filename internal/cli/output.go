@@ -14,7 +14,7 @@ import (
 )
 
 // What "gpusched run" shows a person while it goes: a live display on a
-// terminal (progress.go), plain timestamped lines anywhere else. Both are
+// terminal (progress_*.go), plain timestamped lines anywhere else. Both are
 // fed by the scheduler's observer, which runs on the scheduler's loop: they
 // must never block it on the terminal.
 
@@ -66,7 +66,11 @@ func eventLine(ev gpusched.Event) string {
 	case gpusched.EventComplete:
 		return fmt.Sprintf("%s complete  %s (attempt %d, %s)", ts, ev.TaskID, a.Number, round(a.End.Sub(a.Start)))
 	case gpusched.EventRetrying:
-		return fmt.Sprintf("%s retry     %s: attempt %d %s; log %s", ts, ev.TaskID, a.Number, a.Error, a.LogPath)
+		next := ""
+		if !ev.RetryAt.IsZero() {
+			next = fmt.Sprintf("; next attempt at %s (in %s)", ev.RetryAt.Format("15:04:05"), round(ev.RetryAt.Sub(a.End)))
+		}
+		return fmt.Sprintf("%s retry     %s: attempt %d %s; log %s%s", ts, ev.TaskID, a.Number, a.Error, a.LogPath, next)
 	case gpusched.EventFailed:
 		if a.Number == 0 {
 			return fmt.Sprintf("%s failed    %s: %s", ts, ev.TaskID, ev.Error)
@@ -80,6 +84,10 @@ func eventLine(ev gpusched.Event) string {
 		return fmt.Sprintf("%s event     %s: completion handler failed, will retry: %s", ts, ev.TaskID, ev.Error)
 	case gpusched.EventCardQuarantined:
 		return fmt.Sprintf("%s gpu       card %d quarantined: %s", ts, ev.Card, ev.Error)
+	case gpusched.EventGPUUnknown:
+		return fmt.Sprintf("%s gpu       %s", ts, ev.Error)
+	case gpusched.EventGPUKnown:
+		return fmt.Sprintf("%s gpu       nvidia-smi answers again; GPU tasks may start", ts)
 	}
 	return ""
 }
@@ -89,13 +97,25 @@ func eventLine(ev gpusched.Event) string {
 type plainDisplay struct {
 	q      *lineQueue
 	stderr io.Writer
+	// cancelled holds the tasks cancelled as the run stopped; the tasks
+	// they block get no line each (the summary counts them). Touched by
+	// observe only, on the scheduler's loop.
+	cancelled map[string]bool
 }
 
 func newPlainDisplay(w, stderr io.Writer) *plainDisplay {
-	return &plainDisplay{q: newLineQueue(w), stderr: stderr}
+	return &plainDisplay{q: newLineQueue(w), stderr: stderr, cancelled: map[string]bool{}}
 }
 
 func (p *plainDisplay) observe(ev gpusched.Event) {
+	switch ev.Kind {
+	case gpusched.EventCancelled:
+		p.cancelled[ev.TaskID] = true
+	case gpusched.EventBlocked:
+		if p.cancelled[ev.BlockedBy] {
+			return
+		}
+	}
 	if line := eventLine(ev); line != "" {
 		p.q.add(line + "\n")
 	}

@@ -51,7 +51,7 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool) error {
 	}
 	items, err := gpusched.Plan(dir, wf.Tasks)
 	if err != nil {
-		return failed(err)
+		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -61,7 +61,7 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool) error {
 			Tasks  []gpusched.PlanItem `json:"tasks"`
 		}{dir, items}
 		if err := enc.Encode(out); err != nil {
-			return failed(err)
+			return err
 		}
 		return nil
 	}

@@ -215,7 +215,9 @@ tasks:
 
 	retry := regexp.MustCompile(`^\d\d:\d\d:\d\d retry     flaky: attempt 1 exit code 1; log .*/flaky/attempt-1\.log$`)
 	fail := regexp.MustCompile(`^\d\d:\d\d:\d\d failed    bad: attempt 1 exit code 3; log .*/bad/attempt-1\.log$`)
-	final := regexp.MustCompile(`^█{30} 5/5 tasks  elapsed \d+s$`)
+	// The bar: 4 of 5 tasks done (3 complete, 1 failed), 1 that will not
+	// run (blocked by the failure) in its own shade.
+	final := regexp.MustCompile(`^█{24}▒{6} 4/5 tasks, 1 won't run  elapsed \d+s$`)
 	for _, re := range []*regexp.Regexp{retry, fail, final} {
 		if n := countMatches(lines, re); n != 1 {
 			t.Errorf("%d lines match %s, want 1; the terminal shows:\n%s", n, re, screen)
@@ -294,9 +296,11 @@ tasks:
 	if !strings.Contains(raw[before:], showCursor) || emulate(raw).CursorHidden() {
 		t.Errorf("the cursor was not shown again after Ctrl-C: %q", raw[before:])
 	}
-	stopping := indexOf(lines, regexp.MustCompile(`^gpusched: interrupt: stopping running tasks \(SIGTERM, then SIGKILL after 300ms\)$`))
+	stopping := indexOf(lines, regexp.MustCompile(`^gpusched: interrupt: stopping running tasks \(SIGTERM, then SIGKILL after 300ms; Ctrl-C again kills them at once\)$`))
 	cancelled := indexOf(lines, regexp.MustCompile(`^\d\d:\d\d:\d\d cancelled long$`))
-	final := indexOf(lines, regexp.MustCompile(`^[█░]{30} [12]/2 tasks  elapsed \d+s$`))
+	// Nothing is done: long was cancelled and next never ran (pending,
+	// or blocked by long); neither counts as done.
+	final := indexOf(lines, regexp.MustCompile(`^▒{15}[▒░]{15} 0/2 tasks, [12] won't run  elapsed \d+s$`))
 	if stopping < 0 || cancelled < 0 || final < 0 || stopping > final || cancelled > final {
 		t.Fatalf("want the Ctrl-C line and long's cancellation above a final frame:\n%s", screen)
 	}
@@ -306,6 +310,9 @@ tasks:
 	}
 	if !strings.Contains(screen, "1 cancelled") {
 		t.Errorf("the summary does not count long cancelled:\n%s", screen)
+	}
+	if n := countMatches(lines, regexp.MustCompile(`^1 task not started \((pending|blocked by a cancelled task)\): it runs on the next run$`)); n != 1 {
+		t.Errorf("the summary does not say once that next was not started:\n%s", screen)
 	}
 	if tk := status(t, wf).task(t, "long"); tk.State != "cancelled" {
 		t.Errorf("long is %s after Ctrl-C, want cancelled", tk.State)

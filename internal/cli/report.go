@@ -28,14 +28,14 @@ a table of the tasks with their run time and how long they waited for their
 dependencies and for a slot or a card.
 
 Name the run with --run-dir, or give the workflow file to use its default
-run directory. The report goes to RUN_DIR/report.html unless -o names
+run directory; with neither, the one run under ./.gpusched. The report goes to RUN_DIR/report.html unless -o names
 another file ("-o -" writes it to stdout); its path is printed. It reads the
 state database without locking it, so it works while "gpusched run" is
 going: running attempts are drawn up to now.`,
 		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
 			wf := firstArg(args)
-			dir, err := runDirFor(runDir, wf)
+			dir, err := findRunDir(runDir, wf)
 			if err != nil {
 				return err
 			}
@@ -45,7 +45,7 @@ going: running attempts are drawn up to now.`,
 			}
 			if out == "-" {
 				if err := report.Write(c.OutOrStdout(), data); err != nil {
-					return failed(fmt.Errorf("write report: %w", err))
+					return fmt.Errorf("write report: %w", err)
 				}
 				return nil
 			}
@@ -54,10 +54,10 @@ going: running attempts are drawn up to now.`,
 				path = filepath.Join(dir, ReportFile)
 			}
 			if path, err = filepath.Abs(path); err != nil {
-				return invalid(fmt.Errorf("report file %s: %w", out, err))
+				return fmt.Errorf("report file %s: %w", out, err)
 			}
 			if err := writeReportFile(path, data); err != nil {
-				return failed(err)
+				return err
 			}
 			fmt.Fprintln(c.OutOrStdout(), path)
 			return nil
@@ -76,22 +76,22 @@ func loadReportData(dir string) (report.Data, error) {
 	}
 	st, err := store.OpenSQLiteReadOnly(path, dir)
 	if err != nil {
-		return report.Data{}, failed(err)
+		return report.Data{}, err
 	}
 	defer st.Close()
 	d := report.Data{RunDir: dir, Live: schedulerPID(dir) > 0}
 	if d.Rows, err = st.Load(); err != nil {
-		return report.Data{}, failed(err)
+		return report.Data{}, err
 	}
 	if d.Cards, _, err = st.LoadCards(); err != nil {
-		return report.Data{}, failed(err)
+		return report.Data{}, err
 	}
 	if d.Samples, err = st.LoadSamples(); err != nil {
-		return report.Data{}, failed(err)
+		return report.Data{}, err
 	}
 	meta, err := st.LoadMeta()
 	if err != nil {
-		return report.Data{}, failed(err)
+		return report.Data{}, err
 	}
 	d.GPUUnknown = meta[store.MetaGPUUnknown]
 	d.Now = time.Now()

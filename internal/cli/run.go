@@ -1,19 +1,20 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/engine"
 )
 
 func newRunCmd() *cobra.Command {
@@ -53,33 +54,56 @@ memory an attempt was admitted with), "exit_code", "signal" (e.g. SIGKILL),
 again) and "duration_s" (of an attempt). An attempt that ends gives
 attempt-ended, then complete, retrying, failed or cancelled.
 
-Ctrl-C (SIGINT) or SIGTERM stops running tasks (SIGTERM to each task's
-process group, SIGKILL after the kill grace) and records them cancelled.
+WORKFLOW "-" reads the workflow from standard input. A workflow that does
+not come from a file in a folder of its own ("-", a pipe, /dev/stdin,
+<(...)) has the current folder in its place: its tasks' relative dirs are
+relative to it, and its run directory is ./.gpusched/<name> ("stdin" for
+"-").
+
+Ctrl-C (SIGINT), SIGTERM or SIGHUP (the terminal closed) stops running
+tasks (SIGTERM to each task's process group, SIGKILL after the kill grace)
+and records them cancelled; tasks not started stay for the next run. A
+second one kills the running tasks at once (SIGKILL). One while the
+workflow is still loading starts nothing. Either way the run exits 1.
 
 Exit codes: 0 every task completed; 1 a task failed, was blocked or was
-cancelled; 2 the workflow or the command line is invalid (nothing ran).`,
+cancelled, or the run was interrupted; 2 the workflow or the command line
+is invalid (nothing ran).`,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if dryRun {
 				return runPlan(c.OutOrStdout(), args[0], runDir, false)
 			}
-			w, err := loadWorkflow(args[0])
-			if err != nil {
-				return err
+			if c.Flags().Changed("jobs") && jobs < 1 {
+				return inputf("-j/--jobs must be at least 1, got %d", jobs)
 			}
-			if c.Flags().Changed("jobs") {
-				if jobs < 1 {
-					return invalid(fmt.Errorf("-j/--jobs must be at least 1, got %d", jobs))
+			// The signals first: one that comes while a big workflow
+			// loads must stop it before anything starts.
+			stop := catchInterrupts(c.Context(), stderrSay(c.ErrOrStderr()))
+			defer stop.release()
+			c.SetContext(stop.ctx)
+			return stop.result(func() error {
+				w, err := loadWorkflow(args[0])
+				if err != nil || stop.interrupted() {
+					return err
 				}
-				w.Scheduling.MaxParallelTasks = jobs
-			}
-			// GPU requests no card can hold, or no nvidia-smi: invalid
-			// input, refused before the run directory is created.
-			if err := gpusched.CheckGPUs(c.Context(), w.Scheduling, w.Tasks); err != nil {
-				return invalid(w.Locate(err))
-			}
-			dir, _ := runDirFor(runDir, args[0])
-			return runWorkflow(c.Context(), c.OutOrStdout(), c.ErrOrStderr(), w.Scheduling, w.Tasks, dir, out)
+				if c.Flags().Changed("jobs") {
+					w.Scheduling.MaxParallelTasks = jobs
+				}
+				// GPU tasks without nvidia-smi: invalid input, refused
+				// before the run directory is created. nvidia-smi itself is
+				// not run here (it may hang): requests no card can hold fail
+				// when the run first reads the cards, and CPU tasks start
+				// meanwhile.
+				if err := gpusched.CheckNvidiaSMI(w.Tasks); err != nil {
+					return invalid(w.Locate(err))
+				}
+				dir, err := runDirFor(runDir, args[0])
+				if err != nil || stop.interrupted() {
+					return err
+				}
+				return runWorkflow(stop, c.OutOrStdout(), c.ErrOrStderr(), w.Scheduling, w.Tasks, dir, out)
+			}())
 		},
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
@@ -96,10 +120,9 @@ type runOutput struct {
 	events     string // --events: a file, "-" for stdout, "" for none
 }
 
-func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Scheduling, tasks []gpusched.TaskSpec, dir string, o runOutput) (err error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+// runWorkflow runs tasks in the run directory dir to the end, or until
+// stop's signals stop it, reporting as o says.
+func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduling, tasks []gpusched.TaskSpec, dir string, o runOutput) (err error) {
 	// Where the events go, and the human output.
 	human := stdout
 	var events *eventLog
@@ -111,7 +134,7 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 	default:
 		f, err := os.OpenFile(o.events, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
-			return invalid(fmt.Errorf("--events: %w", err))
+			return inputf("--events: %w", err)
 		}
 		defer f.Close()
 		events = newEventLog(newLineQueue(f))
@@ -119,9 +142,8 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 	if events != nil {
 		defer func() {
 			// A write error is said, unless a louder error is said already.
-			var quiet *exitError
-			if werr := events.close(); werr != nil && (err == nil || errors.As(err, &quiet) && quiet.err == nil) {
-				err = failed(fmt.Errorf("--events %s: %w", o.events, werr))
+			if werr := events.close(); werr != nil && message(err) == "" {
+				err = fmt.Errorf("--events %s: %w", o.events, werr)
 			}
 		}()
 	}
@@ -142,27 +164,6 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 	signal.Notify(pipes, syscall.SIGPIPE)
 	defer signal.Stop(pipes)
 
-	// The first SIGINT or SIGTERM stops the run gracefully; later ones are
-	// swallowed while the tasks are being stopped, so that gpusched itself
-	// never dies leaving process groups behind.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	grace := s.KillGrace
-	if grace == 0 {
-		grace = gpusched.DefaultKillGrace
-	}
-	go func() {
-		select {
-		case sig := <-sigs:
-			display.interrupted(fmt.Sprintf("gpusched: %s: stopping running tasks (SIGTERM, then SIGKILL after %s)", sig, grace))
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-
 	start := time.Now()
 	completedNow := 0 // touched by the observer only, read after Run
 	sched, err := gpusched.New(dir, s, gpusched.WithObserver(func(ev gpusched.Event) {
@@ -175,17 +176,33 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 		display.observe(ev)
 	}))
 	if err != nil {
-		return failed(err)
+		return err
 	}
 	defer sched.Close()
-	if err := sched.SubmitMany(tasks); err != nil {
-		return invalid(err) // validated already; only a programming error lands here
+	saved := "nothing was saved"
+	if !stop.interrupted() {
+		// Checking earlier runs' artifacts (hashing them) may take a while:
+		// a signal stops it, and then nothing is submitted.
+		err := sched.SubmitManyContext(stop.ctx, tasks)
+		switch {
+		case err == nil:
+			saved = fmt.Sprintf("the %d tasks are saved for the next run", len(tasks))
+		case !stop.interrupted():
+			return err
+		}
+	}
+	if !stop.begin(cmp.Or(s.KillGrace, gpusched.DefaultKillGrace), sched.StopNow, display.interrupted) {
+		fmt.Fprintf(human, "interrupted while loading: no task started; %s\nrun directory: %s\n", saved, sched.RunDir())
+		return nil
 	}
 	display.begin(sched.Records())
-	records, err := sched.Run(ctx)
+	records, err := sched.Run(stop.ctx)
 	display.stop()
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return failed(err)
+	if err != nil && !stop.interrupted() {
+		return err
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, engine.ErrStoppedNow) {
+		return err // the run broke (its state cannot be saved) as it was being stopped
 	}
 	writeSummary(human, records, completedNow, time.Since(start), sched.RunDir())
 	if n, err := pendingEvents(sched.RunDir()); err == nil && n > 0 {
@@ -193,130 +210,8 @@ func runWorkflow(ctx context.Context, stdout, stderr io.Writer, s gpusched.Sched
 	}
 	for _, r := range records {
 		if r.State != gpusched.StateComplete {
-			return &exitError{code: ExitFailed}
+			return errUnfinished
 		}
 	}
 	return nil
-}
-
-func writeSummary(w io.Writer, records []gpusched.Record, completedNow int, took time.Duration, runDir string) {
-	counts := map[gpusched.State]int{}
-	for _, r := range records {
-		counts[r.State]++
-	}
-	var parts []string
-	if kept := counts[gpusched.StateComplete] - completedNow; kept > 0 {
-		parts = append(parts, fmt.Sprintf("%d kept (completed in an earlier run)", kept))
-		counts[gpusched.StateComplete] = completedNow
-	}
-	for _, st := range []gpusched.State{gpusched.StateComplete, gpusched.StateFailed, gpusched.StateBlocked, gpusched.StateCancelled, gpusched.StatePending} {
-		if counts[st] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
-		}
-	}
-	fmt.Fprintf(w, "\n%d tasks in %s: %s\n", len(records), round(took), strings.Join(parts, ", "))
-	tails := 0
-	for _, r := range records {
-		switch r.State {
-		case gpusched.StateFailed:
-			a := r.LastAttempt()
-			if a == nil {
-				fmt.Fprintf(w, "  failed  %s: %s (it never started)\n", r.ID, r.Error)
-				break
-			}
-			fmt.Fprintf(w, "  failed  %s: %s%s after %d attempt(s); log %s\n", r.ID, r.Error, exitDetail(a, r.Error), len(r.Attempts), a.LogPath)
-			if tails++; tails <= maxSummaryTails {
-				writeLogTail(w, a.LogPath, summaryTailLines)
-			}
-		case gpusched.StateBlocked:
-			fmt.Fprintf(w, "  blocked %s: %s\n", r.ID, r.Error)
-		}
-	}
-	if tails > maxSummaryTails {
-		fmt.Fprintf(w, "  (the logs of the other %d failed tasks: gpusched logs TASK)\n", tails-maxSummaryTails)
-	}
-	fmt.Fprintf(w, "run directory: %s\n", runDir)
-}
-
-// The summary shows the last summaryTailLines lines of the log of each
-// failed task, for the first maxSummaryTails of them.
-const (
-	summaryTailLines = 10
-	maxSummaryTails  = 20
-)
-
-// exitDetail says how the attempt's process ended when the error does not
-// already say it: " (exit code 3)", " (SIGKILL)".
-func exitDetail(a *gpusched.Attempt, why string) string {
-	switch {
-	case a.ExitCode != nil && !strings.Contains(why, fmt.Sprintf("exit code %d", *a.ExitCode)):
-		return fmt.Sprintf(" (exit code %d)", *a.ExitCode)
-	case a.Signal != "" && !strings.Contains(why, a.Signal):
-		return fmt.Sprintf(" (%s)", a.Signal)
-	}
-	return ""
-}
-
-// writeLogTail prints the last n lines of a log, indented and made safe
-// for a terminal.
-func writeLogTail(w io.Writer, path string, n int) {
-	lines, err := logTail(path, n)
-	switch {
-	case err != nil:
-		fmt.Fprintf(w, "    (cannot read its log: %v)\n", err)
-	case len(lines) == 0:
-		fmt.Fprintf(w, "    (its log is empty)\n")
-	}
-	for _, l := range lines {
-		fmt.Fprintf(w, "    | %s\n", l)
-	}
-}
-
-// logTail returns the last n lines of the file at path (at most the last
-// 64 KiB of it, each line cut at 300 characters), made printable.
-func logTail(path string, n int) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	const window = 64 << 10
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	from := max(0, info.Size()-window)
-	buf := make([]byte, info.Size()-from)
-	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	text := strings.TrimRight(string(buf), "\n")
-	if text == "" {
-		return nil, nil
-	}
-	lines := strings.Split(text, "\n")
-	if from > 0 && len(lines) > 1 {
-		lines = lines[1:] // the first one is cut
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	for i, l := range lines {
-		l = printable(l)
-		if r := []rune(l); len(r) > 300 {
-			l = string(r[:300]) + "…"
-		}
-		lines[i] = l
-	}
-	return lines, nil
-}
-
-func round(d time.Duration) time.Duration {
-	switch {
-	case d < time.Second:
-		return d.Round(time.Millisecond)
-	case d < time.Minute:
-		return d.Round(100 * time.Millisecond)
-	}
-	return d.Round(time.Second)
 }

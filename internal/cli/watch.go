@@ -12,6 +12,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 )
 
 // "gpusched status --watch": the status table, again every interval, until
@@ -33,7 +34,7 @@ func watchStatus(ctx context.Context, w, errw io.Writer, dir string, every time.
 	if isTerminal(w) {
 		return watchTerminal(ctx, w, dir, every, v)
 	}
-	writeStatusTable(w, v, time.Now())
+	writeStatusTable(w, v, time.Now(), 0)
 	for v.pid != 0 {
 		select {
 		case <-ctx.Done():
@@ -47,16 +48,14 @@ func watchStatus(ctx context.Context, w, errw io.Writer, dir string, every time.
 		}
 		v = nv
 		fmt.Fprintln(w)
-		writeStatusTable(w, v, time.Now())
+		writeStatusTable(w, v, time.Now(), 0)
 	}
 	return nil
 }
 
 func watchTerminal(ctx context.Context, w io.Writer, dir string, every time.Duration, v *runView) error {
 	frame := func(v *runView, problem string) watchMsg {
-		var b bytes.Buffer
-		writeStatusTable(&b, v, time.Now())
-		return watchMsg{at: time.Now(), every: every, table: b.String(), problem: problem}
+		return watchMsg{at: time.Now(), every: every, view: v, problem: problem}
 	}
 	prog := tea.NewProgram(watchModel{msg: frame(v, "")},
 		tea.WithOutput(w),
@@ -87,8 +86,8 @@ loop:
 	}
 	prog.Quit()
 	<-ran
-	// Back on the normal screen: the last state, once.
-	writeStatusTable(w, v, time.Now())
+	// Back on the normal screen: the last state, once, in full.
+	writeStatusTable(w, v, time.Now(), 0)
 	return nil
 }
 
@@ -98,10 +97,12 @@ type watchModel struct {
 	width, height int
 }
 
+// watchMsg is a reading of the run for the watch screen. The view is not
+// changed after it is sent; the model draws it for the terminal's width.
 type watchMsg struct {
 	at      time.Time
 	every   time.Duration
-	table   string
+	view    *runView
 	problem string // why the state could not be read this time
 }
 
@@ -122,11 +123,22 @@ func (m watchModel) View() tea.View {
 	if m.msg.problem != "" {
 		head += "\ncannot read the state now, showing the last: " + printable(m.msg.problem)
 	}
+	var table bytes.Buffer
+	if m.msg.view != nil {
+		writeStatusTable(&table, m.msg.view, m.msg.at, m.width)
+	}
 	lines := append(strings.Split(head, "\n"), "")
-	lines = append(lines, strings.Split(strings.TrimRight(m.msg.table, "\n"), "\n")...)
+	lines = append(lines, strings.Split(strings.TrimRight(table.String(), "\n"), "\n")...)
 	if m.height > 0 && len(lines) > m.height {
 		cut := len(lines) - (m.height - 1)
 		lines = append(lines[:m.height-1], fmt.Sprintf("… %d more lines: enlarge the terminal, or see gpusched status", cut))
+	}
+	if m.width > 0 {
+		// What still does not fit (the cards' table) is cut where it
+		// shows, rather than wherever the terminal cuts it.
+		for i, l := range lines {
+			lines[i] = ansi.Truncate(strings.TrimRight(printable(l), " "), m.width, "…")
+		}
 	}
 	v := tea.NewView(strings.Join(lines, "\n"))
 	v.AltScreen = true

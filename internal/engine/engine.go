@@ -804,6 +804,9 @@ func (e *Engine) makeReady(n *node) {
 		n.readySince = e.cfg.Now()
 		if n.spec.Resources.GPU() {
 			e.gpuReady++
+			if !e.board.Known() {
+				e.cardsDirty = true // status says why GPU tasks wait
+			}
 		}
 	}
 }

@@ -214,7 +214,7 @@ func (e *Engine) saveCards(now time.Time) {
 	}
 	e.batch.Cards = views
 	unknown, _ := e.board.Err()
-	if e.gpuReady == 0 && e.gpuRunning == 0 && unknown == "no reading yet" {
+	if e.gpuReady == 0 && e.gpuRunning == 0 && unknown == gpu.NotReadYet {
 		unknown = ""
 	}
 	e.batch.Meta = map[string]string{store.MetaGPUUnknown: unknown}

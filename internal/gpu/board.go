@@ -137,9 +137,12 @@ type card struct {
 	failures     int // failed attempts in a row
 }
 
+// NotReadYet is why the state is unknown before the first reading.
+const NotReadYet = "nvidia-smi has not answered yet"
+
 // NewBoard returns an empty board: state unknown until the first Apply.
 func NewBoard(s Settings) *Board {
-	return &Board{s: s, err: "no reading yet"}
+	return &Board{s: s, err: NotReadYet}
 }
 
 // Settings returns the board's settings.

@@ -1,0 +1,130 @@
+package cli
+
+// Table tests of what the live display draws.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched"
+)
+
+// The frame: bar, counts, a line per running task with its card and memory
+// charged/requested, cut to the terminal's height.
+func TestProgressFrameRender(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	card := 1
+	s := newProgressState(0)
+	recs := pendingRecords(10)
+	recs[0].State = gpusched.StateComplete // kept
+	s.reset(recs)
+	s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: "t00001", Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-65 * time.Second)}})
+	s.apply(gpusched.Event{Kind: gpusched.EventComplete, TaskID: "t00001", Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-65 * time.Second), End: now.Add(-60 * time.Second)}})
+	s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: "t00002", Attempt: gpusched.Attempt{Number: 2, Start: now.Add(-3 * time.Second), GPU: &card, MemRequestedMiB: 1000}})
+	for i := 3; i < 7; i++ {
+		s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: fmt.Sprintf("t%05d", i), Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-time.Duration(i) * time.Second / 10)}})
+	}
+	f := s.frame(now, now.Add(-2*time.Minute))
+	f.charged = map[string]int64{"t00002": 1500}
+	got := f.render(100, 7)
+	want := "" +
+		"██████░░░░░░░░░░░░░░░░░░░░░░░░ 2/10 tasks  elapsed 2m00s  left ~16m00s\n" +
+		"complete 2 (1 kept) · failed 0 · running 5 · waiting 3\n" +
+		"  t00002  card 1       3s  1500/1000 MiB  attempt 2\n" +
+		"  t00006  cpu          0s\n" +
+		"  t00005  cpu          0s\n" +
+		"  … and 2 more running\n"
+	if got != want {
+		t.Errorf("render:\n%s\nwant:\n%s", got, want)
+	}
+	if lines := s.takeLines(); len(lines) != 0 {
+		t.Errorf("lines to print for starts and completions: %q", lines)
+	}
+}
+
+func TestClock(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		0: "0s", 1500 * time.Millisecond: "1s", 59 * time.Second: "59s", 65 * time.Second: "1m05s",
+		time.Hour + 3*time.Minute + 20*time.Second: "1h03m", -time.Second: "0s",
+	} {
+		if got := clock(d); got != want {
+			t.Errorf("clock(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// The bar counts as done the tasks that ran to their end (complete or
+// failed); blocked and cancelled ones show apart, as tasks that will not
+// run, and the time left is for the tasks still to run.
+func TestProgressBar(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		states map[gpusched.State]int
+		want   string
+	}{
+		{"all complete", map[gpusched.State]int{gpusched.StateComplete: 10},
+			"██████████████████████████████ 10/10 tasks  elapsed 1m00s"},
+		{"failed count as done", map[gpusched.State]int{gpusched.StateComplete: 6, gpusched.StateFailed: 2, gpusched.StatePending: 2},
+			"████████████████████████░░░░░░ 8/10 tasks  elapsed 1m00s  left ~15s"},
+		{"blocked is not done", map[gpusched.State]int{gpusched.StateComplete: 3, gpusched.StateFailed: 1, gpusched.StateBlocked: 6},
+			"████████████▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒ 4/10 tasks, 6 won't run  elapsed 1m00s"},
+		{"cancelled is not done", map[gpusched.State]int{gpusched.StateComplete: 5, gpusched.StateCancelled: 2, gpusched.StatePending: 3},
+			"███████████████▒▒▒▒▒▒░░░░░░░░░ 5/10 tasks, 2 won't run  elapsed 1m00s  left ~36s"},
+		{"nothing done", map[gpusched.State]int{gpusched.StateCancelled: 1, gpusched.StatePending: 9},
+			"▒▒▒░░░░░░░░░░░░░░░░░░░░░░░░░░░ 0/10 tasks, 1 won't run  elapsed 1m00s  left ?"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newProgressState(0)
+			var recs []gpusched.Record
+			for st, n := range c.states {
+				for range n {
+					recs = append(recs, gpusched.Record{ID: fmt.Sprintf("t%02d", len(recs)), State: st})
+				}
+			}
+			s.reset(recs)
+			s.ended = s.counts[gpusched.StateComplete] + s.counts[gpusched.StateFailed] // as if all ended in this run
+			f := s.frame(now, now.Add(-time.Minute))
+			if got := strings.SplitN(f.render(100, 20), "\n", 2)[0]; got != c.want {
+				t.Errorf("bar:\n got %q\nwant %q", got, c.want)
+			}
+		})
+	}
+}
+
+// Long ids of a sweep are cut in the middle, keeping the shard number that
+// tells the rows apart; on a narrow terminal the column gives up room.
+func TestProgressFrameSweepIDs(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	s := newProgressState(0)
+	var recs []gpusched.Record
+	for i := range 3 {
+		recs = append(recs, gpusched.Record{ID: fmt.Sprintf("preprocess-shard-with-a-rather-long-name-%04d", 41+i), State: gpusched.StatePending})
+	}
+	s.reset(recs)
+	for i, r := range recs {
+		s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: r.ID, Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-time.Duration(3-i) * time.Second)}})
+	}
+	f := s.frame(now, now.Add(-time.Minute))
+	want := "" +
+		"  preprocess-shard-wit…ther-long-name-0041  cpu          3s\n" +
+		"  preprocess-shard-wit…ther-long-name-0042  cpu          2s\n" +
+		"  preprocess-shard-wit…ther-long-name-0043  cpu          1s\n"
+	if got := strings.SplitN(f.render(120, 20), "\n", 3)[2]; got != want {
+		t.Errorf("task lines at 120 columns:\n%s\nwant:\n%s", got, want)
+	}
+	want = "" +
+		"  preprocess…name-0041  cpu          3s\n" +
+		"  preprocess…name-0042  cpu          2s\n" +
+		"  preprocess…name-0043  cpu          1s\n"
+	if got := strings.SplitN(f.render(68, 20), "\n", 3)[2]; got != want {
+		t.Errorf("task lines at 68 columns:\n%s\nwant:\n%s", got, want)
+	}
+}

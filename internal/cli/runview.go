@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/procfs"
+	"github.com/gpusched/gpusched/internal/store"
+)
+
+// What the read-only commands (status, gpus, logs, report) read of a run:
+// its state database through a read-only connection, and whether a
+// scheduler holds the run directory.
+
+// runView is what status and gpus show: a run's tasks, cards and facts,
+// read through a read-only connection.
+type runView struct {
+	dir       string
+	now       time.Time // when it was read
+	pid       int       // the running scheduler, 0 if none
+	rows      []store.Row
+	specs     map[string]gpusched.TaskSpec
+	cards     []gpu.CardView
+	cardsAt   time.Time
+	unknown   string            // why the GPU state cannot be read
+	waiting   map[string]string // pending task -> why it does not start
+	gpuTasks  bool              // the run has GPU tasks
+	taskIndex map[string]int
+	pending   map[string][]store.EventWrite // completion events not yet delivered, by task
+}
+
+// withState opens a run's state database read-only and calls fn with it.
+// A database a run is still creating holds nothing yet: fn is not called.
+// Errors come back classified for exit codes.
+func withState(dir string, fn func(st *store.SQLite) error) error {
+	path, err := statePath(dir)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenSQLiteReadOnly(path, dir)
+	if errors.Is(err, store.ErrEmpty) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := fn(st); err != nil {
+		return err
+	}
+	return nil
+}
+
+// loadRows reads a run's tasks.
+func loadRows(dir string) (rows []store.Row, err error) {
+	err = withState(dir, func(st *store.SQLite) error {
+		rows, err = st.Load()
+		return err
+	})
+	return rows, err
+}
+
+// loadRun reads everything status shows of a run.
+func loadRun(dir string) (*runView, error) {
+	v := &runView{dir: dir, now: time.Now(), pid: schedulerPID(dir), specs: map[string]gpusched.TaskSpec{}, taskIndex: map[string]int{},
+		pending: map[string][]store.EventWrite{}, waiting: map[string]string{}}
+	if err := withState(dir, v.read); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (v *runView) read(st *store.SQLite) (err error) {
+	if v.rows, err = st.Load(); err != nil {
+		return err
+	}
+	if v.cards, v.cardsAt, v.unknown, err = loadCards(st); err != nil {
+		return err
+	}
+	events, err := st.Events()
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if ev.Acked.IsZero() {
+			v.pending[ev.TaskID] = append(v.pending[ev.TaskID], ev)
+		}
+	}
+	for i, r := range v.rows {
+		var sp gpusched.TaskSpec
+		_ = json.Unmarshal(r.Spec, &sp)
+		v.specs[r.ID] = sp
+		v.taskIndex[r.ID] = i
+		v.gpuTasks = v.gpuTasks || sp.Resources.GPU()
+	}
+	v.explainWaiting()
+	return nil
+}
+
+// loadCards reads the saved view of the cards, when it was saved, and why
+// the GPU state is unknown, if it is.
+func loadCards(st *store.SQLite) (cards []gpu.CardView, at time.Time, unknown string, err error) {
+	if cards, at, err = st.LoadCards(); err != nil {
+		return nil, at, "", err
+	}
+	meta, err := st.LoadMeta()
+	return cards, at, meta[store.MetaGPUUnknown], err
+}
+
+// pendingEvents counts the completion events not delivered yet.
+func pendingEvents(dir string) (n int, err error) {
+	err = withState(dir, func(st *store.SQLite) error {
+		pending, _, err := st.PendingEvents()
+		n = len(pending)
+		return err
+	})
+	return n, err
+}
+
+// schedulerPID returns the PID of the scheduler using the run directory, or
+// 0 if none is running: the PID the lock file names, if that process lives.
+func schedulerPID(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, gpusched.LockFile))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if !procfs.Alive(pid) {
+		return 0
+	}
+	return pid
+}

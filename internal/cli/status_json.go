@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu"
+)
+
+// "gpusched status --json": the run's tasks and cards for other programs.
+
+type taskJSON struct {
+	ID           string             `json:"id"`
+	State        gpusched.State     `json:"state"`
+	Attempts     int                `json:"attempts"`
+	ExitCode     *int               `json:"exit_code"`
+	GPU          *int               `json:"gpu"`
+	Error        string             `json:"error,omitempty"`
+	BlockedBy    string             `json:"blocked_by,omitempty"`
+	Waiting      string             `json:"waiting,omitempty"`
+	Rerun        string             `json:"rerun,omitempty"`
+	Events       []eventJSON        `json:"events_pending,omitempty"`
+	Dependencies []string           `json:"dependencies"`
+	Priority     int                `json:"priority"`
+	MemoryMiB    int64              `json:"memory_mib,omitempty"`
+	Started      *time.Time         `json:"started"`
+	Ended        *time.Time         `json:"ended"`
+	Log          *string            `json:"log"`
+	History      []gpusched.Attempt `json:"history"`
+}
+
+// eventJSON is a completion event not yet delivered.
+type eventJSON struct {
+	ID        int64      `json:"id"`
+	Attempt   int        `json:"attempt"`
+	Tries     int        `json:"failed_tries"`
+	LastError string     `json:"last_error,omitempty"`
+	NextTry   *time.Time `json:"next_try,omitempty"`
+}
+
+func writeStatusJSON(w io.Writer, v *runView) error {
+	out := struct {
+		RunDir string `json:"run_dir"`
+		// SchedulerPID is the running scheduler's PID, null if none runs
+		// (then "running" tasks were interrupted and will run again).
+		SchedulerPID *int           `json:"scheduler_pid"`
+		Tasks        []taskJSON     `json:"tasks"`
+		GPUs         []gpu.CardView `json:"gpus"`
+		// GPUsAsOf is when the scheduler saved its view of the cards;
+		// with no scheduler running, that view is of the past.
+		GPUsAsOf   *time.Time `json:"gpus_as_of,omitempty"`
+		GPUUnknown string     `json:"gpu_unknown,omitempty"`
+	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown}
+	if v.pid > 0 {
+		out.SchedulerPID = &v.pid
+	}
+	if !v.cardsAt.IsZero() {
+		at := v.cardsAt
+		out.GPUsAsOf = &at
+	}
+	if out.GPUs == nil {
+		out.GPUs = []gpu.CardView{}
+	}
+	for _, r := range v.rows {
+		spec := v.specs[r.ID]
+		t := taskJSON{
+			ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
+			Error: r.Error, BlockedBy: r.BlockedBy, Waiting: v.waiting[r.ID], Rerun: r.Rerun,
+			Dependencies: spec.Dependencies, Priority: spec.Priority, History: r.Attempts,
+		}
+		if spec.Resources.GPU() {
+			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
+		}
+		for _, ev := range v.pending[r.ID] {
+			e := eventJSON{ID: ev.ID, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
+			if !ev.NextTry.IsZero() {
+				next := ev.NextTry
+				e.NextTry = &next
+			}
+			t.Events = append(t.Events, e)
+		}
+		if t.Dependencies == nil {
+			t.Dependencies = []string{}
+		}
+		if t.History == nil {
+			t.History = []gpusched.Attempt{}
+		}
+		if a := r.LastAttempt(); a != nil {
+			t.GPU = a.GPU
+			start := a.Start
+			t.Started = &start
+			if a.Ended() {
+				end := a.End
+				t.Ended = &end
+			}
+			if a.LogPath != "" {
+				lp := a.LogPath
+				t.Log = &lp
+			}
+		}
+		out.Tasks = append(out.Tasks, t)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/gpu"
+)
+
+// A card's state: a cooldown or quarantine over by now says when it ended;
+// in the view of a run that has ended, one that was on says "was", and a
+// reservation is not shown (no scheduler keeps them).
+func TestCardState(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 16, 50, 0, time.Local)
+	cooling := gpu.CardView{State: gpu.CardCooling, Reason: "a task just left it", Until: now.Add(-2 * time.Minute)}
+	quarantined := gpu.CardView{State: gpu.CardQuarantined, Reason: "2 failed attempts in a row", Until: now.Add(8 * time.Minute)}
+	reserved := gpu.CardView{State: gpu.CardOK, ReservedFor: "train"}
+	for _, c := range []struct {
+		name string
+		card gpu.CardView
+		past bool
+		want string
+	}{
+		{"cooling, over", cooling, false, "cooling down: a task just left it (ended 10:14:50)"},
+		{"cooling, run ended", cooling, true, "was cooling down: a task just left it (ended 10:14:50)"},
+		{"quarantined", quarantined, false, "quarantined: 2 failed attempts in a row (until 10:24:50)"},
+		{"quarantined, run ended", quarantined, true, "was quarantined: 2 failed attempts in a row (until 10:24:50)"},
+		{"reserved", reserved, false, "ok, reserved for train"},
+		{"reserved, run ended", reserved, true, "ok"},
+		{"unknown", gpu.CardView{State: gpu.CardUnknown, Reason: "memory [N/A]"}, true, "unknown: memory [N/A]"},
+	} {
+		if got := cardState(c.card, now, c.past); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// The cards' heading says how old a saved view is, and that the run has
+// ended when no scheduler runs.
+func TestWriteCardsAge(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 16, 50, 0, time.Local)
+	at := now.Add(-2*time.Minute - 2*time.Second)
+	cards := []gpu.CardView{{Index: 0, Name: "NVIDIA H100", TotalMiB: 81559, State: gpu.CardCooling, Reason: "a task just left it", Until: at.Add(time.Second)}}
+	for _, c := range []struct {
+		cv   cardsView
+		want string
+	}{
+		{cardsView{cards: cards, at: at, saved: true, running: true},
+			"cards as of 10:14:48, 2m02s ago (MiB):\n"},
+		{cardsView{cards: cards, at: at, saved: true},
+			"cards as of 10:14:48, 2m02s ago; the run has ended (MiB; \"gpusched gpus\" reads them now):\n"},
+	} {
+		var b strings.Builder
+		writeCards(&b, c.cv, now)
+		if !strings.HasPrefix(b.String(), c.want) {
+			t.Errorf("heading:\n%s\nwant it to start with:\n%s", b.String(), c.want)
+		}
+		state := "cooling down: a task just left it (ended 10:14:49)"
+		if !c.cv.running {
+			state = "was " + state
+		}
+		if !strings.Contains(b.String(), "  "+state+"  ") {
+			t.Errorf("card 0's state is not %q:\n%s", state, b.String())
+		}
+	}
+}

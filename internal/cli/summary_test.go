@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched"
+)
+
+// After Ctrl-C the summary says once how many tasks were left not started,
+// whether the engine left them pending or blocked them behind the tasks it
+// cancelled, and names none of them; tasks blocked by a failure are named,
+// up to maxSummaryBlocked.
+func TestSummaryNotStarted(t *testing.T) {
+	t.Parallel()
+	chain := func(n int, second gpusched.State) []gpusched.Record {
+		recs := []gpusched.Record{{ID: "t0000", State: gpusched.StateCancelled, Error: "cancelled"}}
+		for i := 1; i < n; i++ {
+			r := gpusched.Record{ID: fmt.Sprintf("t%04d", i), State: second}
+			if second == gpusched.StateBlocked {
+				r.BlockedBy, r.Error = "t0000", `blocked: dependency "t0000" cancelled`
+			}
+			recs = append(recs, r)
+		}
+		return recs
+	}
+	for _, c := range []struct {
+		name    string
+		records []gpusched.Record
+		want    []string // lines after the counts
+	}{
+		{"pending", chain(1000, gpusched.StatePending),
+			[]string{"999 tasks not started (pending): they run on the next run"}},
+		{"blocked by the cancelled task", chain(1000, gpusched.StateBlocked),
+			[]string{"999 tasks not started (blocked by a cancelled task): they run on the next run"}},
+		{"one", chain(2, gpusched.StatePending),
+			[]string{"1 task not started (pending): it runs on the next run"}},
+		{"both", append(chain(3, gpusched.StateBlocked), gpusched.Record{ID: "other", State: gpusched.StatePending}),
+			[]string{"3 tasks not started (1 pending, 2 blocked by a cancelled task): they run on the next run"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var b strings.Builder
+			writeSummary(&b, c.records, 0, time.Second, "/r")
+			lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+			if got := lines[1 : len(lines)-1]; strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("summary:\n%s\nwant between the counts and the run directory:\n%s", b.String(), strings.Join(c.want, "\n"))
+			}
+		})
+	}
+	// Blocked by a failure: each named, up to the limit.
+	recs := []gpusched.Record{{ID: "bad", State: gpusched.StateFailed, Error: "exit code 1"}}
+	for i := range maxSummaryBlocked + 5 {
+		recs = append(recs, gpusched.Record{ID: fmt.Sprintf("b%02d", i), State: gpusched.StateBlocked, BlockedBy: "bad", Error: `blocked: dependency "bad" failed`})
+	}
+	var b strings.Builder
+	writeSummary(&b, recs, 0, time.Second, "/r")
+	if n := strings.Count(b.String(), "\n  blocked "); n != maxSummaryBlocked {
+		t.Errorf("%d blocked lines, want %d:\n%s", n, maxSummaryBlocked, b.String())
+	}
+	if !strings.Contains(b.String(), "\n  (and 5 more blocked: gpusched status lists every task)\n") || strings.Contains(b.String(), "not started") {
+		t.Errorf("summary of a failure that blocks %d tasks:\n%s", maxSummaryBlocked+5, b.String())
+	}
+}
