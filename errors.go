@@ -24,11 +24,36 @@ var (
 	ErrRunning           = engine.ErrRunning // Run while another Run is in progress
 )
 
-// TaskError is a validation error about one task and one of its fields.
-type TaskError = task.Error
+// TaskError is a validation error about one task, and usually one of its
+// fields. It unwraps to one of the sentinels above (ErrInvalidTask,
+// ErrDuplicateTask, ...), so callers test it with errors.Is.
+type TaskError struct {
+	TaskID string // the task the error is about
+	Field  string // the field at fault, e.g. "dependencies" or "resources.memory_mib"; may be empty
+	Reason string // what is wrong, for a person
+	Kind   error  // the sentinel this error is an instance of
+}
 
-// CycleError reports a dependency cycle; Path is e.g. [a b c a].
-type CycleError = task.CycleError
+// Error returns the message on one line, e.g. `task "train":
+// dependencies: "prep" is not defined (did you mean "prepare"?)`; a long
+// task id is cut in the middle.
+func (e *TaskError) Error() string { return (*task.Error)(e).Error() }
+
+// Unwrap returns the sentinel Kind.
+func (e *TaskError) Unwrap() error { return e.Kind }
+
+// CycleError reports a dependency cycle. Path starts and ends with the same
+// task: [a b c a] means a depends on b, b on c and c on a.
+type CycleError struct {
+	Path []string
+}
+
+// Error returns the cycle on one line: `dependency cycle: a -> b -> c ->
+// a`; a long cycle is cut in the middle and its length said.
+func (e *CycleError) Error() string { return (*task.CycleError)(e).Error() }
+
+// Unwrap returns ErrCycle.
+func (e *CycleError) Unwrap() error { return ErrCycle }
 
 // SchedulingError is an invalid Scheduling field. Field uses the workflow
 // file's names, e.g. "max_parallel_tasks".

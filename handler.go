@@ -104,9 +104,6 @@ type CompletionEvent struct {
 	Env map[string]string
 }
 
-// Artifact is a file a task produced, as it was when it completed.
-type Artifact = task.Artifact
-
 // PayloadValidator is implemented by handlers that can check a task's
 // payload when it is submitted, so a bad one is rejected before anything
 // runs rather than failing at its first attempt.
@@ -170,15 +167,15 @@ func (CommandHandler) OnComplete(ctx context.Context, ev CompletionEvent) error 
 	return nil
 }
 
-// ValidatePayload requires a non-empty []string argv.
+// ValidatePayload requires a non-empty []string argv without NUL bytes.
 func (CommandHandler) ValidatePayload(t *TaskSpec) error {
-	_, err := argv(t)
+	_, err := argv(t.ID, t.Payload)
 	return err
 }
 
 // Command returns the argv with the task's Env and Dir.
 func (CommandHandler) Command(_ context.Context, t *TaskSpec, _ int) (Command, error) {
-	args, err := argv(t)
+	args, err := argv(t.ID, t.Payload)
 	if err != nil {
 		return Command{}, err
 	}
@@ -196,30 +193,29 @@ func (CommandHandler) Judge(_ *TaskSpec, r AttemptResult) error {
 	return nil
 }
 
-func argv(t *TaskSpec) ([]string, error) {
+// argv is the command kind's payload as an argv, or why it is not one.
+func argv(id string, payload any) ([]string, error) {
 	var args []string
-	switch p := t.Payload.(type) {
+	switch p := payload.(type) {
 	case []string:
 		args = p
 	case []any: // a payload decoded from JSON
 		for _, a := range p {
 			s, ok := a.(string)
 			if !ok {
-				return nil, &TaskError{TaskID: t.ID, Field: "payload", Reason: fmt.Sprintf("argv element %v is a %T, not a string", a, a), Kind: ErrInvalidTask}
+				return nil, &TaskError{TaskID: id, Field: "payload", Reason: fmt.Sprintf("argv element %v is a %T, not a string", a, a), Kind: ErrInvalidTask}
 			}
 			args = append(args, s)
 		}
 	case nil:
 	default:
-		return nil, &TaskError{TaskID: t.ID, Field: "payload", Reason: fmt.Sprintf("the command kind takes the argv as a []string, not %T", p), Kind: ErrInvalidTask}
+		return nil, &TaskError{TaskID: id, Field: "payload", Reason: fmt.Sprintf("the command kind takes the argv as a []string, not %T", p), Kind: ErrInvalidTask}
 	}
 	if len(args) == 0 || strings.TrimSpace(args[0]) == "" {
-		return nil, &TaskError{TaskID: t.ID, Field: "payload", Reason: "empty command: give the program and its arguments", Kind: ErrInvalidTask}
+		return nil, &TaskError{TaskID: id, Field: "payload", Reason: "empty command: give the program and its arguments", Kind: ErrInvalidTask}
 	}
-	for i, a := range args {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, &TaskError{TaskID: t.ID, Field: "payload", Reason: fmt.Sprintf("argument %d holds a NUL byte, which no program can receive", i), Kind: ErrInvalidTask}
-		}
+	if err := task.CheckArgv(id, "payload", args); err != nil {
+		return nil, publicError(err)
 	}
 	return args, nil
 }

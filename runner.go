@@ -25,12 +25,13 @@ type runner struct{ s *Scheduler }
 
 func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func(executor.Process)) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
+	t := publicSpec(req.Spec) // the task as the handler sees it
 	if p, ok := h.(Preparer); ok {
-		if err := p.Prepare(ctx, req.Spec, req.Number); err != nil {
+		if err := p.Prepare(ctx, t, req.Number); err != nil {
 			return failBeforeStart(req, fmt.Errorf("prepare: %w", err))
 		}
 	}
-	cmd, err := h.Command(ctx, req.Spec, req.Number)
+	cmd, err := h.Command(ctx, t, req.Number)
 	if err != nil {
 		return failBeforeStart(req, fmt.Errorf("prepare command: %w", err))
 	}
@@ -58,17 +59,21 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 	if res.Signal != 0 {
 		ar.Signal = executor.SignalName(res.Signal)
 	}
-	out.Verdict = h.Judge(req.Spec, ar)
+	out.Verdict = h.Judge(t, ar)
 	if out.Verdict == nil && len(req.Spec.Artifacts) > 0 {
 		out.Artifacts, out.Verdict = artifact.Collect(ctx, req.Spec)
 		if c, ok := h.(ArtifactChecker); ok && out.Verdict == nil {
-			if err := c.CheckArtifacts(ctx, req.Spec, out.Artifacts); err != nil {
+			arts := make([]Artifact, len(out.Artifacts))
+			for i, a := range out.Artifacts {
+				arts[i] = Artifact(a)
+			}
+			if err := c.CheckArtifacts(ctx, t, arts); err != nil {
 				out.Verdict = fmt.Errorf("artifact check: %w", err)
 			}
 		}
 	}
 	if o, ok := h.(AttemptObserver); ok {
-		if err := o.AfterAttempt(ctx, req.Spec, ar); err != nil {
+		if err := o.AfterAttempt(ctx, t, ar); err != nil {
 			if out.Verdict == nil {
 				out.Verdict = fmt.Errorf("after attempt: %w", err)
 			} else {
@@ -107,7 +112,7 @@ func (s *Scheduler) deliver(ctx context.Context, d engine.Delivery) error {
 		return fmt.Errorf("no completion handler is registered for kind %q", d.Spec.Kind)
 	}
 	return ch.OnComplete(ctx, CompletionEvent{
-		ID: d.EventID, TaskID: d.TaskID, Attempt: d.Attempt, Spec: d.Spec, Tries: d.Tries,
+		ID: d.EventID, TaskID: d.TaskID, Attempt: d.Attempt, Spec: publicSpec(d.Spec), Tries: d.Tries,
 		LogPath: filepath.Join(s.runDir, LogsDir, d.TaskID, fmt.Sprintf("event-%d.log", d.EventID)),
 		Env:     map[string]string{"GPUSCHED_RUN_DIR": s.runDir},
 	})
@@ -121,7 +126,7 @@ func (s *Scheduler) onFailure(sp *task.Spec, rec task.Record) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := fh.OnFailure(ctx, sp, rec); err != nil {
+	if err := fh.OnFailure(ctx, publicSpec(sp), publicRecord(rec)); err != nil {
 		if a := rec.LastAttempt(); a != nil && a.LogPath != "" {
 			if f, ferr := os.OpenFile(a.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); ferr == nil {
 				fmt.Fprintf(f, "gpusched: failure handler: %v\n", err)

@@ -111,7 +111,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		LogDir:            filepath.Join(abs, LogsDir),
 		Store:             st,
 		Runner:            runner{sc},
-		Observer:          o.observer,
+		Observer:          publicObserver(o.observer),
 		Reap:              local.KillStale,
 		Token:             sc.token,
 		WantsEvent:        sc.wantsEvent,
@@ -155,14 +155,15 @@ func (s *Scheduler) Settings() Scheduling { return s.settings }
 // cancelled, tasks not yet started stay pending, and Run returns ctx's
 // error.
 func (s *Scheduler) Run(ctx context.Context) ([]Record, error) {
-	return s.engine.Run(ctx)
+	recs, err := s.engine.Run(ctx)
+	return publicRecords(recs), err
 }
 
 // Cancel cancels task id: a pending task never starts; a running one is
 // stopped (SIGTERM to its process group, SIGKILL after KillGrace). It ends
 // cancelled, and its dependents blocked. Cancelling a finished task does
 // nothing. An unknown id is an ErrUnknownTask error.
-func (s *Scheduler) Cancel(id string) error { return s.engine.Cancel(id) }
+func (s *Scheduler) Cancel(id string) error { return publicError(s.engine.Cancel(id)) }
 
 // StopNow stops every running attempt at once with SIGKILL, skipping
 // KillGrace, and ends the Run in progress as a cancelled context would
@@ -171,7 +172,7 @@ func (s *Scheduler) Cancel(id string) error { return s.engine.Cancel(id) }
 func (s *Scheduler) StopNow() { s.engine.StopNow() }
 
 // Records returns every submitted task's record, in submission order.
-func (s *Scheduler) Records() []Record { return s.engine.Records() }
+func (s *Scheduler) Records() []Record { return publicRecords(s.engine.Records()) }
 
 // Close stops running attempts, waits for them, closes the state database
 // and releases the run directory.

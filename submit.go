@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -58,7 +57,7 @@ func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) err
 	if err := context.Cause(ctx); err != nil {
 		return fmt.Errorf("submit: %w", err)
 	}
-	return s.engine.Submit(sub)
+	return publicError(s.engine.Submit(sub))
 }
 
 // resumeVerdict says whether task sp, completed in an earlier run as row
@@ -110,42 +109,47 @@ func (s *Scheduler) checkNvidiaSMI(specs []*task.Spec) error {
 
 // ValidateTasks runs every check SubmitMany would on a fresh scheduler with
 // the built-in handlers, without a run directory: nothing is written and
-// nothing runs.
+// nothing runs. It returns the first problem found, as SubmitMany would.
 func ValidateTasks(tasks []TaskSpec) error {
 	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}})
 	if err != nil {
 		return err
 	}
-	return dag.CheckBatch(specs, map[string]struct{}{})
+	return publicError(dag.CheckBatch(specs, map[string]struct{}{}))
 }
 
 // prepare copies, normalizes and validates each spec on its own, and
 // encodes it for the state database.
 func prepare(tasks []TaskSpec, handlers map[string]Handler) ([]*task.Spec, [][]byte, error) {
+	all := make([]task.Spec, len(tasks)) // one allocation for the batch
 	specs := make([]*task.Spec, len(tasks))
 	blobs := make([][]byte, len(tasks))
 	for i := range tasks {
-		sp := tasks[i] // a copy: the caller may reuse its slice
-		sp.Dependencies = slices.Clone(sp.Dependencies)
-		sp.Env = maps.Clone(sp.Env)
+		sp := &all[i]
+		*sp = tasks[i].spec() // a copy: the caller may reuse its own
 		sp.Normalize()
 		if err := sp.Validate(); err != nil {
-			return nil, nil, err
+			return nil, nil, publicError(err)
 		}
 		h, ok := handlers[sp.Kind]
 		if !ok {
 			return nil, nil, &TaskError{TaskID: sp.ID, Field: "kind", Reason: fmt.Sprintf("no handler is registered for kind %q", sp.Kind), Kind: ErrUnknownKind}
 		}
-		if v, ok := h.(PayloadValidator); ok {
-			if err := v.ValidatePayload(&sp); err != nil {
-				return nil, nil, err
-			}
+		var err error
+		switch v := h.(type) {
+		case CommandHandler:
+			_, err = argv(sp.ID, sp.Payload)
+		case PayloadValidator:
+			err = v.ValidatePayload(publicSpec(sp))
 		}
-		b, err := json.Marshal(&sp)
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := json.Marshal(sp)
 		if err != nil {
 			return nil, nil, &TaskError{TaskID: sp.ID, Field: "payload", Reason: "cannot be saved as JSON: " + err.Error(), Kind: ErrInvalidTask}
 		}
-		specs[i], blobs[i] = &sp, b
+		specs[i], blobs[i] = sp, b
 	}
 	return specs, blobs, nil
 }

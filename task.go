@@ -1,81 +1,288 @@
 package gpusched
 
 import (
-	"github.com/gpusched/gpusched/internal/engine"
+	"fmt"
+	"time"
+
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// TaskSpec describes one task. See the field comments for defaults: the zero
-// value of every field but ID is usable.
-type TaskSpec = task.Spec
+// TaskSpec describes one task: what to run, after what, with what priority
+// and resources, and what to do when it fails. The zero value of every field
+// but ID is a usable default. The JSON names are those of workflow files.
+type TaskSpec struct {
+	// ID names the task; unique within a scheduler. Letters, digits and
+	// "_.:@+=,-", not starting with "." or "-", at most 200 bytes: it also
+	// names the task's log folder.
+	ID string `json:"id"`
+	// Kind selects the Handler that turns the task into a command; empty
+	// means "command" (CommandHandler).
+	Kind string `json:"kind,omitempty"`
+	// Dependencies are the ids of tasks that must complete first.
+	Dependencies []string `json:"dependencies,omitempty"`
+	// Payload is the handler's input. For "command": the argv, a []string,
+	// run without a shell.
+	Payload any `json:"payload,omitempty"`
+	// Priority orders ready tasks: higher starts first; ties go by
+	// submission order.
+	Priority int `json:"priority,omitempty"`
+	// Resources is what the task needs to start: its device and, for a GPU
+	// task, its GPU memory budget.
+	Resources ResourceRequest `json:"resources,omitzero"`
+	// Timeout bounds each attempt; 0 means the queue's default, NoTimeout
+	// none.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Retries is how many extra attempts a failing task gets; 0 means the
+	// queue's default, NoRetries none.
+	Retries int `json:"retries,omitempty"`
+	// RetryDelay is the wait before the first retry; each further retry
+	// waits twice as long, up to Scheduling.RetryDelayMax. 0 means the
+	// queue's default, NoRetryDelay none.
+	RetryDelay time.Duration `json:"retry_delay,omitempty"`
+	// RetryOnExitCodes, when not empty, limits retries to attempts that
+	// exited with one of these codes (1 to 255): any other failure is
+	// final. A CUDA out-of-memory failure is retried whatever its code.
+	RetryOnExitCodes []int `json:"retry_on_exit_codes,omitempty"`
+	// RetryOnTimeout retries attempts stopped at their timeout; by default
+	// they are not retried.
+	RetryOnTimeout bool `json:"retry_on_timeout,omitempty"`
+	// Env is added to the environment gpusched was started with, for every
+	// attempt.
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the attempts' working directory; empty means the scheduler's.
+	Dir string `json:"dir,omitempty"`
+	// Artifacts are the files (or folders) the task must produce, relative
+	// to Dir. An attempt that exits 0 completes only if each exists; a
+	// completed task whose artifacts went missing or changed runs again when
+	// the run resumes.
+	Artifacts []string `json:"artifacts,omitempty"`
+	// HashArtifacts makes resume compare the artifacts' content (SHA-256),
+	// not only their size and modification time.
+	HashArtifacts bool `json:"hash_artifacts,omitempty"`
+	// OnComplete, for the command kind, is an argv run once the task has
+	// completed (at least once: again after a crash until it exits 0), with
+	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
+	OnComplete []string `json:"on_complete,omitempty"`
+}
 
-// ResourceRequest is what a task needs to start: its device ("cpu" or
-// "cuda"), for CUDA tasks a GPU memory budget in MiB (used for admission, not
-// enforced as a limit), and whether it needs a card to itself.
-type ResourceRequest = task.ResourceRequest
+// ResourceRequest is what a task needs to start: its device, for a CUDA
+// task a GPU memory budget in MiB (used for admission, not enforced as a
+// limit on the process), and whether it needs a card to itself.
+type ResourceRequest struct {
+	Device    Device `json:"device,omitempty"` // empty means CPU
+	MemoryMiB int64  `json:"memory_mib,omitempty"`
+	Exclusive bool   `json:"exclusive,omitempty"`
+}
 
-// Device is "cpu" or "cuda".
-type Device = task.Device
+// GPU reports whether the request needs a GPU.
+func (r ResourceRequest) GPU() bool { return r.Device == CUDA }
+
+// Device is what a task runs on: CPU or CUDA.
+type Device string
 
 // The devices.
 const (
-	CPU  = task.CPU
-	CUDA = task.CUDA
+	CPU  Device = "cpu"
+	CUDA Device = "cuda"
 )
 
 // NoTimeout as TaskSpec.Timeout means no timeout even if the queue has a
 // default; NoRetries as TaskSpec.Retries means no retries; NoRetryDelay as
 // TaskSpec.RetryDelay means retry at once.
 const (
-	NoTimeout    = task.NoTimeout
-	NoRetries    = task.NoRetries
-	NoRetryDelay = task.NoRetryDelay
+	NoTimeout    time.Duration = -1
+	NoRetries    int           = -1
+	NoRetryDelay time.Duration = -1
 )
 
 // Record is what happened to a task: its state, every attempt, the last exit
-// code, and why it failed or was blocked.
-type Record = task.Record
+// code, and why it failed, was blocked or waits.
+type Record struct {
+	ID    string `json:"id"`
+	State State  `json:"state"`
+	// Attempts lists every attempt, oldest first, including those of earlier
+	// runs on the same run directory.
+	Attempts []Attempt `json:"attempts"`
+	// ExitCode is the exit code of the last finished attempt, if it exited.
+	ExitCode *int `json:"exit_code"`
+	// Error says why the task failed, was blocked or was cancelled.
+	Error string `json:"error,omitempty"`
+	// BlockedBy names the failed or cancelled task that blocked this one.
+	BlockedBy string `json:"blocked_by,omitempty"`
+	// Submitted is when the task was (last) submitted.
+	Submitted time.Time `json:"submitted,omitzero"`
+	// Artifacts are the files it produced, as they were when it completed.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// RetryAt is when a pending task that failed may start again, while it
+	// waits out its retry delay (or a back-off after a fault of the
+	// environment); zero otherwise.
+	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Rerun says why a task that had run before on this run directory ran
+	// (or runs) again in the latest run ("definition changed: args",
+	// "artifact missing: out/x", ...); empty when it was kept or is new.
+	Rerun string `json:"rerun,omitempty"`
+}
 
-// Attempt is one execution of a task.
-type Attempt = task.Attempt
+// LastAttempt returns the most recent attempt, or nil if none ran.
+func (r *Record) LastAttempt() *Attempt {
+	if len(r.Attempts) == 0 {
+		return nil
+	}
+	return &r.Attempts[len(r.Attempts)-1]
+}
 
-// State is where a task stands: pending, running, complete, failed, blocked
-// or cancelled.
-type State = task.State
+// Attempt is one execution of a task's command.
+type Attempt struct {
+	// Number counts attempts from 1; it keeps counting across resumed runs.
+	Number int `json:"number"`
+	// Start and End bracket the attempt; End is zero while it runs.
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end,omitzero"`
+	// ExitCode is the process's exit status; nil if it was killed by a
+	// signal, never started, or is still running.
+	ExitCode *int `json:"exit_code"`
+	// Signal names the signal that ended the process, e.g. "SIGKILL".
+	Signal string `json:"signal,omitempty"`
+	// TimedOut is set when gpusched stopped the attempt at its timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Cancelled is set when the attempt was stopped by a cancellation
+	// (Scheduler.Cancel, Run's context, Ctrl-C).
+	Cancelled bool `json:"cancelled,omitempty"`
+	// Interrupted is set when the scheduler itself died during the attempt;
+	// such an attempt is not counted as the task's failure.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// NotCharged is set when the attempt failed for a reason that is not the
+	// task's own (the environment could not set it up; another process took
+	// the GPU memory it was promised): it did not use up a retry. Error
+	// says why.
+	NotCharged bool `json:"not_charged,omitempty"`
+	// Error says why the attempt failed when the exit code alone doesn't:
+	// the command could not start, the handler rejected the result, ...
+	Error string `json:"error,omitempty"`
+	// LogPath is the file holding the attempt's stdout and stderr.
+	LogPath string `json:"log_path,omitempty"`
+	// PID is the process id of the attempt's leader, once it started.
+	PID int `json:"pid,omitempty"`
+	// GPU is the index of the card the attempt ran on; nil for CPU tasks.
+	GPU *int `json:"gpu"`
+	// GPUUUID is that card's UUID.
+	GPUUUID string `json:"gpu_uuid,omitempty"`
+	// MemRequestedMiB is the GPU memory the attempt was admitted with (the
+	// task's budget, or more after an out-of-memory failure).
+	MemRequestedMiB int64 `json:"mem_requested_mib,omitempty"`
+	// MemPeakMiB is the most GPU memory its processes were seen to use.
+	MemPeakMiB int64 `json:"mem_peak_mib,omitempty"`
+	// ReadyAt is when the task last became ready before this attempt (its
+	// dependencies complete, or its previous attempt failed): Start - ReadyAt
+	// is the time it waited for a slot or a card.
+	ReadyAt time.Time `json:"ready_at,omitzero"`
+}
 
-// The task states.
+// Ended reports whether the attempt has finished.
+func (a *Attempt) Ended() bool { return !a.End.IsZero() }
+
+// Artifact is a file a task produced, as it was when the task completed.
+type Artifact struct {
+	Path    string    `json:"path"` // as the task spec lists it
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mtime"`
+	SHA256  string    `json:"sha256,omitempty"` // when the task asked for hashing
+}
+
+// State is where a task stands. States are saved and printed as the
+// lowercase names String returns, which other tools may rely on.
+type State uint8
+
+// The task states. A task starts pending, is running while an attempt runs,
+// and ends complete, failed (its retries spent), blocked (a dependency
+// failed or was cancelled, so it never started) or cancelled. Between the
+// attempts of a retried task it is pending again.
 const (
-	StatePending   = task.Pending
-	StateRunning   = task.Running
-	StateComplete  = task.Complete
-	StateFailed    = task.Failed
-	StateBlocked   = task.Blocked
-	StateCancelled = task.Cancelled
+	StatePending   = State(task.Pending)
+	StateRunning   = State(task.Running)
+	StateComplete  = State(task.Complete)
+	StateFailed    = State(task.Failed)
+	StateBlocked   = State(task.Blocked)
+	StateCancelled = State(task.Cancelled)
 )
 
+// String returns the state's name, e.g. "complete".
+func (s State) String() string { return task.State(s).String() }
+
+// Terminal reports whether nothing more happens to a task in this state
+// unless the run is resumed: complete, failed, blocked or cancelled.
+func (s State) Terminal() bool { return task.State(s).Terminal() }
+
+// MarshalText writes the state's name, so JSON carries "complete", not 2.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a state's name.
+func (s *State) UnmarshalText(b []byte) error {
+	v, err := task.ParseState(string(b))
+	*s = State(v)
+	return err
+}
+
 // Event is a committed transition, as given to an observer (WithObserver).
-type Event = engine.Event
+type Event struct {
+	Time time.Time
+	Kind EventKind
+	// TaskID is the task concerned; empty for the events about GPUs.
+	TaskID string
+	// Attempt is the attempt concerned: for EventStarted, and for the end of
+	// an attempt (EventComplete, EventRetrying, EventFailed, and
+	// EventCancelled of a running task). Its Number is 0 otherwise.
+	Attempt Attempt
+	// BlockedBy, for EventBlocked, names the failed or cancelled task.
+	BlockedBy string
+	// Error says why: a task that failed without an attempt, a completion
+	// handler that failed, a card quarantined, the GPUs unreadable.
+	Error string
+	// Rerun, for EventStarted, says why a task that ran before runs again.
+	Rerun string
+	// Card, for EventCardQuarantined, is the card's index.
+	Card int
+	// RetryAt, for EventRetrying, is when the next attempt may start at the
+	// earliest (a retry delay, or a back-off after a fault of the
+	// environment); zero when it may start at once.
+	RetryAt time.Time
+}
 
 // EventKind says what an Event reports.
-type EventKind = engine.EventKind
+type EventKind uint8
 
 // The kinds of events.
 const (
-	EventStarted   = engine.Started
-	EventRetrying  = engine.Retrying
-	EventComplete  = engine.Completed
-	EventFailed    = engine.Failed
-	EventBlocked   = engine.TaskBlocked
-	EventCancelled = engine.TaskCancelled
+	EventStarted   EventKind = iota + 1 // an attempt started
+	EventRetrying                       // an attempt failed; the task runs again
+	EventComplete                       // the task completed
+	EventFailed                         // the task failed for good
+	EventBlocked                        // a dependency failed or was cancelled
+	EventCancelled                      // the task was cancelled
 	// EventDeliveryFailed: a completion handler failed; the event will be
 	// delivered again.
-	EventDeliveryFailed = engine.DeliveryFailed
+	EventDeliveryFailed
 	// EventCardQuarantined: a GPU went into quarantine; Event.Card says
 	// which, Event.Error why and until when.
-	EventCardQuarantined = engine.CardQuarantined
+	EventCardQuarantined
 	// EventGPUUnknown: the GPUs cannot be read (Event.Error says why, e.g.
 	// "nvidia-smi timed out after 10s; GPU tasks wait"); CPU tasks go on.
-	EventGPUUnknown = engine.GPUUnknown
+	EventGPUUnknown
 	// EventGPUKnown: the GPUs can be read again after EventGPUUnknown.
-	EventGPUKnown = engine.GPUKnown
+	EventGPUKnown
 )
+
+var eventKindNames = [...]string{EventStarted: "started", EventRetrying: "retrying", EventComplete: "complete",
+	EventFailed: "failed", EventBlocked: "blocked", EventCancelled: "cancelled", EventDeliveryFailed: "event-failed",
+	EventCardQuarantined: "card-quarantined", EventGPUUnknown: "gpu-unknown", EventGPUKnown: "gpu-known"}
+
+// String returns the kind's name, as --events writes it, e.g. "started".
+func (k EventKind) String() string {
+	if int(k) < len(eventKindNames) && eventKindNames[k] != "" {
+		return eventKindNames[k]
+	}
+	return fmt.Sprintf("event(%d)", uint8(k))
+}
+
+// MarshalText writes the kind's name.
+func (k EventKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }

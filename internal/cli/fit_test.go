@@ -12,7 +12,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -83,16 +82,16 @@ func TestFitNote(t *testing.T) {
 // waiting for a card, as status reads it.
 func waitingRun(now time.Time) *runView {
 	card := 1
-	row := func(id string, st gpusched.State) store.Row {
+	row := func(id string, st task.State) store.Row {
 		return store.Row{Record: task.Record{ID: id, State: st}}
 	}
-	running := row("preprocess-shard-with-a-rather-long-name-0041", gpusched.StateRunning)
-	running.Attempts = []gpusched.Attempt{{Number: 1, Start: now.Add(-90 * time.Second), GPU: &card}}
+	running := row("preprocess-shard-with-a-rather-long-name-0041", task.Running)
+	running.Attempts = []task.Attempt{{Number: 1, Start: now.Add(-90 * time.Second), GPU: &card}}
 	v := &runView{dir: "/runs/sweep", pid: 4242, gpuTasks: true, cardsAt: now.Add(-time.Second),
 		rows: []store.Row{
 			running,
-			row("preprocess-shard-with-a-rather-long-name-0042", gpusched.StatePending),
-			row("preprocess-shard-with-a-rather-long-name-0043", gpusched.StatePending),
+			row("preprocess-shard-with-a-rather-long-name-0042", task.Pending),
+			row("preprocess-shard-with-a-rather-long-name-0043", task.Pending),
 		},
 		waiting: map[string]string{
 			"preprocess-shard-with-a-rather-long-name-0042": waitNote,

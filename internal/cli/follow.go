@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // followPoll is how often "gpusched logs -f" looks for more output and at
@@ -121,7 +122,7 @@ func loadRow(st *store.SQLite, id string) (store.Row, error) {
 	return rows[i], nil
 }
 
-func attemptOf(r store.Row, number int) *gpusched.Attempt {
+func attemptOf(r store.Row, number int) *task.Attempt {
 	for i := range r.Attempts {
 		if r.Attempts[i].Number == number {
 			return &r.Attempts[i]

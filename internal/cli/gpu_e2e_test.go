@@ -272,6 +272,7 @@ type gpuStatusJSON struct {
 	Tasks        []gpuTaskJSON `json:"tasks"`
 	GPUs         []gpuCardJSON `json:"gpus"`
 	GPUUnknown   string        `json:"gpu_unknown"`
+	GPUsAsOf     time.Time     `json:"gpus_as_of"`
 }
 
 func (s gpuStatusJSON) task(t *testing.T, id string) gpuTaskJSON {
@@ -526,7 +527,7 @@ tasks:
 			return false
 		}
 		tk = s.task(t, "needs20g")
-		return s.task(t, "cpu").State == "complete" && tk.Waiting != ""
+		return s.task(t, "cpu").State == "complete" && strings.Contains(tk.Waiting, "needs 20000 MiB")
 	})
 	if tk.State != "pending" || tk.Attempts != 0 {
 		t.Errorf("needs20g: state %s, attempts %d; want pending, 0", tk.State, tk.Attempts)
@@ -536,8 +537,15 @@ tasks:
 			t.Errorf("waiting = %q; want it to contain %q", tk.Waiting, want)
 		}
 	}
-	// Several polls later it still waits.
-	time.Sleep(400 * time.Millisecond)
+	// Several readings later it still waits.
+	var seen []time.Time
+	waitFor(t, 20*time.Second, "three more readings of the cards", func() bool {
+		s, ok := gpuPollStatus(t, runDir)
+		if ok && (len(seen) == 0 || s.GPUsAsOf.After(seen[len(seen)-1])) {
+			seen = append(seen, s.GPUsAsOf)
+		}
+		return len(seen) > 3 || run.exited()
+	})
 	if tk := gpuStatus(t, runDir).task(t, "needs20g"); tk.State != "pending" || tk.Attempts != 0 || run.exited() {
 		t.Fatalf("needs20g: state %s, attempts %d with 30000 MiB foreign on the card", tk.State, tk.Attempts)
 	}
@@ -1076,9 +1084,11 @@ tasks:
 	}
 }
 
-// A request larger than every card's capacity is refused before anything
-// runs: exit 2, one line naming the task and the field. A request of
-// exactly the capacity runs.
+// A request larger than every card's capacity: validate refuses it (exit
+// 2, one line naming the task and the field); run does not wait for
+// nvidia-smi before starting CPU tasks, so the task fails with the same
+// message when the cards are first read, without running, and the run
+// exits 1. A request of exactly the capacity runs.
 func TestGPURequestTooLarge(t *testing.T) {
 	t.Parallel()
 	m := newFakeMachine(t, fakegpu.State{Cards: []fakegpu.Card{gpuCard(0, 40960), gpuCard(1, 24000)}})
@@ -1094,7 +1104,7 @@ tasks:
 `
 	}
 	wf, runDir := m.workflow(flow(40960 - 512 + 1))
-	r := gpuGS(t, m.env, "run", wf)
+	r := gpuGS(t, m.env, "validate", wf)
 	r.want(t, 2)
 	msg := oneLineError(t, r)
 	for _, want := range []string{`task "big"`, "resources.memory_mib", "40449 MiB", "card 0", "512 MiB safety margin"} {
@@ -1102,8 +1112,14 @@ tasks:
 			t.Errorf("error %q does not contain %q", msg, want)
 		}
 	}
-	if exists(marker) || exists(filepath.Join(runDir, "logs")) {
-		t.Errorf("a task ran although the workflow was refused")
+	r = gpuGS(t, m.env, "run", wf)
+	r.want(t, 1)
+	_, why, _ := strings.Cut(msg, `task "big": `)
+	if !strings.Contains(r.stdout, "failed    big: "+why) {
+		t.Errorf("the run does not fail big with validate's message %q:\n%s", msg, r.stdout)
+	}
+	if exists(filepath.Join(runDir, "logs", "big")) || gpuStatus(t, runDir).task(t, "big").Attempts != 0 {
+		t.Errorf("big ran although no card can hold it")
 	}
 	wf, _ = m.workflow(flow(40960 - 512))
 	gpuGS(t, m.env, "run", wf).want(t, 0)
@@ -1347,10 +1363,15 @@ func TestGPUVisibleGPUs(t *testing.T) {
 		t.Parallel()
 		m := newFakeMachine(t, fakegpu.State{Cards: []fakegpu.Card{gpuCard(0, 40960)}})
 		wf, _ := m.workflow("scheduling:\n  visible_gpus: [3]\ntasks:\n  - id: t\n    resources: {device: cuda, memory_mib: 10}\n    args: [true]\n")
-		r := gpuGS(t, m.env, "run", wf)
+		r := gpuGS(t, m.env, "validate", wf)
 		r.want(t, 2)
 		if msg := oneLineError(t, r); !strings.Contains(msg, `task "t"`) || !strings.Contains(msg, "visible_gpus") {
 			t.Errorf("error %q does not name the task and visible_gpus", msg)
+		}
+		r = gpuGS(t, m.env, "run", wf)
+		r.want(t, 1)
+		if !strings.Contains(r.stdout, "failed    t: resources.memory_mib: no card matches visible_gpus") {
+			t.Errorf("run output:\n%s", r.stdout)
 		}
 	})
 }

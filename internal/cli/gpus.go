@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,7 +65,7 @@ could not be read, when a run's last view is shown instead), "unknown",
 			if saved != nil && saved.pid > 0 {
 				out.fromRun(saved)
 			} else {
-				cards, err := gpusched.ReadGPUs(c.Context(), settings)
+				cards, err := readGPUs(c.Context(), settings)
 				switch {
 				case err == nil:
 					out.Cards = cards
@@ -164,4 +165,24 @@ func (o *gpusOutput) write(w io.Writer, saved *savedCards, now time.Time) {
 		cv.at, cv.saved = saved.at, true
 	}
 	writeCards(w, cv, now)
+}
+
+// readGPUs reads the cards now, as a run with settings s would see them,
+// in the form the rest of the command shows (the run's saved view). The
+// library's public view and the saved one share their JSON form, which
+// carries one into the other.
+func readGPUs(ctx context.Context, s gpusched.Scheduling) ([]gpu.CardView, error) {
+	cards, err := gpusched.ReadGPUs(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(cards)
+	if err != nil {
+		return nil, err
+	}
+	var out []gpu.CardView
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("read GPUs: %w", err)
+	}
+	return out, nil
 }

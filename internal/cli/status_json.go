@@ -5,30 +5,30 @@ import (
 	"io"
 	"time"
 
-	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // "gpusched status --json": the run's tasks and cards for other programs.
 
 type taskJSON struct {
-	ID           string             `json:"id"`
-	State        gpusched.State     `json:"state"`
-	Attempts     int                `json:"attempts"`
-	ExitCode     *int               `json:"exit_code"`
-	GPU          *int               `json:"gpu"`
-	Error        string             `json:"error,omitempty"`
-	BlockedBy    string             `json:"blocked_by,omitempty"`
-	Waiting      string             `json:"waiting,omitempty"`
-	Rerun        string             `json:"rerun,omitempty"`
-	Events       []eventJSON        `json:"events_pending,omitempty"`
-	Dependencies []string           `json:"dependencies"`
-	Priority     int                `json:"priority"`
-	MemoryMiB    int64              `json:"memory_mib,omitempty"`
-	Started      *time.Time         `json:"started"`
-	Ended        *time.Time         `json:"ended"`
-	Log          *string            `json:"log"`
-	History      []gpusched.Attempt `json:"history"`
+	ID           string         `json:"id"`
+	State        task.State     `json:"state"`
+	Attempts     int            `json:"attempts"`
+	ExitCode     *int           `json:"exit_code"`
+	GPU          *int           `json:"gpu"`
+	Error        string         `json:"error,omitempty"`
+	BlockedBy    string         `json:"blocked_by,omitempty"`
+	Waiting      string         `json:"waiting,omitempty"`
+	Rerun        string         `json:"rerun,omitempty"`
+	Events       []eventJSON    `json:"events_pending,omitempty"`
+	Dependencies []string       `json:"dependencies"`
+	Priority     int            `json:"priority"`
+	MemoryMiB    int64          `json:"memory_mib,omitempty"`
+	Started      *time.Time     `json:"started"`
+	Ended        *time.Time     `json:"ended"`
+	Log          *string        `json:"log"`
+	History      []task.Attempt `json:"history"`
 }
 
 // eventJSON is a completion event not yet delivered.
@@ -85,7 +85,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 			t.Dependencies = []string{}
 		}
 		if t.History == nil {
-			t.History = []gpusched.Attempt{}
+			t.History = []task.Attempt{}
 		}
 		if a := r.LastAttempt(); a != nil {
 			t.GPU = a.GPU

@@ -10,9 +10,9 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // "gpusched status" for a person: a count by state, a table of the tasks
@@ -35,12 +35,12 @@ func eventNote(evs []store.EventWrite) string {
 // details first (the list of what a card holds; see fitNote), long task ids
 // are cut in the middle.
 func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
-	counts := map[gpusched.State]int{}
+	counts := map[task.State]int{}
 	for _, r := range v.rows {
 		counts[r.State]++
 	}
 	var parts []string
-	for _, st := range []gpusched.State{gpusched.StateComplete, gpusched.StateRunning, gpusched.StatePending, gpusched.StateFailed, gpusched.StateBlocked, gpusched.StateCancelled} {
+	for _, st := range []task.State{task.Complete, task.Running, task.Pending, task.Failed, task.Blocked, task.Cancelled} {
 		if counts[st] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
 		}
@@ -49,7 +49,7 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	switch {
 	case v.pid > 0:
 		fmt.Fprintf(w, "scheduler: running (pid %d)\n\n", v.pid)
-	case counts[gpusched.StateRunning] > 0:
+	case counts[task.Running] > 0:
 		fmt.Fprintf(w, "scheduler: not running; the tasks shown running were interrupted and will run again\n\n")
 	default:
 		fmt.Fprintf(w, "scheduler: not running\n\n")
@@ -91,14 +91,14 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 	}
 	note := r.Error
 	switch r.State {
-	case gpusched.StateComplete:
+	case task.Complete:
 		note = eventNote(v.pending[r.ID])
-	case gpusched.StateRunning:
+	case task.Running:
 		note = ""
 		if r.Rerun != "" {
 			note = "runs again: " + r.Rerun
 		}
-	case gpusched.StatePending:
+	case task.Pending:
 		note = v.waiting[r.ID]
 		if r.Rerun != "" {
 			note = "runs again (" + r.Rerun + "); " + note

@@ -3,21 +3,21 @@ package cli
 import (
 	"strings"
 
-	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // explainWaiting says, for each pending task, why it has not started.
 func (v *runView) explainWaiting() {
 	v.waiting = map[string]string{}
 	for _, r := range v.rows {
-		if r.State != gpusched.StatePending {
+		if r.State != task.Pending {
 			continue
 		}
 		sp := v.specs[r.ID]
 		var waitingOn []string
 		for _, d := range sp.Dependencies {
-			if i, ok := v.taskIndex[d]; ok && v.rows[i].State != gpusched.StateComplete {
+			if i, ok := v.taskIndex[d]; ok && v.rows[i].State != task.Complete {
 				waitingOn = append(waitingOn, d)
 			}
 		}

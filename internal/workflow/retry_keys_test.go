@@ -1,6 +1,8 @@
 package workflow_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -68,5 +70,24 @@ func TestRetryKeyErrors(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("%q:\n got %v\nwant prefix %s", tt.doc, err, tt.want)
 		}
+	}
+}
+
+// internalSpec carries every field of a TaskSpec: both encode to the same
+// JSON.
+func TestInternalSpecKeepsEveryField(t *testing.T) {
+	t.Parallel()
+	ts := gpusched.TaskSpec{ID: "a", Kind: "k", Dependencies: []string{"b"}, Payload: []string{"x"}, Priority: 3,
+		Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 10, Exclusive: true}, Timeout: time.Second,
+		Retries: 2, RetryDelay: time.Minute, RetryOnExitCodes: []int{75}, RetryOnTimeout: true, Env: map[string]string{"A": "1"},
+		Dir: "/d", Artifacts: []string{"o"}, HashArtifacts: true, OnComplete: []string{"n"}}
+	if n := reflect.TypeOf(ts).NumField(); n != 16 {
+		t.Fatalf("TaskSpec has %d fields; give the new ones a value here and check internalSpec", n)
+	}
+	sp := workflow.InternalSpecForTest(&ts)
+	a, _ := json.Marshal(ts)
+	b, _ := json.Marshal(&sp)
+	if string(a) != string(b) {
+		t.Errorf("JSON differs:\npublic   %s\ninternal %s", a, b)
 	}
 }

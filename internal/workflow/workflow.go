@@ -207,16 +207,16 @@ func (p *parser) checkTasks() {
 	w := p.w
 	specs := make([]*task.Spec, len(w.Tasks))
 	for i := range w.Tasks {
-		sp := w.Tasks[i] // a copy: Normalize must not change what Parse returns
+		sp := internalSpec(&w.Tasks[i])
 		sp.Normalize()
 		bad := p.badKeys[i]
 		for _, err := range sp.Problems() {
-			if !has(bad, taskKeys, fieldKey(err)) {
+			if err = public(err); !has(bad, taskKeys, fieldKey(err)) {
 				p.add(w.locateAt(i, err))
 			}
 		}
 		if !has(bad, taskKeys, "args") {
-			if err := (gpusched.CommandHandler{}).ValidatePayload(&sp); err != nil {
+			if err := (gpusched.CommandHandler{}).ValidatePayload(&w.Tasks[i]); err != nil {
 				p.add(w.locateAt(i, err))
 			}
 		}
@@ -224,7 +224,7 @@ func (p *parser) checkTasks() {
 		specs[i] = &sp
 	}
 	for _, pr := range dag.Check(specs, map[string]struct{}{}, MaxErrors) {
-		p.add(w.locateAt(pr.Index, pr.Err))
+		p.add(w.locateAt(pr.Index, public(pr.Err)))
 	}
 }
 
@@ -243,6 +243,32 @@ func fieldKey(err error) string {
 		return "args"
 	}
 	return key
+}
+
+// internalSpec is t as the internal checks (task.Spec.Problems, dag.Check)
+// take it: the same fields, the slices shared.
+func internalSpec(t *gpusched.TaskSpec) task.Spec {
+	return task.Spec{
+		ID: t.ID, Kind: t.Kind, Dependencies: t.Dependencies, Payload: t.Payload, Priority: t.Priority,
+		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
+		Timeout:   t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
+		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
+		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
+	}
+}
+
+// public gives a validation error of the internal checks (which report
+// every problem) the type the gpusched package gives it, so that callers
+// find a *gpusched.TaskError or *gpusched.CycleError whichever check
+// reported it.
+func public(err error) error {
+	switch e := err.(type) {
+	case *task.Error:
+		return (*gpusched.TaskError)(e)
+	case *task.CycleError:
+		return (*gpusched.CycleError)(e)
+	}
+	return err
 }
 
 // graphDeps returns s's dependencies without those Validate already

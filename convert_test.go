@@ -1,0 +1,109 @@
+package gpusched
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// filled returns a TaskSpec with every field set to something that is not
+// its zero value, so that a conversion that forgets a field shows.
+func filled(t *testing.T) TaskSpec {
+	t.Helper()
+	var ts TaskSpec
+	v := reflect.ValueOf(&ts).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x-" + v.Type().Field(i).Name)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Slice:
+			switch f.Type().Elem().Kind() {
+			case reflect.String:
+				f.Set(reflect.ValueOf([]string{"a", "b"}))
+			case reflect.Int:
+				f.Set(reflect.ValueOf([]int{75, 143}))
+			default:
+				t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
+			}
+		case reflect.Map:
+			f.Set(reflect.ValueOf(map[string]string{"K": "v"}))
+		case reflect.Interface:
+			f.Set(reflect.ValueOf([]string{"echo", "hi"}))
+		case reflect.Struct:
+			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true}
+		default:
+			t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
+		}
+	}
+	return ts
+}
+
+// Every field of TaskSpec crosses into the engine's definition and back,
+// and both encode to the same JSON (the state database keeps the engine's;
+// status reads it back into a TaskSpec).
+func TestSpecConversionKeepsEveryField(t *testing.T) {
+	ts := filled(t)
+	sp := ts.spec()
+	a, _ := json.Marshal(ts)
+	b, _ := json.Marshal(&sp)
+	if string(a) != string(b) {
+		t.Errorf("JSON differs:\npublic   %s\ninternal %s", a, b)
+	}
+	if back := publicSpec(&sp); !reflect.DeepEqual(*back, ts) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", *back, ts)
+	}
+	if reflect.TypeOf(ts).NumField() != reflect.TypeOf(sp).NumField() {
+		t.Errorf("TaskSpec has %d fields, task.Spec %d", reflect.TypeOf(ts).NumField(), reflect.TypeOf(sp).NumField())
+	}
+}
+
+// Every event kind of the engine has a public kind of the same name.
+func TestEveryEventKindIsPublic(t *testing.T) {
+	for k := engine.Started; k <= engine.GPUKnown; k++ {
+		got := publicEvent(engine.Event{Kind: k}).Kind
+		if got == 0 || got.String() != k.String() {
+			t.Errorf("engine kind %s becomes %v", k, got)
+		}
+	}
+	if s := engine.EventKind(engine.GPUKnown + 1).String(); s != "event(11)" {
+		t.Errorf("the engine has an event kind after GPUKnown (%s): add it to EventKind and eventKinds", s)
+	}
+}
+
+// States and card states keep their names across the border.
+func TestStatesKeepTheirNames(t *testing.T) {
+	for st := task.Pending; st <= task.Cancelled; st++ {
+		if State(st).String() != st.String() {
+			t.Errorf("state %d: %s vs %s", st, State(st), st)
+		}
+	}
+	for st := gpu.CardOK; st <= gpu.CardHidden; st++ {
+		if CardState(st).String() != st.String() {
+			t.Errorf("card state %d: %s vs %s", st, CardState(st), st)
+		}
+	}
+}
+
+// A card view crosses with its holders, and encodes as the saved one does.
+func TestCardConversion(t *testing.T) {
+	in := gpu.CardView{Index: 1, UUID: "GPU-1", Name: "H100", TotalMiB: 81559, UsedMiB: 6000, FreeMiB: 75559, CapacityMiB: 81047,
+		ForeignMiB: 6000, ForeignProcs: 1, ChargedMiB: 20000, AvailableMiB: 55047, Exclusive: true, State: gpu.CardCooling,
+		Reason: "a task just left it", Until: time.Unix(100, 0).UTC(), ReservedFor: "big",
+		Holders: []gpu.Holding{{Task: "a", PID: 7, RequestMiB: 20000, ObservedMiB: 1, PeakMiB: 2, Exclusive: true}}}
+	out := publicCards([]gpu.CardView{in})
+	a, _ := json.Marshal(in)
+	b, _ := json.Marshal(out[0])
+	if string(a) != string(b) {
+		t.Errorf("JSON differs:\ninternal %s\npublic   %s", a, b)
+	}
+}

@@ -1,0 +1,4 @@
+package workflow
+
+// InternalSpecForTest exposes internalSpec to the package's external tests.
+var InternalSpecForTest = internalSpec
