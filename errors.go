@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -22,6 +23,13 @@ var (
 	ErrRunDirLocked      = errors.New("run directory in use")
 	ErrClosed            = engine.ErrClosed  // the scheduler was closed
 	ErrRunning           = engine.ErrRunning // Run while another Run is in progress
+
+	// ErrStateDamaged: New found the run directory's state database
+	// damaged (SQLite's quick_check failed); nothing was written to it.
+	ErrStateDamaged = store.ErrCorrupt
+	// ErrStateGone: the state database was deleted or replaced while the
+	// scheduler used it; Run stops with it, as nothing can be saved.
+	ErrStateGone = store.ErrGone
 )
 
 // TaskError is a validation error about one task, and usually one of its

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
-	"github.com/gpusched/gpusched/internal/store"
 )
 
 // runResult is what Scheduler.Run returned.
@@ -61,8 +60,8 @@ func TestRunStopsWhenStateDBDeleted(t *testing.T) {
 	}
 	r := runReturns(t, s) // no deferred Close: it would wait for a hung Run
 	s.Close()
-	if !errors.Is(r.err, store.ErrGone) {
-		t.Fatalf("Run = %v, want an error wrapping store.ErrGone", r.err)
+	if !errors.Is(r.err, gpusched.ErrStateGone) {
+		t.Fatalf("Run = %v, want an error wrapping gpusched.ErrStateGone", r.err)
 	}
 	if got := r.recs["after"]; got.State == gpusched.StateComplete {
 		t.Errorf("after the state database was gone, a task completed: %+v", got)
