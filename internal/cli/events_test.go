@@ -33,7 +33,7 @@ type eventLine struct {
 }
 
 var eventKeys = []string{"time", "event", "task", "attempt", "card", "memory_mib", "exit_code", "signal", "error",
-	"blocked_by", "log", "rerun", "duration_s"}
+	"blocked_by", "log", "rerun", "duration_s", "retry_at"}
 
 // parseEvents decodes --events output: every line a JSON object with known
 // keys, "time" and "event" always there, times in order.

@@ -721,7 +721,7 @@ tasks:
 			return false
 		}
 		tk = s.task(t, "ex")
-		return tk.Waiting != ""
+		return strings.Contains(tk.Waiting, "needs a card to itself")
 	})
 	if tk.State != "pending" || !strings.Contains(tk.Waiting, "needs a card to itself") || !strings.Contains(tk.Waiting, "not ours") {
 		t.Errorf("ex: state %s, waiting %q; want pending, needing a card to itself, blocked by a process that is not ours", tk.State, tk.Waiting)
@@ -1170,7 +1170,8 @@ func TestGPURefusedWritesNothing(t *testing.T) {
 		mib int
 		env []string
 	}{
-		"too large":     {40449, m.env},
+		// A request too large for every card is found only once the run
+		// reads the cards: see TestGPURequestTooLarge.
 		"no nvidia-smi": {1000, []string{"GPUSCHED_NVIDIA_SMI=" + filepath.Join(m.dir, "missing")}},
 	} {
 		wf, runDir := m.workflow("tasks:\n  - id: big\n    resources: {device: cuda, memory_mib: " + strconv.Itoa(tc.mib) + "}\n    args: [true]\n")
@@ -1232,7 +1233,8 @@ tasks:
 			return false
 		}
 		tk = s.task(t, "train")
-		return tk.Attempts == 1 && tk.State == "pending" && tk.Waiting != ""
+		// First it waits out its retry delay, then for room on the card.
+		return tk.Attempts == 1 && tk.State == "pending" && strings.Contains(tk.Waiting, "needs ")
 	})
 	if tk.State != "pending" || tk.MemoryMiB <= 5000 || !strings.Contains(tk.Waiting, fmt.Sprintf("needs %d MiB", tk.MemoryMiB)) {
 		t.Errorf("after the OOM: state %s, memory_mib %d, waiting %q; want pending, asking for more than 5000 MiB",

@@ -115,6 +115,8 @@ func (p *plainDisplay) observe(ev gpusched.Event) {
 		if p.cancelled[ev.BlockedBy] {
 			return
 		}
+	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventComplete, gpusched.EventFailed,
+		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
 	}
 	if line := eventLine(ev); line != "" {
 		p.q.add(line + "\n")

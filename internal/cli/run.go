@@ -46,12 +46,14 @@ log's path.
 line, for other programs (FILE is truncated first; "-" is stdout, and the
 human output then goes to stderr). Every line has "time" (RFC 3339) and
 "event", one of started, attempt-ended, complete, retrying, failed,
-blocked, cancelled, card-quarantined, event-failed; then, where they apply,
+blocked, cancelled, card-quarantined, event-failed, gpu-unknown (nvidia-smi
+fails or hangs; GPU tasks wait), gpu-known; then, where they apply,
 "task", "attempt" (from 1), "card" (GPU index), "memory_mib" (the GPU
 memory an attempt was admitted with), "exit_code", "signal" (e.g. SIGKILL),
 "error" (why it failed, or why a card was quarantined), "blocked_by",
 "log" (the attempt's log file), "rerun" (why a task that ran before runs
-again) and "duration_s" (of an attempt). An attempt that ends gives
+again), "duration_s" (of an attempt) and "retry_at" (when a retried task's
+next attempt may start). An attempt that ends gives
 attempt-ended, then complete, retrying, failed or cancelled.
 
 WORKFLOW "-" reads the workflow from standard input. A workflow that does

@@ -103,6 +103,8 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		if r.Rerun != "" {
 			note = "runs again (" + r.Rerun + "); " + note
 		}
+	case task.Failed, task.Blocked, task.Cancelled:
+		// Its error says why.
 	}
 	return []string{r.ID, r.State.String(), strconv.Itoa(len(r.Attempts)), exit, card, took, note}
 }

@@ -59,6 +59,8 @@ func writeSummary(w io.Writer, records []gpusched.Record, completedNow int, took
 			}
 		case gpusched.StatePending:
 			left.pending++
+		case gpusched.StateRunning, gpusched.StateComplete, gpusched.StateCancelled:
+			// Counted above; a cancelled task's attempt says why.
 		}
 	}
 	if tails > maxSummaryTails {

@@ -259,7 +259,7 @@ func (e *Engine) admit(n *node) {
 					blockedBy = b
 				}
 			}
-		default:
+		case task.Pending, task.Running:
 			n.waiting++
 		}
 		if !d.kept && rerunning == nil {
@@ -312,8 +312,8 @@ func (ev cancelEvent) apply(e *Engine) {
 		e.notify(Event{Kind: TaskCancelled, TaskID: n.spec.ID})
 		e.blockDownstream(n)
 		e.effects = append(e.effects, func(err error) { ev.reply <- err })
-	default:
-		ev.reply <- nil
+	case task.Complete, task.Failed, task.Blocked, task.Cancelled:
+		ev.reply <- nil // finished: nothing to cancel
 	}
 }
 

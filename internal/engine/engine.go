@@ -661,6 +661,10 @@ func (ev exitEvent) apply(e *Engine) {
 				}
 			})
 		}
+	case Retrying:
+		// Its dependents go on waiting for it.
+	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown:
+		// Not the end of an attempt.
 	}
 }
 

@@ -100,6 +100,8 @@ func NeverFits(cards []CardView, need Need, filtered bool) string {
 			continue
 		case CardUnknown:
 			return ""
+		case CardOK, CardCooling, CardQuarantined:
+			// Busy for now, not for good: its size counts.
 		}
 		if largest == nil || c.CapacityMiB > largest.CapacityMiB {
 			largest = c

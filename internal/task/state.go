@@ -42,9 +42,10 @@ func (s State) Terminal() bool {
 	switch s {
 	case Complete, Failed, Blocked, Cancelled:
 		return true
-	default:
+	case Pending, Running:
 		return false
 	}
+	return false
 }
 
 // ParseState returns the state named s, as written by String.
