@@ -1040,9 +1040,6 @@ tasks:
 `)
 	r := gs(t, "", "run", wf)
 	r.want(t, 1)
-	if r.took > 5*time.Second {
-		t.Errorf("run took %s; the timeout is 300ms and the kill grace 200ms", r.took)
-	}
 	pids := readPIDs(t, pidfile, 2)
 	checkGone(t, pids[0], pids)
 
@@ -1226,8 +1223,10 @@ tasks:
 	if second.code == 0 {
 		t.Fatalf("a second run on a busy run directory succeeded:\n%s", second.stdout)
 	}
-	if second.took > 5*time.Second {
-		t.Errorf("the second run took %s to fail", second.took)
+	// It failed at once, not after waiting for the first run: hold still
+	// runs (it ends only once this test writes the release file).
+	if tk := checkTask(t, status(t, wf), "hold", "running", 1, "null"); tk.Ended != nil {
+		t.Errorf("hold ended before the second run failed: %+v", tk)
 	}
 	msg := oneLineError(t, second)
 	if !strings.Contains(msg, runDir) || !strings.Contains(msg, "pid "+strconv.Itoa(first.Process.Pid)) {

@@ -91,14 +91,27 @@ func crashOneSeed(t *testing.T, seed uint64) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(150+r.IntN(600)) * time.Millisecond)
+		// Kill after a random number of lines more in exec.log (tasks that
+		// started or ended), which is a random point of the run's progress
+		// whatever the machine's speed; or once this run has ended.
+		before, more := len(readExecLog(t, dir)), 1+r.IntN(40)
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		waitFor(t, time.Minute, "the run to make progress", func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+			}
+			return len(readExecLog(t, dir)) >= before+more
+		})
 		if kill == 1 && snapshot == "" {
 			// A crash-consistent image: the scheduler frozen, its files copied.
 			snapshot = filepath.Join(dir, "snapshot")
 			copyStateFrozen(t, cmd.Process.Pid, rd, snapshot)
 		}
 		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
+		<-exited
 		cancel()
 
 		s := status(t, "--run-dir", rd)

@@ -64,6 +64,10 @@ type liveDisplay struct {
 	st    progressState
 	start time.Time
 
+	// ticks, when set (tests), says when to take a frame instead of a
+	// ticker of frameInterval.
+	ticks <-chan time.Time
+
 	prog    *tea.Program
 	stopReq chan struct{}
 	done    chan struct{} // closed when the terminal is restored
@@ -117,11 +121,15 @@ func (d *liveDisplay) drive(ran <-chan struct{}) {
 	defer close(d.done)
 	charges := &chargeReader{runDir: d.runDir}
 	defer charges.close()
-	tick := time.NewTicker(frameInterval)
-	defer tick.Stop()
+	ticks := d.ticks
+	if ticks == nil {
+		tick := time.NewTicker(frameInterval)
+		defer tick.Stop()
+		ticks = tick.C
+	}
 	for {
 		select {
-		case <-tick.C:
+		case <-ticks:
 			d.frame(charges)
 		case <-d.stopReq:
 			d.frame(charges)
@@ -133,7 +141,7 @@ func (d *liveDisplay) drive(ran <-chan struct{}) {
 			// that matter coming, plainly.
 			for {
 				select {
-				case <-tick.C:
+				case <-ticks:
 					d.writePlain()
 				case <-d.stopReq:
 					d.writePlain()
