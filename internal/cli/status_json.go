@@ -20,6 +20,7 @@ type taskJSON struct {
 	Error        string         `json:"error,omitempty"`
 	BlockedBy    string         `json:"blocked_by,omitempty"`
 	Waiting      string         `json:"waiting,omitempty"`
+	RetryAt      *time.Time     `json:"retry_at,omitempty"` // pending after a failure: its next attempt starts no earlier
 	Rerun        string         `json:"rerun,omitempty"`
 	Events       []eventJSON    `json:"events_pending,omitempty"`
 	Dependencies []string       `json:"dependencies"`
@@ -72,6 +73,10 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		}
 		if spec.Resources.GPU() {
 			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
+		}
+		if r.State == task.Pending && !r.RetryAt.IsZero() {
+			at := r.RetryAt
+			t.RetryAt = &at
 		}
 		for _, ev := range v.pending[r.ID] {
 			e := eventJSON{ID: ev.ID, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
