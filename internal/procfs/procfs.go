@@ -1,7 +1,10 @@
-// Package procfs reads what gpusched needs from /proc/PID/stat: a process's
-// state, parent, process group and start time. One parser, used by the
-// executor (process handles, stale groups), the nvidia-smi probe (which
-// task a GPU process belongs to) and the CLI (is the scheduler alive).
+// Package procfs reads what gpusched needs from /proc: a process's state,
+// parent, process group and start time (/proc/PID/stat), the environment
+// it was started with (/proc/PID/environ), the list of processes, and the
+// kernel's PID counters. One parser, used by the executor (process
+// handles, stale groups, processes that left their group), the nvidia-smi
+// probe (which task a GPU process belongs to) and the CLI (is the
+// scheduler alive).
 package procfs
 
 import (

@@ -1,0 +1,264 @@
+package local
+
+import (
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/procfs"
+)
+
+// killWait bounds how long an attempt's end waits for the processes it
+// killed to be gone (one stuck in the kernel may take longer).
+const killWait = 10 * time.Second
+
+// wrapWindow: a process started by the attempt has a PID after the
+// leader's in the kernel's cyclic order, unless the kernel handed out every
+// PID since (it went round). That cannot happen within wrapWindow of the
+// leader's start (it would take some 16,000 PIDs, half the smallest PID
+// space, in twice that time), and after it the machine's fork counter,
+// read at wrapWindow and at the end, tells.
+const wrapWindow = 10 * time.Millisecond
+
+// tracker follows what one attempt started beyond its process group: the
+// processes in its cgroup and those that carry its token. Its methods run
+// on the goroutine that runs Execute, except the fork-counter sample.
+type tracker struct {
+	leader int     // the leader's PID, also the process group's id
+	token  string  // "": none
+	cg     *cgroup // nil: none
+	began  time.Time
+	forks0 atomic.Uint64 // machine's fork count soon after began; 0: not read
+	sample *time.Timer
+	buf    []byte // reused to read environments
+}
+
+// newTracker starts following the attempt whose leader is about to start;
+// began is taken now, before the leader's PID is handed out.
+func newTracker(token string, cg *cgroup) *tracker {
+	t := &tracker{token: token, cg: cg, began: time.Now()}
+	if token != "" {
+		t.sample = time.AfterFunc(wrapWindow, func() {
+			if time.Since(t.began) > 2*wrapWindow {
+				return // too late to vouch for the PIDs handed out before
+			}
+			if n, err := procfs.Forks(); err == nil {
+				t.forks0.Store(n)
+			}
+		})
+	}
+	return t
+}
+
+// inOrder reports whether every process started since the leader still
+// has a PID after the leader's in cyclic order, so that only those need a
+// look.
+func (t *tracker) inOrder() bool {
+	if t.leader == 0 {
+		return false
+	}
+	if time.Since(t.began) < wrapWindow {
+		return true
+	}
+	f0 := t.forks0.Load()
+	if f0 == 0 {
+		return false
+	}
+	f1, err := procfs.Forks()
+	if err != nil {
+		return false
+	}
+	max, err := procfs.PIDMax()
+	return err == nil && f1-f0 < uint64(max-300)/2
+}
+
+// carriers lists the live processes, other than the leader, whose
+// environment carries the attempt's token. Only processes started after
+// the leader are read when their PIDs tell (see wrapWindow), every process
+// otherwise.
+func (t *tracker) carriers() []int {
+	if t.token == "" {
+		return nil
+	}
+	pids, err := procfs.PIDs()
+	if err != nil {
+		return nil
+	}
+	last, bounded := 0, t.inOrder()
+	if bounded {
+		last, err = procfs.LastPID()
+		bounded = err == nil
+	}
+	self := os.Getpid()
+	var out []int
+	for _, pid := range pids {
+		if pid == self || pid == t.leader || bounded && !after(pid, t.leader, last) {
+			continue
+		}
+		if t.carries(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// after reports whether pid comes after leader, and no later than last,
+// in the kernel's cyclic order of PIDs.
+func after(pid, leader, last int) bool {
+	if last >= leader {
+		return pid > leader && pid <= last
+	}
+	return pid > leader || pid <= last
+}
+
+// carries reports whether pid's environment holds TokenVar=token (its
+// first TokenVar, as getenv would read it).
+func (t *tracker) carries(pid int) bool {
+	env, err := procfs.Environ(pid, t.buf)
+	t.buf = env[:0]
+	if err != nil {
+		return false
+	}
+	v, ok := procfs.EnvValue(env, executor.TokenVar)
+	return ok && v == t.token
+}
+
+// term sends SIGTERM to the attempt's processes outside its process group
+// (which the caller signals as a whole): those in its cgroup and those
+// that carry its token.
+func (t *tracker) term() {
+	var pids []int
+	if t.cg != nil {
+		pids = t.cg.pids()
+	}
+	pids = append(pids, t.carriers()...)
+	seen := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		if seen[pid] || pid == t.leader {
+			continue
+		}
+		seen[pid] = true
+		st, ok := procfs.Read(pid)
+		if !ok || st.Zombie() || st.PGID == t.leader {
+			continue
+		}
+		if v, ok := grab(pid, t.belongs); ok {
+			v.signal(unix.SIGTERM)
+			v.close()
+		}
+	}
+}
+
+// belongs reports whether pid is one of the attempt's: in its cgroup or
+// carrying its token.
+func (t *tracker) belongs(pid int) bool {
+	return t.cg != nil && t.cg.holds(pid) || t.token != "" && t.carries(pid)
+}
+
+// kill kills what is left of the attempt outside its process group (which
+// the caller has killed): its cgroup at once, then every process that
+// carries its token, round after round until none is found (one may fork
+// while it is being killed). It returns when they are gone, or after
+// killWait.
+func (t *tracker) kill() {
+	if t.sample != nil {
+		t.sample.Stop()
+	}
+	deadline := time.Now().Add(killWait)
+	if t.cg != nil {
+		t.cg.kill(deadline)
+	}
+	for t.token != "" && time.Now().Before(deadline) {
+		var vs []victim
+		for _, pid := range t.carriers() {
+			if v, ok := grab(pid, t.carries); ok {
+				v.signal(unix.SIGKILL)
+				vs = append(vs, v)
+			}
+		}
+		if len(vs) == 0 {
+			break
+		}
+		waitGone(vs, deadline)
+	}
+}
+
+// abandon gives up an attempt that did not start.
+func (t *tracker) abandon() {
+	if t.sample != nil {
+		t.sample.Stop()
+	}
+	t.close()
+}
+
+// close removes the cgroup, once the leader is gone.
+func (t *tracker) close() {
+	if t.cg != nil {
+		t.cg.remove(time.Now().Add(killWait))
+	}
+}
+
+// victim is a process about to be signalled, held by a pidfd where the
+// kernel has them, so that a PID reused meanwhile is never hit.
+type victim struct {
+	pid, fd int // fd -1: no pidfd
+}
+
+// grab holds pid, then checks with still that it is (still) one to
+// signal: once the pidfd is open, a check that passes is about the process
+// the pidfd holds, or that one has gone and signalling it does nothing.
+func grab(pid int, still func(int) bool) (victim, bool) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == unix.ESRCH {
+		return victim{}, false
+	}
+	if err != nil {
+		fd = -1 // no pidfds here (before Linux 5.3)
+	}
+	v := victim{pid: pid, fd: fd}
+	if !still(pid) {
+		v.close()
+		return victim{}, false
+	}
+	return v, true
+}
+
+func (v victim) signal(sig unix.Signal) {
+	if v.fd >= 0 {
+		_ = unix.PidfdSendSignal(v.fd, sig, nil, 0)
+		return
+	}
+	_ = unix.Kill(v.pid, sig)
+}
+
+func (v victim) close() {
+	if v.fd >= 0 {
+		unix.Close(v.fd)
+	}
+}
+
+// waitGone waits until every victim has exited (a zombie counts as gone)
+// or deadline passes, and releases them.
+func waitGone(vs []victim, deadline time.Time) {
+	for _, v := range vs {
+		for time.Now().Before(deadline) {
+			if v.fd < 0 {
+				if !procfs.Alive(v.pid) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			ms := min(time.Until(deadline).Milliseconds()+1, 1000)
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(v.fd), Events: unix.POLLIN}}, int(ms))
+			if n > 0 || err != nil && err != syscall.EINTR {
+				break
+			}
+		}
+		v.close()
+	}
+}
