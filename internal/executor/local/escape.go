@@ -118,13 +118,35 @@ func after(pid, leader, last int) bool {
 // carries reports whether pid's environment holds TokenVar=token (its
 // first TokenVar, as getenv would read it).
 func (t *tracker) carries(pid int) bool {
-	env, err := procfs.Environ(pid, t.buf)
-	t.buf = env[:0]
-	if err != nil {
-		return false
+	settled := false // its environment, if any, is in place
+	for try := 0; ; try++ {
+		env, err := procfs.Environ(pid, t.buf)
+		t.buf = env[:0]
+		if err != nil {
+			return false
+		}
+		if len(env) == 0 && !settled && try < 8 {
+			// A kernel thread, a process with no environment, or one
+			// inside execve: then wait, else read once more (the
+			// environment may have come since).
+			if execing(pid) {
+				time.Sleep(time.Duration(50<<try) * time.Microsecond)
+			} else {
+				settled = true
+			}
+			continue
+		}
+		v, ok := procfs.EnvValue(env, executor.TokenVar)
+		return ok && v == t.token
 	}
-	v, ok := procfs.EnvValue(env, executor.TokenVar)
-	return ok && v == t.token
+}
+
+// execing reports whether pid is inside an execve, between taking its new
+// memory and putting its environment there: its environment reads empty
+// for a moment.
+func execing(pid int) bool {
+	st, ok := procfs.Read(pid)
+	return ok && !st.Zombie() && !st.KernelThread() && st.EnvEnd == 0
 }
 
 // term sends SIGTERM to the attempt's processes outside its process group

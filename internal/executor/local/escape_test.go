@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -96,5 +97,24 @@ func TestInOrderUsesForkCount(t *testing.T) {
 	tr.forks0.Store(1) // as if every PID had been handed out many times
 	if tr.inOrder() {
 		t.Error("inOrder = true when the kernel may have gone round the PIDs")
+	}
+}
+
+// TestCarriesDuringExec: a process read just as its execve runs shows an
+// empty environment for a moment; it must still be seen as a carrier.
+func TestCarriesDuringExec(t *testing.T) {
+	tr := &tracker{token: "exec-test-" + strconv.Itoa(os.Getpid())}
+	for range 20 {
+		cmd := exec.Command("sleep", "3600")
+		cmd.Env = []string{executor.TokenVar + "=" + tr.token, "PAD=" + strings.Repeat("x", 10000)}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ok := tr.carries(cmd.Process.Pid) // at once: Start returns inside execve
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !ok {
+			t.Fatal("a process that had just exec'd was not seen to carry its token")
+		}
 	}
 }
