@@ -360,8 +360,10 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 		Env:       r.env(req, cmd.Env),
 		Dir:       dir,
 		LogPath:   req.LogPath,
+		LogRoot:   r.s.runDir,
 		KillGrace: r.s.settings.KillGrace,
 		KillNow:   req.KillNow,
+		Token:     r.s.token(req.Spec.ID, req.Number),
 	}
 	res := r.s.exec.Execute(ctx, job, started)
 	out := engine.Outcome{Result: res}
