@@ -36,6 +36,7 @@ var cgroups struct {
 	base string      // folder attempts' cgroups are made in; "" when none
 	own  string      // gpusched's cgroup as /proc/PID/cgroup names it
 	off  atomic.Bool // set when they turned out not to work
+	kill atomic.Bool // set once cgroup.kill was seen
 	seq  atomic.Uint64
 }
 
@@ -116,9 +117,10 @@ func cgroupName(token string) string {
 
 // cgroup is one attempt's cgroup.
 type cgroup struct {
-	path string // its folder
-	name string // as /proc/PID/cgroup names it
-	fd   int    // the folder, for CLONE_INTO_CGROUP
+	path    string // its folder
+	name    string // as /proc/PID/cgroup names it
+	fd      int    // the folder, for CLONE_INTO_CGROUP
+	removed bool
 }
 
 // holds reports whether process pid is in the cgroup or one below it.
@@ -157,11 +159,14 @@ func newCgroup(token string) *cgroup {
 		}
 		path = p
 	}
-	if unix.Access(filepath.Join(path, "cgroup.kill"), unix.W_OK) != nil {
-		// Before Linux 5.14: no way to kill a cgroup at once.
-		cgroups.off.Store(true)
-		_ = removeCgroup(path)
-		return nil
+	if !cgroups.kill.Load() {
+		if unix.Access(filepath.Join(path, "cgroup.kill"), unix.W_OK) != nil {
+			// Before Linux 5.14: no way to kill a cgroup at once.
+			cgroups.off.Store(true)
+			_ = removeCgroup(path)
+			return nil
+		}
+		cgroups.kill.Store(true)
 	}
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -181,16 +186,30 @@ func (c *cgroup) failed() {
 // pids lists the processes in the cgroup.
 func (c *cgroup) pids() []int { return cgroupPIDs(c.path) }
 
-// kill kills every process in the cgroup and waits, until deadline, for it
-// to be empty.
-func (c *cgroup) kill(deadline time.Time) { killCgroup(c.path, deadline) }
+// kill kills every process in the cgroup, waits until deadline for it to
+// be empty and removes it. Removing it first, which fails while a process
+// is in it (a zombie does not count), tells for one system call that there
+// is nothing to kill, as at most attempts' ends. A cgroup that cannot be
+// removed (a process stuck in the kernel) is left behind.
+func (c *cgroup) kill(deadline time.Time) {
+	if c.removed {
+		return
+	}
+	if err := unix.Rmdir(c.path); err != unix.EBUSY && err != unix.ENOTEMPTY {
+		c.removed = true
+		return
+	}
+	killCgroup(c.path, deadline)
+	c.removed = removeCgroup(c.path) == nil
+}
 
-// remove waits, until deadline, for the cgroup to be empty, then removes
-// it. A cgroup that cannot be removed (a process stuck in the kernel) is
-// left behind.
+// remove removes the cgroup, after waiting until deadline for it to be
+// empty, and lets go of it.
 func (c *cgroup) remove(deadline time.Time) {
-	waitEmpty(c.path, deadline)
-	_ = removeCgroup(c.path)
+	if !c.removed {
+		waitEmpty(c.path, deadline)
+		c.removed = removeCgroup(c.path) == nil
+	}
 	unix.Close(c.fd)
 }
 
@@ -213,7 +232,13 @@ func cgroupPIDs(path string) []int {
 // killCgroup kills every process in the cgroup at path and below, and
 // waits until deadline for them to be gone.
 func killCgroup(path string, deadline time.Time) {
-	if os.WriteFile(filepath.Join(path, "cgroup.kill"), []byte("1"), 0) == nil {
+	fd, err := unix.Open(filepath.Join(path, "cgroup.kill"), unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	_, err = unix.Write(fd, []byte("1"))
+	unix.Close(fd)
+	if err == nil {
 		waitEmpty(path, deadline)
 	}
 }

@@ -28,6 +28,7 @@ const wrapWindow = 10 * time.Millisecond
 // processes in its cgroup and those that carry its token. Its methods run
 // on the goroutine that runs Execute, except the fork-counter sample.
 type tracker struct {
+	self   int     // gpusched's own PID
 	leader int     // the leader's PID, also the process group's id
 	token  string  // "": none
 	cg     *cgroup // nil: none
@@ -40,7 +41,7 @@ type tracker struct {
 // newTracker starts following the attempt whose leader is about to start;
 // began is taken now, before the leader's PID is handed out.
 func newTracker(token string, cg *cgroup) *tracker {
-	t := &tracker{token: token, cg: cg, began: time.Now()}
+	t := &tracker{self: os.Getpid(), token: token, cg: cg, began: time.Now()}
 	if token != "" {
 		t.sample = time.AfterFunc(wrapWindow, func() {
 			if time.Since(t.began) > 2*wrapWindow {
@@ -76,27 +77,53 @@ func (t *tracker) inOrder() bool {
 	return err == nil && f1-f0 < uint64(max-300)/2
 }
 
+// maxProbe: up to this many PIDs handed out since the leader are looked
+// at one by one, which is cheaper than listing /proc.
+const maxProbe = 64
+
 // carriers lists the live processes, other than the leader, whose
-// environment carries the attempt's token. Only processes started after
-// the leader are read when their PIDs tell (see wrapWindow), every process
-// otherwise.
+// environment carries the attempt's token. When the PIDs tell (see
+// wrapWindow), only processes started after the leader are read: each PID
+// handed out since, when there are few, else those of a /proc listing.
+// Otherwise every process is read.
 func (t *tracker) carriers() []int {
 	if t.token == "" {
 		return nil
 	}
+	if t.inOrder() {
+		if last, err := procfs.LastPID(); err == nil {
+			if last >= t.leader && last-t.leader <= maxProbe {
+				return t.probe(last)
+			}
+			return t.scan(last, true)
+		}
+	}
+	return t.scan(0, false)
+}
+
+// probe reads each PID after the leader's up to last. A PID may be a
+// thread's rather than a process's (/proc answers for those too); grab
+// leaves those out.
+func (t *tracker) probe(last int) []int {
+	var out []int
+	for pid := t.leader + 1; pid <= last; pid++ {
+		if pid != t.self && t.carries(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// scan reads the processes /proc lists, only those after the leader and
+// up to last when bounded.
+func (t *tracker) scan(last int, bounded bool) []int {
 	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil
 	}
-	last, bounded := 0, t.inOrder()
-	if bounded {
-		last, err = procfs.LastPID()
-		bounded = err == nil
-	}
-	self := os.Getpid()
 	var out []int
 	for _, pid := range pids {
-		if pid == self || pid == t.leader || bounded && !after(pid, t.leader, last) {
+		if pid == t.self || pid == t.leader || bounded && !after(pid, t.leader, last) {
 			continue
 		}
 		if t.carries(pid) {
@@ -117,36 +144,39 @@ func after(pid, leader, last int) bool {
 
 // carries reports whether pid's environment holds TokenVar=token (its
 // first TokenVar, as getenv would read it).
+//
+// An environment reads empty for a kernel thread, a zombie, a process
+// started with none, and for a moment inside execve, between the process
+// taking its new memory and its environment being put there. A process
+// inside execve is waited for (briefly), unless its parent is gpusched
+// itself: then it is another attempt's leader being started.
 func (t *tracker) carries(pid int) bool {
-	settled := false // its environment, if any, is in place
+	settled := false // the environment, if any, is in place
 	for try := 0; ; try++ {
 		env, err := procfs.Environ(pid, t.buf)
 		t.buf = env[:0]
 		if err != nil {
 			return false
 		}
-		if len(env) == 0 && !settled && try < 8 {
-			// A kernel thread, a process with no environment, or one
-			// inside execve: then wait, else read once more (the
-			// environment may have come since).
-			if execing(pid) {
-				time.Sleep(time.Duration(50<<try) * time.Microsecond)
-			} else {
-				settled = true
-			}
-			continue
+		if len(env) > 0 {
+			v, ok := procfs.EnvValue(env, executor.TokenVar)
+			return ok && v == t.token
 		}
-		v, ok := procfs.EnvValue(env, executor.TokenVar)
-		return ok && v == t.token
+		st, ok := procfs.Read(pid)
+		switch {
+		case !ok || st.Zombie() || st.KernelThread():
+			return false
+		case st.EnvEnd != 0: // in place: empty, or it came since the read
+			if settled {
+				return false
+			}
+			settled = true
+			continue
+		case st.PPID == t.self, try == 8:
+			return false
+		}
+		time.Sleep(time.Duration(50<<try) * time.Microsecond)
 	}
-}
-
-// execing reports whether pid is inside an execve, between taking its new
-// memory and putting its environment there: its environment reads empty
-// for a moment.
-func execing(pid int) bool {
-	st, ok := procfs.Read(pid)
-	return ok && !st.Zombie() && !st.KernelThread() && st.EnvEnd == 0
 }
 
 // term sends SIGTERM to the attempt's processes outside its process group
@@ -232,13 +262,15 @@ type victim struct {
 
 // grab holds pid, then checks with still that it is (still) one to
 // signal: once the pidfd is open, a check that passes is about the process
-// the pidfd holds, or that one has gone and signalling it does nothing.
+// the pidfd holds, or that one has gone and signalling it does nothing. A
+// thread's id is not grabbed: its process is, by its own PID.
 func grab(pid int, still func(int) bool) (victim, bool) {
 	fd, err := unix.PidfdOpen(pid, 0)
-	if err == unix.ESRCH {
+	switch err {
+	case nil:
+	case unix.ESRCH, unix.EINVAL: // gone, or a thread that is not its process's leader
 		return victim{}, false
-	}
-	if err != nil {
+	default:
 		fd = -1 // no pidfds here (before Linux 5.3)
 	}
 	v := victim{pid: pid, fd: fd}

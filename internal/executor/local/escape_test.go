@@ -65,7 +65,7 @@ func TestCarriersReadsOnlyNewerProcesses(t *testing.T) {
 	leader := startWithEnv(t)
 	newer := startWithEnv(t, executor.TokenVar+"="+token)
 
-	tr := &tracker{leader: leader, token: token, began: time.Now().Add(-time.Minute)}
+	tr := &tracker{self: os.Getpid(), leader: leader, token: token, began: time.Now().Add(-time.Minute)}
 	tr.forks0.Store(forks)
 	if got := tr.carriers(); !slices.Equal(got, []int{newer}) {
 		t.Errorf("carriers = %v, want only the process %d started after the leader", got, newer)
@@ -80,6 +80,7 @@ func TestCarriersReadsOnlyNewerProcesses(t *testing.T) {
 // counter, read soon after its start.
 func TestInOrderUsesForkCount(t *testing.T) {
 	tr := newTracker("fork-count-test", nil)
+	defer tr.abandon()
 	tr.leader = os.Getpid()
 	deadline := time.Now().Add(10 * time.Second)
 	for tr.forks0.Load() == 0 && time.Now().Before(deadline) {
@@ -101,9 +102,11 @@ func TestInOrderUsesForkCount(t *testing.T) {
 }
 
 // TestCarriesDuringExec: a process read just as its execve runs shows an
-// empty environment for a moment; it must still be seen as a carrier.
+// empty environment for a moment; it must still be seen as a carrier. (Its
+// parent is this test, which the tracker does not take for gpusched: the
+// children of gpusched itself are other attempts' leaders.)
 func TestCarriesDuringExec(t *testing.T) {
-	tr := &tracker{token: "exec-test-" + strconv.Itoa(os.Getpid())}
+	tr := &tracker{self: -1, token: "exec-test-" + strconv.Itoa(os.Getpid())}
 	for range 20 {
 		cmd := exec.Command("sleep", "3600")
 		cmd.Env = []string{executor.TokenVar + "=" + tr.token, "PAD=" + strings.Repeat("x", 10000)}

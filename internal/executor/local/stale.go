@@ -41,7 +41,7 @@ func KillStale(p executor.Process, token string) (int, error) {
 			_ = removeCgroup(path)
 		}
 	}
-	t := &tracker{token: token} // no leader known: every process is read
+	t := &tracker{self: os.Getpid(), token: token} // no leader known: every process is read
 	var held []victim
 	for _, pid := range t.carriers() {
 		if v, ok := grab(pid, t.carries); ok {
