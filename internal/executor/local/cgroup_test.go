@@ -90,16 +90,16 @@ func gone(pid int) bool {
 // killed with the attempt, whose cgroup is then removed.
 func TestCgroupCatchesWhatTheTokenCannot(t *testing.T) {
 	needCgroups(t)
-	for _, noCgroup := range []bool{true, false} {
+	for _, withCgroup := range []bool{false, true} {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		j := testJob(t, "-grandchild", "-escape", "setsid", "-clear-env", "-pidfile", pidfile, "-exit", "0")
 		var inCgroup string
-		r := (&Executor{NoCgroup: noCgroup}).Execute(context.Background(), j, func(p executor.Process) { inCgroup = cgroupOf(p.PID) })
+		r := (&Executor{Cgroups: withCgroup}).Execute(context.Background(), j, func(p executor.Process) { inCgroup = cgroupOf(p.PID) })
 		if r.Err != nil || r.ExitCode != 0 {
 			t.Fatalf("result = %+v", r)
 		}
 		escapee := readPIDs(t, pidfile, 2)[1]
-		if noCgroup {
+		if !withCgroup {
 			if procfs.Alive(escapee) {
 				syscall.Kill(escapee, syscall.SIGKILL)
 			} else {
@@ -139,7 +139,7 @@ func TestCgroupFallbackNotACgroup(t *testing.T) {
 	useCgroupBase(t, t.TempDir())
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	j := testJob(t, "-grandchild", "-escape", "setsid", "-pidfile", pidfile, "-exit", "0")
-	if r := (&Executor{}).Execute(context.Background(), j, nil); r.Err != nil || r.ExitCode != 0 {
+	if r := (&Executor{Cgroups: true}).Execute(context.Background(), j, nil); r.Err != nil || r.ExitCode != 0 {
 		t.Fatalf("result = %+v", r)
 	}
 	if !cgroups.off.Load() {
@@ -171,7 +171,7 @@ func TestCgroupFallbackStartRefused(t *testing.T) {
 	useCgroupBase(t, parent)
 	var in string
 	j := testJob(t, "-exit", "0")
-	r := (&Executor{}).Execute(context.Background(), j, func(p executor.Process) { in = cgroupOf(p.PID) })
+	r := (&Executor{Cgroups: true}).Execute(context.Background(), j, func(p executor.Process) { in = cgroupOf(p.PID) })
 	if !r.Started || r.Err != nil || r.ExitCode != 0 {
 		t.Fatalf("result = %+v, want the job run without its cgroup", r)
 	}

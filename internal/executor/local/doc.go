@@ -3,9 +3,9 @@
 // so grandchildren go too, even those that ignore SIGTERM.
 //
 // Processes that leave the group (setsid, bash job control, a new process
-// group) are found by the attempt's token in their environment and, where
-// the machine allows one, by the attempt's cgroup: they are stopped with
-// the attempt. When the leader exits, whatever is left of the attempt is
+// group) are found by the attempt's token in their environment and, when
+// Executor.Cgroups asks and the machine allows one, by the attempt's
+// cgroup: they are stopped with the attempt. When the leader exits, whatever is left of the attempt is
 // killed at once: an attempt ends with nothing of it running. What remains
 // out of reach is listed in docs/processes.md.
 //

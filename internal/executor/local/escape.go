@@ -2,6 +2,7 @@ package local
 
 import (
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -16,13 +17,29 @@ import (
 // killed to be gone (one stuck in the kernel may take longer).
 const killWait = 10 * time.Second
 
-// wrapWindow: a process started by the attempt has a PID after the
-// leader's in the kernel's cyclic order, unless the kernel handed out every
-// PID since (it went round). That cannot happen within wrapWindow of the
-// leader's start (it would take some 16,000 PIDs, half the smallest PID
-// space, in twice that time), and after it the machine's fork counter,
-// read at wrapWindow and at the end, tells.
-const wrapWindow = 10 * time.Millisecond
+// A process started by the attempt has a PID after the leader's in the
+// kernel's cyclic order, unless the kernel handed out every PID since (it
+// went round). maxPIDRate bounds how many PIDs (processes and threads) the
+// machine hands out per second, well above what Linux sustains: then it
+// cannot go round within wrapWindow of the leader's start, during which
+// fewer than half the PIDs can be handed out. After it, the machine's fork
+// counter tells, read at half the window and at the end (reading it costs
+// some 40 us, so short attempts do without).
+const maxPIDRate = 100_000
+
+// pidSpace is how many PIDs the kernel cycles through (pid_max less the
+// 300 it skips after going round), read once.
+var pidSpace = sync.OnceValue(func() uint64 {
+	if m, err := procfs.PIDMax(); err == nil && m > 1300 {
+		return uint64(m - 300)
+	}
+	return 32768 - 300
+})
+
+// wrapWindow is 162 ms where pid_max is 32768, 21 s where it is 4194304.
+func wrapWindow() time.Duration {
+	return time.Duration(pidSpace()/2) * time.Second / maxPIDRate
+}
 
 // tracker follows what one attempt started beyond its process group: the
 // processes in its cgroup and those that carry its token. Its methods run
@@ -43,8 +60,8 @@ type tracker struct {
 func newTracker(token string, cg *cgroup) *tracker {
 	t := &tracker{self: os.Getpid(), token: token, cg: cg, began: time.Now()}
 	if token != "" {
-		t.sample = time.AfterFunc(wrapWindow, func() {
-			if time.Since(t.began) > 2*wrapWindow {
+		t.sample = time.AfterFunc(wrapWindow()/2, func() {
+			if time.Since(t.began) >= wrapWindow() {
 				return // too late to vouch for the PIDs handed out before
 			}
 			if n, err := procfs.Forks(); err == nil {
@@ -62,7 +79,7 @@ func (t *tracker) inOrder() bool {
 	if t.leader == 0 {
 		return false
 	}
-	if time.Since(t.began) < wrapWindow {
+	if time.Since(t.began) < wrapWindow() {
 		return true
 	}
 	f0 := t.forks0.Load()
@@ -70,11 +87,7 @@ func (t *tracker) inOrder() bool {
 		return false
 	}
 	f1, err := procfs.Forks()
-	if err != nil {
-		return false
-	}
-	max, err := procfs.PIDMax()
-	return err == nil && f1-f0 < uint64(max-300)/2
+	return err == nil && f1-f0 < pidSpace()/2
 }
 
 // maxProbe: up to this many PIDs handed out since the leader are looked
@@ -247,7 +260,7 @@ func (t *tracker) abandon() {
 	t.close()
 }
 
-// close removes the cgroup, once the leader is gone.
+// close removes the cgroup, once the leader is reaped.
 func (t *tracker) close() {
 	if t.cg != nil {
 		t.cg.remove(time.Now().Add(killWait))

@@ -38,10 +38,10 @@ func TestConformance(t *testing.T) {
 	executortest.Run(t, func(*testing.T) executor.Executor { return &local.Executor{} }, sleeper)
 }
 
-// TestConformanceNoCgroup holds the token scan alone (what machines without
-// a usable cgroup v2 get) to the same suite.
-func TestConformanceNoCgroup(t *testing.T) {
-	executortest.Run(t, func(*testing.T) executor.Executor { return &local.Executor{NoCgroup: true} }, sleeper)
+// TestConformanceCgroups holds the executor with a cgroup per attempt to
+// the same suite (where the machine has none, it falls back to the token).
+func TestConformanceCgroups(t *testing.T) {
+	executortest.Run(t, func(*testing.T) executor.Executor { return &local.Executor{Cgroups: true} }, sleeper)
 }
 
 func TestStartTicks(t *testing.T) {
@@ -176,7 +176,7 @@ func emfileHelper() int {
 			LogRoot: root,
 			LogPath: filepath.Join(root, "logs", strconv.Itoa(k), "attempt-1.log"),
 		}
-		r := (&local.Executor{NoCgroup: true}).Execute(context.Background(), j, nil)
+		r := (&local.Executor{}).Execute(context.Background(), j, nil)
 		o := emfileOutcome{Free: k, Started: r.Started, Environment: errors.Is(r.Err, executor.ErrEnvironment), Command: errors.Is(r.Err, executor.ErrCommand)}
 		if r.Err != nil {
 			o.Err = r.Err.Error()

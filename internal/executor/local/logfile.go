@@ -44,11 +44,14 @@ func openLog(root, path string) (*os.File, error) {
 	at := root
 	for _, p := range parts {
 		at = filepath.Join(at, p)
-		if err := unix.Mkdirat(fd, p, 0o755); err != nil && err != unix.EEXIST {
-			unix.Close(fd)
-			return nil, fmt.Errorf("create log folder %s: %w", at, err)
-		}
 		next, err := unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT {
+			if err := unix.Mkdirat(fd, p, 0o755); err != nil && err != unix.EEXIST {
+				unix.Close(fd)
+				return nil, fmt.Errorf("create log folder %s: %w", at, err)
+			}
+			next, err = unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
 		unix.Close(fd)
 		switch {
 		case err == unix.ELOOP:
@@ -84,7 +87,7 @@ func openLog(root, path string) (*os.File, error) {
 		unix.Close(f)
 		return nil, fmt.Errorf("log file %s has %d hard links; gpusched writes only to its own files", path, st.Nlink)
 	}
-	if err := unix.SetNonblock(f, false); err != nil {
+	if _, err := unix.FcntlInt(uintptr(f), unix.F_SETFL, unix.O_APPEND); err != nil { // O_NONBLOCK off
 		unix.Close(f)
 		return nil, fmt.Errorf("open log %s: %w", path, err)
 	}

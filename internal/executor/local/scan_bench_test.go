@@ -43,15 +43,3 @@ func BenchmarkCarriers(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkCgroup is an attempt's cgroup, made and removed, empty.
-func BenchmarkCgroup(b *testing.B) {
-	if cgroupBase() == "" {
-		b.Skip("no usable cgroup v2")
-	}
-	for range b.N {
-		cg := newCgroup("")
-		cg.kill(time.Now())
-		cg.remove(time.Now())
-	}
-}
