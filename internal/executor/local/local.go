@@ -78,8 +78,9 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, started func(e
 		// It may be the cgroup (no clone3, a cgroup that takes no
 		// processes): try without it, and keep away from cgroups if that
 		// was it.
-		if c := newCmd(nil); c.Start() == nil {
-			cmd, err = c, nil
+		c := newCmd(nil)
+		if err = c.Start(); err == nil {
+			cmd = c
 			cg.failed()
 			tr.cg = nil
 		}
