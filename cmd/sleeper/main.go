@@ -6,7 +6,7 @@
 //
 //	sleeper [-sleep 10s] [-exit N] [-ignore-term] [-print TEXT] [-env NAME]...
 //	        [-pidfile FILE] [-grandchild [-escape setsid|pgid] [-clear-env]
-//	        [-polite FILE]] [-wait FILE] [-touch FILE]
+//	        [-polite FILE]] [-on-term FILE] [-wait FILE] [-touch FILE]
 package main
 
 import (

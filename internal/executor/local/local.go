@@ -41,7 +41,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, started func(e
 	if len(job.Args) == 0 {
 		return fail(executor.CommandFault(errors.New("empty command")))
 	}
-	logf, err := openLog(job.LogRoot, job.LogPath)
+	logf, err := OpenLog(job.LogRoot, job.LogPath)
 	if err != nil {
 		return fail(executor.EnvironmentFault(err))
 	}

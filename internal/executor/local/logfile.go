@@ -9,17 +9,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openLog opens the log file at path for appending, creating it and the
-// folders between root and it as needed, without following a symbolic link
-// anywhere below root: each folder is opened relative to the one above it
-// with O_NOFOLLOW, and so is the file, so a link planted in the run
-// directory (logs/TASK -> /etc, attempt-1.log -> ~/.bashrc) is refused
-// rather than written through, even if it appears while we look. The file
-// must be a regular file with no other hard link. With root "", the
-// folders are created as they are and only the file is protected.
+// OpenLog opens the log file at path for appending, creating it and the
+// folders between root (the run directory) and it as needed, without
+// following a symbolic link anywhere below root: each folder is opened
+// relative to the one above it with O_NOFOLLOW, and so is the file, so a
+// link planted in the run directory (logs/TASK -> /etc, attempt-1.log ->
+// ~/.bashrc) is refused rather than written through, even if it appears
+// while we look. The file must be a regular file with no other hard link.
+// With root "", the folders are created as they are and only the file is
+// protected.
 //
-// Every error names the path and is the environment's fault.
-func openLog(root, path string) (*os.File, error) {
+// Every error names the path. Execute uses it for Job.LogPath and
+// Job.LogRoot; whatever else writes into a run directory's logs should too.
+func OpenLog(root, path string) (*os.File, error) {
 	dir, base := filepath.Split(filepath.Clean(path))
 	dir = filepath.Clean(dir)
 	var parts []string
