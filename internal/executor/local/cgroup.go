@@ -27,7 +27,7 @@ import (
 // A cgroup is made for each attempt and never used again: Linux (6.18 at
 // least) kills at once any process started with CLONE_INTO_CGROUP into a
 // cgroup that cgroup.kill was ever written to. Making, first using and
-// removing a cgroup costs some 400 us of CPU on the development VM, 5% of a
+// removing a cgroup costs some 0.3 ms of CPU on the development VM, 7-10% of a
 // no-op task, which is why attempts get one only when Executor.Cgroups
 // asks (see docs/benchmarks.md).
 //

@@ -24,7 +24,7 @@ type Executor struct {
 	// allows (cgroup v2 writable, Linux 5.14 or later; found out at run
 	// time, else the token alone is used). The cgroup also holds the
 	// processes that leave the group and clear their environment, which
-	// the token cannot find; it costs some 0.4 ms of CPU per attempt (see
+	// the token cannot find; it costs some 0.3 ms of CPU per attempt (see
 	// docs/processes.md).
 	Cgroups bool
 }
