@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/gpusched/gpusched/internal/engine"
-	"github.com/gpusched/gpusched/internal/executor/local"
 )
 
 // env is the attempt's environment: the scheduler's own, the command's
@@ -16,7 +15,8 @@ func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string
 		"GPUSCHED_TASK_ID=" + req.Spec.ID,
 		"GPUSCHED_ATTEMPT=" + strconv.Itoa(req.Number),
 		"GPUSCHED_RUN_DIR=" + r.s.runDir,
-		local.TokenVar + "=" + r.s.token(req.Spec.ID, req.Number),
+		// The attempt's token (GPUSCHED_ATTEMPT_TOKEN) is set by the
+		// executor, from Job.Token.
 	}
 	if g := req.GPU; g != nil {
 		// Exactly the card it was admitted to, numbered as nvidia-smi does.

@@ -99,6 +99,8 @@ type CompletionEvent struct {
 	// LogPath is a file the handler may write to (the command kind writes
 	// its on_complete command's output there).
 	LogPath string
+	// RunDir is the run directory, which holds LogPath.
+	RunDir string
 	// Env holds the variables gpusched gives the run's processes
 	// (GPUSCHED_RUN_DIR), for handlers that start commands.
 	Env map[string]string
@@ -154,7 +156,7 @@ func (CommandHandler) OnComplete(ctx context.Context, ev CompletionEvent) error 
 	env := environ([]string{"GPUSCHED_TASK_ID=" + ev.TaskID, "GPUSCHED_EVENT_ID=" + strconv.FormatInt(ev.ID, 10),
 		"GPUSCHED_ATTEMPT=" + strconv.Itoa(ev.Attempt), "CUDA_VISIBLE_DEVICES="}, ev.Spec.Env, ev.Env)
 	res := (&local.Executor{}).Execute(ctx, executor.Job{
-		TaskID: ev.TaskID, Args: argv, Env: env, Dir: ev.Spec.Dir, LogPath: ev.LogPath, KillGrace: 10 * time.Second,
+		TaskID: ev.TaskID, Args: argv, Env: env, Dir: ev.Spec.Dir, LogPath: ev.LogPath, LogRoot: ev.RunDir, KillGrace: 10 * time.Second,
 	}, nil)
 	switch {
 	case res.Err != nil:

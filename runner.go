@@ -16,6 +16,7 @@ import (
 	"github.com/gpusched/gpusched/internal/artifact"
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -28,12 +29,12 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 	t := publicSpec(req.Spec) // the task as the handler sees it
 	if p, ok := h.(Preparer); ok {
 		if err := p.Prepare(ctx, t, req.Number); err != nil {
-			return failBeforeStart(req, fmt.Errorf("prepare: %w", err))
+			return r.failBeforeStart(req, fmt.Errorf("prepare: %w", err))
 		}
 	}
 	cmd, err := h.Command(ctx, t, req.Number)
 	if err != nil {
-		return failBeforeStart(req, fmt.Errorf("prepare command: %w", err))
+		return r.failBeforeStart(req, fmt.Errorf("prepare command: %w", err))
 	}
 	dir := cmd.Dir
 	if dir == "" {
@@ -48,6 +49,8 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 		LogPath:   req.LogPath,
 		KillGrace: r.s.settings.KillGrace,
 		KillNow:   req.KillNow,
+		LogRoot:   r.s.runDir,
+		Token:     r.s.token(req.Spec.ID, req.Number),
 	}
 	res := r.s.exec.Execute(ctx, job, started)
 	out := engine.Outcome{Result: res}
@@ -114,6 +117,7 @@ func (s *Scheduler) deliver(ctx context.Context, d engine.Delivery) error {
 	return ch.OnComplete(ctx, CompletionEvent{
 		ID: d.EventID, TaskID: d.TaskID, Attempt: d.Attempt, Spec: publicSpec(d.Spec), Tries: d.Tries,
 		LogPath: filepath.Join(s.runDir, LogsDir, d.TaskID, fmt.Sprintf("event-%d.log", d.EventID)),
+		RunDir:  s.runDir,
 		Env:     map[string]string{"GPUSCHED_RUN_DIR": s.runDir},
 	})
 }
@@ -128,7 +132,7 @@ func (s *Scheduler) onFailure(sp *task.Spec, rec task.Record) {
 	defer cancel()
 	if err := fh.OnFailure(ctx, publicSpec(sp), publicRecord(rec)); err != nil {
 		if a := rec.LastAttempt(); a != nil && a.LogPath != "" {
-			if f, ferr := os.OpenFile(a.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); ferr == nil {
+			if f, ferr := local.OpenLog(s.runDir, a.LogPath); ferr == nil {
 				fmt.Fprintf(f, "gpusched: failure handler: %v\n", err)
 				f.Close()
 			}
@@ -150,9 +154,13 @@ func logTail(path string, n int64) []byte {
 	return b
 }
 
-func failBeforeStart(req engine.AttemptRequest, err error) engine.Outcome {
-	if mkErr := os.MkdirAll(filepath.Dir(req.LogPath), 0o755); mkErr == nil {
-		_ = os.WriteFile(req.LogPath, []byte("gpusched: "+err.Error()+"\n"), 0o644)
+// failBeforeStart ends an attempt that failed before its command ran,
+// saying why in its log (never written through a link planted in the run
+// directory).
+func (r runner) failBeforeStart(req engine.AttemptRequest, err error) engine.Outcome {
+	if f, ferr := local.OpenLog(r.s.runDir, req.LogPath); ferr == nil {
+		fmt.Fprintf(f, "gpusched: %v\n", err)
+		f.Close()
 	}
 	return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
 }

@@ -12,6 +12,10 @@
 #    CHAIN_LEN times: prints the extra time per dependency hop (goal < 2 ms).
 # Each measurement is the best of 3 runs (fresh run directory each time), so
 # a passing hiccup on a shared machine does not decide the figure.
+#
+# BASELINE=path/to/another/gpusched also measures that binary on the same
+# 2,000 tasks, its runs alternating with this checkout's, and prints both:
+# how a change was measured against the commit before it.
 set -euo pipefail
 n=${1:-2000}
 chain=${2:-200}
@@ -53,7 +57,20 @@ best() { # best of 3: prints the smallest elapsed seconds of "$@"
 xargs_run() { seq 1 "$n" | xargs -P 2 -n 1 "$truebin" ; }
 loop_run() { for _ in $(seq 1 "$chain"); do "$truebin"; done; }
 
-g=$(best "$work/gpusched" run "$work/flat.yaml" --run-dir "$work/run" -j 2)
+if [ -n "${BASELINE:-}" ]; then
+	g="" b=""
+	for _ in 1 2 3; do # alternate, so that a change in load falls on both
+		rm -rf "$work/run"; s=$(now); "$work/gpusched" run "$work/flat.yaml" --run-dir "$work/run" -j 2 >/dev/null; e=$(now)
+		t=$(echo "$e - $s" | bc -l); if [ -z "$g" ] || [ "$(echo "$t < $g" | bc -l)" = 1 ]; then g=$t; fi
+		rm -rf "$work/run"; s=$(now); "$BASELINE" run "$work/flat.yaml" --run-dir "$work/run" -j 2 >/dev/null; e=$(now)
+		t=$(echo "$e - $s" | bc -l); if [ -z "$b" ] || [ "$(echo "$t < $b" | bc -l)" = 1 ]; then b=$t; fi
+	done
+	printf 'baseline: %d no-op tasks at -j 2, best of 3 alternating runs\n' "$n"
+	printf '  this checkout %6.3f s  %7.0f tasks/s\n' "$g" "$(echo "$n / $g" | bc -l)"
+	printf '  %s %6.3f s  %7.0f tasks/s\n' "$BASELINE" "$b" "$(echo "$n / $b" | bc -l)"
+else
+	g=$(best "$work/gpusched" run "$work/flat.yaml" --run-dir "$work/run" -j 2)
+fi
 x=$(best xargs_run)
 printf 'throughput: %d no-op tasks at -j 2\n' "$n"
 printf '  gpusched  %6.3f s  %7.0f tasks/s\n' "$g" "$(echo "$n / $g" | bc -l)"

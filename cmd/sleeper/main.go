@@ -1,10 +1,12 @@
 // Command sleeper is a test helper: a process that sleeps, exits with a
 // chosen code, ignores SIGTERM, prints its environment, or leaves a
-// grandchild behind, so that tests of timeouts, signals and process groups
-// run against a real process.
+// grandchild behind (in its process group or escaped from it), so that
+// tests of timeouts, signals and process groups run against a real
+// process.
 //
 //	sleeper [-sleep 10s] [-exit N] [-ignore-term] [-print TEXT] [-env NAME]...
-//	        [-pidfile FILE] [-grandchild] [-touch FILE]
+//	        [-pidfile FILE] [-grandchild [-escape setsid|pgid] [-clear-env]
+//	        [-polite FILE]] [-on-term FILE] [-wait FILE] [-touch FILE]
 package main
 
 import (
@@ -32,12 +34,26 @@ func main() {
 	pidfile := flag.String("pidfile", "", "append this process's PID to FILE")
 	grandchild := flag.Bool("grandchild", false, "start a copy of itself that ignores SIGTERM, sleeps an hour and appends its PID to -pidfile")
 	touch := flag.String("touch", "", "create FILE before exiting")
+	escape := flag.String("escape", "", "start the grandchild in a new session (setsid) or process group (pgid)")
+	clearEnv := flag.Bool("clear-env", false, "start the grandchild with an empty environment")
+	polite := flag.String("polite", "", "the grandchild obeys SIGTERM: it appends \"TERM PID\" to FILE and exits")
+	wait := flag.String("wait", "", "wait until FILE exists before sleeping")
+	onTerm := flag.String("on-term", "", "on SIGTERM, append \"TERM PID\" to FILE and exit")
 	var envs names
 	flag.Var(&envs, "env", "print NAME=value of this variable (repeatable)")
 	flag.Parse()
 
 	if *ignoreTerm {
 		signal.Ignore(syscall.SIGTERM)
+	}
+	if *onTerm != "" {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		go func() {
+			<-c
+			appendLine(*onTerm, fmt.Sprint("TERM ", os.Getpid()))
+			os.Exit(0)
+		}()
 	}
 	if *pidfile != "" {
 		appendLine(*pidfile, fmt.Sprint(os.Getpid()))
@@ -57,10 +73,26 @@ func main() {
 	}
 	if *grandchild {
 		args := []string{"-ignore-term", "-sleep", "1h"}
+		if *polite != "" {
+			args = []string{"-on-term", *polite, "-sleep", "1h"}
+		}
 		if *pidfile != "" {
 			args = append(args, "-pidfile", *pidfile)
 		}
 		c := exec.Command(os.Args[0], args...)
+		switch *escape {
+		case "":
+		case "setsid":
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		case "pgid":
+			c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		default:
+			fmt.Fprintln(os.Stderr, "sleeper: -escape must be setsid or pgid")
+			os.Exit(2)
+		}
+		if *clearEnv {
+			c.Env = []string{}
+		}
 		if err := c.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, "sleeper: start grandchild:", err)
 			os.Exit(3)
@@ -73,6 +105,12 @@ func main() {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+	}
+	for *wait != "" {
+		if _, err := os.Stat(*wait); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(*sleep)
 	if *touch != "" {

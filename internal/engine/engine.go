@@ -491,6 +491,9 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 		n.card = idx
 		n.foreignAtStart = card.ForeignMiB
 		e.board.Hold(n.spec.ID, idx, n.need)
+		if e.cfg.Token != nil {
+			e.board.SetToken(n.spec.ID, e.cfg.Token(n.spec.ID, number))
+		}
 		e.gpuRunning++
 		e.cardsDirty = true
 	}

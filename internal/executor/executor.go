@@ -21,13 +21,31 @@ type Job struct {
 	// Dir is the working directory; empty means the scheduler's.
 	Dir string
 	// LogPath receives stdout and stderr; its folder is created if needed.
+	// The file is opened for appending and never through a symbolic link.
 	LogPath string
+	// LogRoot, when set, is a folder above LogPath (the run directory)
+	// below which no symbolic link is followed: every folder between
+	// LogRoot and LogPath must be a real folder (missing ones are
+	// created). LogRoot itself may be reached through links. Empty: only
+	// the file itself is protected, its folders are created as they are.
+	LogRoot string
 	// KillGrace is how long a stopped job has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
 	// KillNow, when closed, stops the job with SIGKILL at once, without
 	// waiting for KillGrace (a second Ctrl-C). Nil: never.
 	KillNow <-chan struct{}
+	// Token names this attempt in its processes' environment, unique to
+	// the attempt. When set, the process starts with TokenVar=Token in its
+	// environment (replacing any TokenVar in Env), and whatever still
+	// carries it when the attempt ends is stopped with the attempt, even
+	// processes that left its process group (see docs/processes.md).
+	// Empty: only the process group (and the executor's own means, such
+	// as a cgroup) bound the attempt.
+	Token string
 }
+
+// TokenVar is the environment variable that carries Job.Token.
+const TokenVar = "GPUSCHED_ATTEMPT_TOKEN"
 
 // Process identifies a started job's process group beyond PID reuse.
 type Process struct {
@@ -47,8 +65,11 @@ type Result struct {
 	Signal syscall.Signal
 	// Start and End bracket the job.
 	Start, End time.Time
-	// Err is a failure of the executor itself (could not start, could not
+	// Err is a failure to run the job at all (could not start, could not
 	// open the log); nil when the process ran, whatever its exit code.
+	// When the fault is known to be the environment's or the command's, Err
+	// wraps ErrEnvironment or ErrCommand (test with errors.Is); otherwise
+	// it wraps neither.
 	Err error
 }
 
@@ -57,7 +78,10 @@ type Executor interface {
 	// Execute runs job and blocks until it has ended and nothing of it is
 	// left running. started is called once, as soon as the process exists.
 	// When ctx is done, the job is stopped: SIGTERM to everything it
-	// started, then SIGKILL after job.KillGrace. Why ctx ended (timeout,
+	// started, then SIGKILL after job.KillGrace. When job.KillNow is
+	// closed (before or after ctx is done), everything it started gets
+	// SIGKILL at once. When the job's main process ends, whatever it
+	// started and left running gets SIGKILL. Why ctx ended (timeout,
 	// cancel) is for the caller to tell, with context.Cause.
 	Execute(ctx context.Context, job Job, started func(Process)) Result
 }

@@ -98,6 +98,10 @@ type Board struct {
 	errSince time.Time
 	read     time.Time // time of the latest good snapshot
 	notices  []Quarantine
+	// tokens maps the token of each running attempt to its task, so that
+	// its processes are recognised even when they left its process group
+	// and its leader's descendants (see Proc.Token).
+	tokens map[string]string
 }
 
 // Quarantine is a card that went into quarantine.
@@ -218,7 +222,21 @@ func (b *Board) Apply(snap Snapshot, now time.Time) {
 			}
 		}
 	}
+	byToken := make(map[string]*Holding, len(b.tokens))
+	for token, task := range b.tokens {
+		for _, c := range b.cards {
+			for _, h := range c.holders {
+				if h.Task == task {
+					byToken[token] = h
+					cardOf[h] = c
+				}
+			}
+		}
+	}
 	owner := func(p Proc) *Holding {
+		if h := byToken[p.Token]; h != nil && p.Token != "" {
+			return h
+		}
 		for _, id := range append([]int{p.PID, p.PGID}, p.Ancestors...) {
 			if h := byPID[id]; h != nil && id > 0 {
 				return h
@@ -317,6 +335,17 @@ func (b *Board) SetPID(task string, index, pid int) {
 	}
 }
 
+// SetToken records the token of a task's running attempt (the value of
+// GPUSCHED_ATTEMPT_TOKEN in its processes' environment), so that its
+// processes are recognised in later snapshots wherever they are in the
+// process tree. Release forgets it.
+func (b *Board) SetToken(task, token string) {
+	if b.tokens == nil {
+		b.tokens = map[string]string{}
+	}
+	b.tokens[token] = task
+}
+
 // Holding returns what task holds on card index.
 func (b *Board) Holding(task string, index int) (Holding, bool) {
 	if c, i := b.holding(task, index); i >= 0 {
@@ -335,6 +364,11 @@ func (b *Board) Release(task string, index int, failed bool, now time.Time) Hold
 	}
 	h := *c.holders[i]
 	c.holders = slices.Delete(c.holders, i, i+1)
+	for token, t := range b.tokens {
+		if t == task {
+			delete(b.tokens, token)
+		}
+	}
 	if until := now.Add(b.s.Cooldown); until.After(c.coolUntil) {
 		c.coolUntil = until
 	}

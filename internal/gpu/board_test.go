@@ -248,3 +248,28 @@ func TestBoardUnknownWhenNoCardIsUsable(t *testing.T) {
 		t.Error("the only visible card is [N/A], the hidden one readable: the state should be unknown")
 	}
 }
+
+// A process that left its task's process group and is no descendant of its
+// leader (a daemon started with setsid, say) counts as the task's by its
+// attempt token, not as foreign; after the task is released, the token
+// means nothing.
+func TestBoardAttributesByToken(t *testing.T) {
+	b := NewBoard(settings())
+	b.Apply(twoCards(), t0)
+	b.Hold("train", 1, Need{MiB: 1000})
+	b.SetPID("train", 1, 100)
+	b.SetToken("train", "tag.train.1")
+	snap := twoCards()
+	snap.Cards[1].UsedMiB, snap.Cards[1].FreeMiB = 6000, 14500
+	snap.Procs = []Proc{{PID: 555, PGID: 555, GPUUUID: "GPU-b", UsedMiB: 6000, Token: "tag.train.1"}}
+	b.Apply(snap, t0)
+	v := b.Views(t0)[1]
+	if v.ForeignMiB != 0 || v.ForeignProcs != 0 || v.Holders[0].ObservedMiB != 6000 || v.ChargedMiB != 6000 {
+		t.Errorf("card 1 = %+v: the escaped process must count as train's", v)
+	}
+	b.Release("train", 1, false, t0)
+	b.Apply(snap, t0)
+	if v := b.Views(t0)[1]; v.ForeignMiB != 6000 || v.ForeignProcs != 1 {
+		t.Errorf("after train ended, its leftover process on card 1: %+v; want foreign", v)
+	}
+}

@@ -40,6 +40,20 @@ type Proc struct {
 	// attribute the process to one of our tasks. Empty when unknown.
 	PGID      int
 	Ancestors []int
+	// Token is the value of GPUSCHED_ATTEMPT_TOKEN (executor.TokenVar) in
+	// the environment the process was started with, as
+	// /proc/PID/environ shows it: set by gpusched for each attempt
+	// (executor.Job.Token) and inherited by everything the attempt starts,
+	// even processes that left its process group and were reparented, so
+	// that their memory is the attempt's, not foreign. When the variable
+	// appears more than once, the first entry counts (as getenv reads
+	// it). "" when the process has no such variable or an empty one, or
+	// its environment cannot be read: it is gone, it belongs to another
+	// user (and gpusched is not root), its PID is not a host PID
+	// gpusched can see, or it replaced its environment when it exec'd. A
+	// process that only changes its environment in memory (setenv,
+	// export) keeps the token it started with.
+	Token string
 }
 
 // Lost is a card nvidia-smi named in an error instead of a row.

@@ -12,6 +12,9 @@ func TestReadSelf(t *testing.T) {
 	if !ok || st.PPID != os.Getppid() || st.PGID <= 0 || st.StartTicks == 0 || st.Zombie() {
 		t.Errorf("Read(self) = %+v, %v", st, ok)
 	}
+	if st.KernelThread() || st.EnvEnd == 0 {
+		t.Errorf("Read(self) = %+v: want a user process with its environment in place", st)
+	}
 	if !Alive(os.Getpid()) {
 		t.Error("this process is not alive")
 	}
@@ -36,4 +39,11 @@ func TestZombie(t *testing.T) {
 		}
 	}
 	t.Fatal("the exited child never showed as a zombie")
+}
+
+func TestKernelThread(t *testing.T) {
+	// kthreadd is PID 2 where gpusched sees the host's PIDs.
+	if st, ok := Read(2); ok && st.PPID == 0 && !st.KernelThread() {
+		t.Errorf("PID 2 = %+v, a child of PID 0 that is no kernel thread", st)
+	}
 }

@@ -1,14 +1,19 @@
 // Package executortest is the conformance suite every executor.Executor
-// passes: exit codes, environment, working directory, logs, start failures,
-// and stopping a job with everything it started.
+// passes: exit codes, environment, working directory, logs (never written
+// through a symbolic link), start failures and whose fault they are, and
+// stopping a job with everything it started, including processes that
+// left its process group, on timeout, cancel, kill-now and normal exit.
 package executortest
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,21 +22,41 @@ import (
 	"github.com/gpusched/gpusched/internal/procfs"
 )
 
+// tokens makes each job's token unique.
+var tokens atomic.Int64
+
+// NewJob returns a job that runs sleeper with args, in a fresh folder,
+// with a log under a fresh run folder (its LogRoot), an environment of
+// PATH alone, a kill grace of 10 s and a token of its own.
+func NewJob(t *testing.T, sleeper string, args ...string) executor.Job {
+	root := t.TempDir()
+	return executor.Job{
+		TaskID:    "t",
+		Attempt:   1,
+		Args:      append([]string{sleeper}, args...),
+		Env:       []string{"PATH=" + os.Getenv("PATH")},
+		Dir:       t.TempDir(),
+		LogRoot:   root,
+		LogPath:   filepath.Join(root, "logs", "t", "attempt-1.log"),
+		KillGrace: 10 * time.Second,
+		Token:     fmt.Sprintf("executortest-%d-%d", os.Getpid(), tokens.Add(1)),
+	}
+}
+
 // Run runs the suite against executors made by newExecutor. sleeper is the
 // path of the cmd/sleeper helper binary.
 func Run(t *testing.T, newExecutor func(t *testing.T) executor.Executor, sleeper string) {
-	job := func(t *testing.T, args ...string) executor.Job {
-		return executor.Job{
-			TaskID:    "t",
-			Attempt:   1,
-			Args:      append([]string{sleeper}, args...),
-			Env:       []string{"PATH=" + os.Getenv("PATH")},
-			Dir:       t.TempDir(),
-			LogPath:   filepath.Join(t.TempDir(), "logs", "t", "1.log"),
-			KillGrace: 10 * time.Second,
-		}
-	}
+	job := func(t *testing.T, args ...string) executor.Job { return NewJob(t, sleeper, args...) }
+	t.Run("Basics", func(t *testing.T) { runBasics(t, newExecutor, job) })
+	t.Run("Faults", func(t *testing.T) { runFaults(t, newExecutor, job) })
+	t.Run("Logs", func(t *testing.T) { runLogs(t, newExecutor, job) })
+	t.Run("Stop", func(t *testing.T) { runStop(t, newExecutor, job) })
+	t.Run("Escaped", func(t *testing.T) { runEscaped(t, newExecutor, job, sleeper) })
+}
 
+type jobFunc func(t *testing.T, args ...string) executor.Job
+
+func runBasics(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job jobFunc) {
 	t.Run("ExitCodeAndLog", func(t *testing.T) {
 		t.Parallel()
 		j := job(t, "-print", "to stdout", "-stderr", "to stderr", "-exit", "3")
@@ -72,85 +97,78 @@ func Run(t *testing.T, newExecutor func(t *testing.T) executor.Executor, sleeper
 		}
 	})
 
-	t.Run("NotFound", func(t *testing.T) {
+	t.Run("TokenInEnvironment", func(t *testing.T) {
 		t.Parallel()
-		j := job(t)
-		j.Args = []string{"gpusched-no-such-command-xyz"}
-		r := newExecutor(t).Execute(context.Background(), j, func(executor.Process) { t.Error("started called for a command that cannot start") })
-		if r.Started || r.Err == nil || !strings.Contains(r.Err.Error(), "gpusched-no-such-command-xyz") {
-			t.Fatalf("result = %+v, want not started with an error naming the command", r)
-		}
-		if log := readFile(t, j.LogPath); !strings.Contains(log, "gpusched-no-such-command-xyz") {
-			t.Errorf("log = %q, want the start error in it", log)
-		}
-	})
-
-	t.Run("BadDir", func(t *testing.T) {
-		t.Parallel()
-		j := job(t)
-		j.Dir = filepath.Join(j.Dir, "missing")
-		r := newExecutor(t).Execute(context.Background(), j, nil)
-		if r.Started || r.Err == nil {
-			t.Fatalf("result = %+v, want a start error", r)
-		}
-	})
-
-	t.Run("StopTermsThenKillsWholeGroup", func(t *testing.T) {
-		t.Parallel()
-		pidfile := filepath.Join(t.TempDir(), "pids")
-		j := job(t, "-ignore-term", "-grandchild", "-pidfile", pidfile, "-sleep", "1h")
-		j.KillGrace = 300 * time.Millisecond
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan executor.Result)
-		go func() { done <- newExecutor(t).Execute(ctx, j, nil) }()
-		pids := waitPIDs(t, pidfile, 2)
-		cancel()
-		var r executor.Result
-		select {
-		case r = <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("Execute did not return 10s after its context was cancelled")
-		}
-		if r.Signal != syscall.SIGKILL {
-			t.Errorf("signal = %v, want SIGKILL for a job that ignores SIGTERM", r.Signal)
-		}
-		if d := r.End.Sub(r.Start); d < j.KillGrace {
-			t.Errorf("job ended after %v, before its kill grace %v", d, j.KillGrace)
-		}
-		for _, pid := range pids {
-			waitGone(t, pid)
-		}
-	})
-
-	t.Run("StopPoliteJob", func(t *testing.T) {
-		t.Parallel()
-		pidfile := filepath.Join(t.TempDir(), "pids")
-		j := job(t, "-pidfile", pidfile, "-sleep", "1h")
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan executor.Result)
-		go func() { done <- newExecutor(t).Execute(ctx, j, nil) }()
-		waitPIDs(t, pidfile, 1)
-		cancel()
-		r := <-done
-		if r.Signal != syscall.SIGTERM {
-			t.Errorf("signal = %v, want SIGTERM", r.Signal)
-		}
-		if d := r.End.Sub(r.Start); d >= j.KillGrace {
-			t.Errorf("a job that obeys SIGTERM took %v, the whole kill grace", d)
-		}
-	})
-
-	t.Run("LeftoversKilledAtExit", func(t *testing.T) {
-		t.Parallel()
-		pidfile := filepath.Join(t.TempDir(), "pids")
-		j := job(t, "-grandchild", "-pidfile", pidfile, "-exit", "0")
+		j := job(t, "-env", executor.TokenVar)
+		j.Env = append(j.Env, executor.TokenVar+"=not-this-one")
 		r := newExecutor(t).Execute(context.Background(), j, nil)
 		if r.ExitCode != 0 || r.Err != nil {
 			t.Fatalf("result = %+v", r)
 		}
-		pids := waitPIDs(t, pidfile, 2)
-		waitGone(t, pids[1])
+		if log, want := readFile(t, j.LogPath), executor.TokenVar+"="+j.Token+"\n"; log != want {
+			t.Errorf("log = %q, want %q: Job.Token replaces the variable", log, want)
+		}
 	})
+}
+
+// await returns the result from done, failing the test if it does not come
+// within a minute (a generous bound: the job is stuck) after what.
+func await(t *testing.T, done <-chan executor.Result, what string) executor.Result {
+	t.Helper()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(time.Minute):
+		t.Fatalf("Execute did not return a minute after %s", what)
+		return executor.Result{}
+	}
+}
+
+// startDecoy starts sleeper with env, for an hour, killed at the end of
+// the test, and returns its PID.
+func startDecoy(t *testing.T, sleeper string, env []string) int {
+	t.Helper()
+	p, err := os.StartProcess(sleeper, []string{sleeper, "-sleep", "1h"}, &os.ProcAttr{Env: env, Sys: &syscall.SysProcAttr{Setsid: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); p.Wait() })
+	return p.Pid
+}
+
+// need returns the path of program name, preferring a binary to a script
+// (a version manager's shim may take seconds to start), or skips the test.
+func need(t *testing.T, name string) string {
+	t.Helper()
+	found := ""
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			continue
+		}
+		if isELF(p) {
+			return p
+		}
+		if found == "" {
+			found = p
+		}
+	}
+	if found == "" {
+		t.Skipf("%s is not installed", name)
+	}
+	return found
+}
+
+// isELF reports whether the file at path starts as an ELF binary does.
+func isELF(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 4)
+	_, err = io.ReadFull(f, b)
+	return err == nil && string(b) == "\x7fELF"
 }
 
 func readFile(t *testing.T, path string) string {
@@ -160,6 +178,39 @@ func readFile(t *testing.T, path string) string {
 		t.Fatalf("read %s: %v", path, err)
 	}
 	return string(b)
+}
+
+// writeFile writes content to a new file with mode perm in a fresh folder
+// and returns its path.
+func writeFile(t *testing.T, content string, perm os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(p, []byte(content), perm); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func writeFileAt(t *testing.T, path, content string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func mustMkdir(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitPIDs waits until path lists n PIDs and returns them.
@@ -178,6 +229,24 @@ func waitPIDs(t *testing.T, path string, n int) []int {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s lists %d PIDs after 10s, want %d", path, len(lines), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitLine waits until the file at path has the line want.
+func waitLine(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		for l := range strings.Lines(string(b)) {
+			if strings.TrimSpace(l) == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %q after 10s, want the line %q", path, b, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

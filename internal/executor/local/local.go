@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -18,65 +15,83 @@ import (
 	"github.com/gpusched/gpusched/internal/procfs"
 )
 
+// TokenVar is the environment variable that carries an attempt's token.
+const TokenVar = executor.TokenVar
+
 // Executor runs jobs as local process groups. The zero value is ready.
-type Executor struct{}
+type Executor struct {
+	// Cgroups puts each attempt in a cgroup of its own where the machine
+	// allows (cgroup v2 writable, Linux 5.14 or later; found out at run
+	// time, else the token alone is used). The cgroup also holds the
+	// processes that leave the group and clear their environment, which
+	// the token cannot find; it costs some 0.3 ms of CPU per attempt (see
+	// docs/processes.md).
+	Cgroups bool
+}
 
 var _ executor.Executor = (*Executor)(nil)
 
-// Execute runs job; see executor.Executor.
-func (*Executor) Execute(ctx context.Context, job executor.Job, started func(executor.Process)) executor.Result {
+// Execute runs job; see executor.Executor and docs/processes.md.
+func (e *Executor) Execute(ctx context.Context, job executor.Job, started func(executor.Process)) executor.Result {
 	res := executor.Result{Start: time.Now()}
 	fail := func(err error) executor.Result {
 		res.End, res.Err = time.Now(), err
 		return res
 	}
 	if len(job.Args) == 0 {
-		return fail(errors.New("empty command"))
+		return fail(executor.CommandFault(errors.New("empty command")))
 	}
-	if err := os.MkdirAll(filepath.Dir(job.LogPath), 0o755); err != nil {
-		return fail(fmt.Errorf("create log folder: %w", err))
-	}
-	logf, err := os.OpenFile(job.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := OpenLog(job.LogRoot, job.LogPath)
 	if err != nil {
-		return fail(fmt.Errorf("open log: %w", err))
+		return fail(executor.EnvironmentFault(err))
 	}
 	defer logf.Close()
-
+	cannotStart := func(err error) executor.Result {
+		fmt.Fprintf(logf, "gpusched: %v\n", err)
+		return fail(err)
+	}
 	if job.Dir != "" {
-		if fi, err := os.Stat(job.Dir); err != nil || !fi.IsDir() {
-			var pe *fs.PathError
-			switch {
-			case err == nil:
-				err = errors.New("not a directory")
-			case errors.As(err, &pe):
-				err = pe.Err
-			}
-			err = fmt.Errorf("working directory %s: %w", job.Dir, err)
-			fmt.Fprintf(logf, "gpusched: %v\n", err)
-			return fail(err)
+		if err := checkDir(job.Dir); err != nil {
+			return cannotStart(err)
 		}
 	}
 	path, err := lookPath(job.Args[0], job.Env, job.Dir)
 	if err != nil {
-		fmt.Fprintf(logf, "gpusched: %v\n", err)
-		return fail(err)
+		return cannotStart(err)
 	}
-	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        job.Args,
-		Env:         job.Env,
-		Dir:         job.Dir,
-		Stdout:      logf,
-		Stderr:      logf,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	env := withToken(job.Env, job.Token)
+	newCmd := func(cg *cgroup) *exec.Cmd {
+		attr := &syscall.SysProcAttr{Setpgid: true}
+		if cg != nil {
+			attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
+		}
+		return &exec.Cmd{Path: path, Args: job.Args, Env: env, Dir: job.Dir, Stdout: logf, Stderr: logf, SysProcAttr: attr}
 	}
-	if err := cmd.Start(); err != nil {
-		err = fmt.Errorf("start %s: %w", job.Args[0], unwrapPathError(err))
-		fmt.Fprintf(logf, "gpusched: %v\n", err)
-		return fail(err)
+	var cg *cgroup
+	if e.Cgroups {
+		cg = newCgroup(job.Token)
+	}
+	tr := newTracker(job.Token, cg)
+	cmd := newCmd(cg)
+	err = cmd.Start()
+	if err != nil && cg != nil {
+		// It may be the cgroup (no clone3, a cgroup that takes no
+		// processes): try without it, and keep away from cgroups if that
+		// was it.
+		c := newCmd(nil)
+		if err = c.Start(); err == nil {
+			cmd = c
+			cg.failed()
+			tr.cg = nil
+		}
+	}
+	if err != nil {
+		tr.abandon()
+		return cannotStart(startError(path, err))
 	}
 	res.Started = true
 	pid := cmd.Process.Pid
+	tr.leader = pid
 	if started != nil {
 		started(executor.Process{PID: pid, PGID: pid, StartTicks: StartTicks(pid)})
 	}
@@ -98,8 +113,10 @@ func (*Executor) Execute(ctx context.Context, job executor.Job, started func(exe
 
 	select {
 	case <-exited:
+	case <-job.KillNow:
 	case <-ctx.Done():
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		tr.term()
 		grace := time.NewTimer(job.KillGrace)
 		select {
 		case <-exited:
@@ -108,12 +125,14 @@ func (*Executor) Execute(ctx context.Context, job executor.Job, started func(exe
 		}
 		grace.Stop()
 	}
-	// The leader has exited (or the grace is over): nothing else of the
-	// group may live on.
+	// The leader has exited (or the grace is over, or it is to die now):
+	// nothing else it started may live on, in its group or out of it.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	tr.kill()
 	<-exited
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	waitErr := cmd.Wait()
+	tr.close()
 	res.End = time.Now()
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
@@ -127,44 +146,18 @@ func (*Executor) Execute(ctx context.Context, job executor.Job, started func(exe
 	return res
 }
 
-// lookPath finds name the way a shell would with the job's own PATH: a name
-// with a slash is taken as is (relative to dir), a bare name is searched.
-func lookPath(name string, env []string, dir string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
+// withToken returns env with TokenVar=token in place of any TokenVar.
+func withToken(env []string, token string) []string {
+	if token == "" {
+		return env
 	}
-	pathVar := ""
+	out := make([]string, 0, len(env)+1)
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathVar = v
+		if !strings.HasPrefix(kv, TokenVar+"=") {
+			out = append(out, kv)
 		}
 	}
-	for _, d := range filepath.SplitList(pathVar) {
-		if d == "" {
-			d = "."
-		}
-		p := filepath.Join(d, name)
-		full := p
-		if !filepath.IsAbs(full) && dir != "" {
-			full = filepath.Join(dir, p)
-		}
-		if fi, err := os.Stat(full); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			if !filepath.IsAbs(p) {
-				// exec resolves relative paths against the child's dir.
-				return "./" + p, nil
-			}
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("start %s: executable file not found in PATH", name)
-}
-
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
-	}
-	return err
+	return append(out, TokenVar+"="+token)
 }
 
 // StartTicks returns the start time of process pid in clock ticks since

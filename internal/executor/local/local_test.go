@@ -1,6 +1,10 @@
 package local_test
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/executortest"
@@ -19,6 +25,9 @@ import (
 var sleeper string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(emfileHelperVar) != "" {
+		os.Exit(emfileHelper())
+	}
 	sleeper = testbin.MustBuild("cmd/sleeper")
 	code := m.Run()
 	testbin.Cleanup()
@@ -27,6 +36,12 @@ func TestMain(m *testing.M) {
 
 func TestConformance(t *testing.T) {
 	executortest.Run(t, func(*testing.T) executor.Executor { return &local.Executor{} }, sleeper)
+}
+
+// TestConformanceCgroups holds the executor with a cgroup per attempt to
+// the same suite (where the machine has none, it falls back to the token).
+func TestConformanceCgroups(t *testing.T) {
+	executortest.Run(t, func(*testing.T) executor.Executor { return &local.Executor{Cgroups: true} }, sleeper)
 }
 
 func TestStartTicks(t *testing.T) {
@@ -114,5 +129,103 @@ func TestKillStaleFindsTokenWithoutHandle(t *testing.T) {
 	}
 	if !executortest.Alive(other.Process.Pid) {
 		t.Error("a process with another token was killed")
+	}
+}
+
+// emfileHelperVar makes the test binary run emfileHelper instead of the
+// tests: a child process whose descriptors can be used up without harm.
+const emfileHelperVar = "GPUSCHED_TEST_EMFILE_HELPER"
+
+// emfileOutcome is what emfileHelper saw with k descriptors free.
+type emfileOutcome struct {
+	Free        int
+	Started     bool
+	Environment bool // errors.Is(Err, executor.ErrEnvironment)
+	Command     bool // errors.Is(Err, executor.ErrCommand)
+	Err         string
+}
+
+// emfileHelper lowers its descriptor limit, uses up every descriptor but
+// k, and runs a job, for k = 0, 1, ...: it prints what happened as JSON.
+func emfileHelper() int {
+	lim := unix.Rlimit{Cur: 64, Max: 64}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		fmt.Fprintln(os.Stderr, "setrlimit:", err)
+		return 1
+	}
+	var fill []*os.File
+	refill := func() {
+		for {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				return
+			}
+			fill = append(fill, f)
+		}
+	}
+	root := os.Getenv("GPUSCHED_TEST_ROOT")
+	var out []emfileOutcome
+	for k := 0; k <= 8; k++ {
+		refill()
+		for range k {
+			fill[len(fill)-1].Close()
+			fill = fill[:len(fill)-1]
+		}
+		j := executor.Job{
+			Args:    []string{os.Getenv("GPUSCHED_TEST_SLEEPER"), "-exit", "0"},
+			LogRoot: root,
+			LogPath: filepath.Join(root, "logs", strconv.Itoa(k), "attempt-1.log"),
+		}
+		r := (&local.Executor{}).Execute(context.Background(), j, nil)
+		o := emfileOutcome{Free: k, Started: r.Started, Environment: errors.Is(r.Err, executor.ErrEnvironment), Command: errors.Is(r.Err, executor.ErrCommand)}
+		if r.Err != nil {
+			o.Err = r.Err.Error()
+		}
+		out = append(out, o)
+	}
+	for _, f := range fill {
+		f.Close()
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// TestTooManyOpenFiles runs jobs in a child process with every descriptor
+// used up but a few: failing to open the log and failing to start for
+// lack of descriptors are the environment's fault, not the command's.
+func TestTooManyOpenFiles(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), emfileHelperVar+"=1", "GPUSCHED_TEST_SLEEPER="+sleeper, "GPUSCHED_TEST_ROOT="+t.TempDir())
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, b)
+	}
+	var out []emfileOutcome
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("helper printed %q: %v", b, err)
+	}
+	var logFault, startFault, ran bool
+	for _, o := range out {
+		t.Logf("%d free: %+v", o.Free, o)
+		switch {
+		case o.Started:
+			ran = true
+		case !o.Environment || o.Command:
+			t.Errorf("with %d descriptors free: %q is not (only) an environment fault", o.Free, o.Err)
+		case strings.Contains(o.Err, "log"):
+			logFault = true
+		case strings.HasPrefix(o.Err, "start "):
+			startFault = true
+		}
+		if !o.Started && !strings.Contains(o.Err, "too many open files") {
+			t.Errorf("with %d descriptors free: error %q does not say why", o.Free, o.Err)
+		}
+	}
+	if !logFault || !startFault || !ran {
+		t.Errorf("want a log that could not be opened, a process that could not start and, with enough descriptors, a job that ran; got %v, %v, %v", logFault, startFault, ran)
 	}
 }

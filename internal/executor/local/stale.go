@@ -1,71 +1,64 @@
 package local
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/procfs"
 )
 
-// TokenVar is the environment variable that carries an attempt's token.
-const TokenVar = "GPUSCHED_ATTEMPT_TOKEN"
+// staleWait bounds how long KillStale waits for what it killed to go.
+const staleWait = 5 * time.Second
 
 // KillStale kills what is left of an attempt started by a scheduler that
 // died: the process group of p, identified beyond PID reuse by the leader's
-// start time, and every process whose environment carries token (which
-// finds the attempt's processes even when the scheduler died before it
-// saved p, or when they left the group). It returns how many processes it
-// signalled, after waiting (up to a few seconds) for them to be gone. A PID
-// that now belongs to another process is left alone.
+// start time; the attempt's cgroup, when this machine gives attempts one
+// and it is still there; and every process whose environment carries
+// token (which finds the attempt's processes even when the scheduler died
+// before it saved p, or when they left the group). It returns how many
+// processes it signalled, after waiting (up to a few seconds) for them to
+// be gone. A PID that now belongs to another process is left alone.
 func KillStale(p executor.Process, token string) (int, error) {
+	deadline := time.Now().Add(staleWait)
 	victims, err := killGroup(p)
-	for _, pid := range withToken(token) {
-		if !slices.Contains(victims, pid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
-			victims = append(victims, pid)
+	if base := cgroupBase(); base != "" && token != "" {
+		path := filepath.Join(base, cgroupName(token))
+		if _, serr := os.Stat(path); serr == nil {
+			for _, pid := range cgroupPIDs(path) {
+				if !slices.Contains(victims, pid) {
+					victims = append(victims, pid)
+				}
+			}
+			killCgroup(path, deadline)
+			_ = removeCgroup(path)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	t := &tracker{self: os.Getpid(), token: token} // no leader known: every process is read
+	var held []victim
+	for _, pid := range t.carriers() {
+		if v, ok := grab(pid, t.carries); ok {
+			v.signal(unix.SIGKILL)
+			held = append(held, v)
+			if !slices.Contains(victims, pid) {
+				victims = append(victims, pid)
+			}
+		}
+	}
+	waitGone(held, deadline)
 	for _, pid := range victims {
 		for procfs.Alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	return len(victims), err
-}
-
-// withToken lists the processes whose environment holds TokenVar=token.
-func withToken(token string) []int {
-	if token == "" {
-		return nil
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	want := []byte(TokenVar + "=" + token + "\x00")
-	self := os.Getpid()
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue // gone, or another user's
-		}
-		if bytes.HasPrefix(env, want) || bytes.Contains(env, append([]byte{0}, want...)) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // killGroup kills the process group of p, if p is still what it was.
@@ -97,16 +90,12 @@ func killGroup(p executor.Process) ([]int, error) {
 // groupMembers lists live processes in process group pgid that started no
 // earlier than since (clock ticks since boot).
 func groupMembers(pgid int, since uint64) []int {
-	entries, err := os.ReadDir("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil
 	}
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, pid := range pids {
 		st, ok := procfs.Read(pid)
 		if ok && !st.Zombie() && st.PGID == pgid && st.StartTicks >= since {
 			out = append(out, pid)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/procfs"
 )
@@ -13,19 +14,19 @@ var _ gpu.Probe = (*Probe)(nil)
 
 // Snapshot runs Query and returns its answer as the admission code sees
 // it: cards (unusable ones with the reason), compute processes with their
-// process group and ancestors read from /proc, so they can be attributed to
-// our tasks, and the cards nvidia-smi reported lost.
+// process group, ancestors and attempt token read from /proc, so they can
+// be attributed to our tasks, and the cards nvidia-smi reported lost.
 func (p *Probe) Snapshot(ctx context.Context) (gpu.Snapshot, error) {
 	q, err := p.Query(ctx)
 	if err != nil {
 		return gpu.Snapshot{}, err
 	}
-	return convert(q, time.Now(), lineage), nil
+	return convert(q, time.Now(), lineage, token), nil
 }
 
 // convert maps a Query answer to a gpu.Snapshot; lin gives a process's
-// group and ancestors.
-func convert(q Snapshot, now time.Time, lin func(pid int) (int, []int)) gpu.Snapshot {
+// group and ancestors, tok its attempt token.
+func convert(q Snapshot, now time.Time, lin func(pid int) (int, []int), tok func(pid int) string) gpu.Snapshot {
 	s := gpu.Snapshot{Time: now}
 	for _, g := range q.GPUs {
 		if g.Index < 0 {
@@ -42,6 +43,7 @@ func convert(q Snapshot, now time.Time, lin func(pid int) (int, []int)) gpu.Snap
 		}
 		if a.PID > 0 {
 			pr.PGID, pr.Ancestors = lin(a.PID)
+			pr.Token = tok(a.PID)
 		}
 		s.Procs = append(s.Procs, pr)
 	}
@@ -73,3 +75,6 @@ func lineage(pid int) (pgid int, ancestors []int) {
 	}
 	return pgid, ancestors
 }
+
+// token returns the attempt token in pid's environment (see gpu.Proc.Token).
+func token(pid int) string { return procfs.Getenv(pid, executor.TokenVar) }

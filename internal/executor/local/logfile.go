@@ -1,0 +1,97 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// OpenLog opens the log file at path for appending, creating it and the
+// folders between root (the run directory) and it as needed, without
+// following a symbolic link anywhere below root: each folder is opened
+// relative to the one above it with O_NOFOLLOW, and so is the file, so a
+// link planted in the run directory (logs/TASK -> /etc, attempt-1.log ->
+// ~/.bashrc) is refused rather than written through, even if it appears
+// while we look. The file must be a regular file with no other hard link.
+// With root "", the folders are created as they are and only the file is
+// protected.
+//
+// Every error names the path. Execute uses it for Job.LogPath and
+// Job.LogRoot; whatever else writes into a run directory's logs should too.
+func OpenLog(root, path string) (*os.File, error) {
+	dir, base := filepath.Split(filepath.Clean(path))
+	dir = filepath.Clean(dir)
+	var parts []string
+	if root == "" {
+		root = dir
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("create log folder: %w", err)
+		}
+	} else {
+		rel, err := filepath.Rel(root, dir)
+		if err != nil || !filepath.IsLocal(rel) && rel != "." {
+			return nil, fmt.Errorf("log %s is not inside %s", path, root)
+		}
+		if rel != "." {
+			parts = strings.Split(rel, string(filepath.Separator))
+		}
+	}
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open log folder %s: %w", root, err)
+	}
+	at := root
+	for _, p := range parts {
+		at = filepath.Join(at, p)
+		next, err := unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT {
+			if err := unix.Mkdirat(fd, p, 0o755); err != nil && err != unix.EEXIST {
+				unix.Close(fd)
+				return nil, fmt.Errorf("create log folder %s: %w", at, err)
+			}
+			next, err = unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
+		unix.Close(fd)
+		switch {
+		case err == unix.ELOOP:
+			return nil, fmt.Errorf("log folder %s is a symbolic link; gpusched follows none in its run directory", at)
+		case err == unix.ENOTDIR:
+			return nil, fmt.Errorf("log folder %s is not a folder", at)
+		case err != nil:
+			return nil, fmt.Errorf("open log folder %s: %w", at, err)
+		}
+		fd = next
+	}
+	// O_NONBLOCK: a FIFO planted as the log must not hang the open.
+	f, err := unix.Openat(fd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
+	unix.Close(fd)
+	switch {
+	case err == unix.ELOOP:
+		return nil, fmt.Errorf("log file %s is a symbolic link; gpusched follows none in its run directory", path)
+	case err == unix.ENXIO:
+		return nil, fmt.Errorf("log file %s is not a regular file", path)
+	case err != nil:
+		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(f, &st); err != nil {
+		unix.Close(f)
+		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(f)
+		return nil, fmt.Errorf("log file %s is not a regular file", path)
+	}
+	if st.Nlink > 1 {
+		unix.Close(f)
+		return nil, fmt.Errorf("log file %s has %d hard links; gpusched writes only to its own files", path, st.Nlink)
+	}
+	if _, err := unix.FcntlInt(uintptr(f), unix.F_SETFL, unix.O_APPEND); err != nil { // O_NONBLOCK off
+		unix.Close(f)
+		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(f), path), nil
+}
