@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/filekind"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -95,25 +96,7 @@ func regular(m fs.FileMode) error {
 	if m.IsRegular() || m.IsDir() {
 		return nil
 	}
-	return fmt.Errorf("%w (%s)", ErrNotRegular, kindOf(m))
-}
-
-// kindOf names a file mode that is neither a regular file's nor a
-// folder's, for a person.
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "a special file"
+	return fmt.Errorf("%w (%s)", ErrNotRegular, filekind.Of(m))
 }
 
 // Collect stats every artifact of t after an attempt exited 0. The first

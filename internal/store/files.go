@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/gpusched/gpusched/internal/filekind"
 )
 
 // ErrUnsafeFile is returned when a file of the state database in the run
@@ -46,29 +48,10 @@ func checkFiles(path string) error {
 			return fmt.Errorf("open state db: %w", err)
 		}
 		if !fi.Mode().IsRegular() {
-			return &UnsafeFileError{Path: p, Kind: kindOf(fi.Mode())}
+			return &UnsafeFileError{Path: p, Kind: filekind.Of(fi.Mode())}
 		}
 	}
 	return nil
-}
-
-// kindOf names a file mode that is not a regular file's, for a person.
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a folder"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "a special file"
 }
 
 // fileID identifies a file beyond its name: a path deleted and created
