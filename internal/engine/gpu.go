@@ -316,7 +316,6 @@ func (oc oomCase) describe(retry bool) string {
 	return fmt.Sprintf("; CUDA out of memory (peak seen %d MiB, request %d MiB)", oc.peak, oc.request)
 }
 
-
 // checkGPUWaits fails waiting GPU tasks that can never start: their request
 // is larger than every card (checked after each reading), or the GPU state
 // has been unknown for longer than UnknownTimeout.
