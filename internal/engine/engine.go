@@ -202,7 +202,6 @@ type node struct {
 	inBatchDependents int  // while being submitted: tasks of its batch that depend on it
 	kept              bool // complete from an earlier run, not run again in this one
 	fingerprint       string
-	tries             int // attempts started in this engine's life
 	failures          int // failed attempts charged to the task in this engine's life
 	envFaults         int // attempts in a row that failed for a fault of the environment
 	inReady           bool
@@ -475,7 +474,6 @@ func (e *Engine) stopAll(why error) {
 // its attempt on a worker goroutine.
 func (e *Engine) start(n *node, card *gpu.CardView) {
 	e.unready(n)
-	n.tries++
 	number := len(n.rec.Attempts) + 1
 	att := task.Attempt{
 		Number:  number,
