@@ -261,6 +261,8 @@ exit $rc
 			code: 1, id: "4", verdict: "FAIL", says: "waited until it was gone"},
 		{name: "out of memory in GiB", args: []string{"--only", "5", "--fake-job", gib},
 			code: 0, id: "5", verdict: "PASS", says: "GiB"},
+		{name: "budget spent", args: []string{"--only", "2", "--budget", "1"},
+			code: 1, id: "2", verdict: "FAIL", says: "packing: not run: "},
 		{name: "card too small", env: []string{"FAKE_GPU_STATE=" + small},
 			code: 1, id: "setup", verdict: "FAIL", says: "card 0 has 4096 MiB; the checks need at least 16384"},
 	} {

@@ -56,7 +56,8 @@
 # --only runs some checks (check 1 is cheap and measures the context
 # overhead the others allow for; without it they assume 1024 MiB).
 # --budget (default 280 s) bounds the whole run: a check that would not
-# finish in what is left is not started and counts as failed.
+# finish in what is left is not started, a workflow still running when it
+# is spent is stopped (SIGINT, as Ctrl-C); either counts as failed.
 
 set -uo pipefail
 
@@ -358,9 +359,12 @@ stop_sampler() {
 # the events table and the report. Sets run_rc.
 run_rc=0
 run_check_workflow() {
-	local d=$1
+	local d=$1 limit=$run_timeout
+	# Within the budget: what is left of it, at least 10s.
+	((budget - SECONDS < limit)) && limit=$((budget - SECONDS))
+	((limit < 10)) && limit=10
 	start_sampler "$d"
-	timeout -s INT -k 20 "$run_timeout" "$gpusched" run "$d/workflow.yaml" --run-dir "$d/run" \
+	timeout -s INT -k 20 "$limit" "$gpusched" run "$d/workflow.yaml" --run-dir "$d/run" \
 		--events "$d/events.jsonl" --no-progress >"$d/run.out" 2>&1
 	run_rc=$?
 	stop_sampler "$d"
@@ -370,7 +374,7 @@ run_check_workflow() {
 	ev_table "$d/events.flat" >"$d/events.tsv"
 	"$gpusched" report --run-dir "$d/run" -o "$d/report.html" >/dev/null 2>>"$d/status.err"
 	if ((run_rc == 124 || run_rc == 137)); then
-		fails+=("gpusched run did not finish within ${run_timeout}s (stopped)")
+		fails+=("gpusched run did not finish within ${limit}s (stopped)")
 	fi
 	return 0
 }
@@ -1028,7 +1032,7 @@ main() {
 	# make a CUDA context first (seconds).
 	if ((dry)); then
 		poll=300ms poll_s=0.3 sample_every=0.3 hold=2.5 short_hold=0.5 liar_hold=4
-		filler_hold=3 grow_after=1 grow_hold=1.5 task_timeout=60 run_timeout=60 startup_wait=10
+		filler_hold=3 grow_after=1 grow_hold=1.5 task_timeout=60 run_timeout=60 startup_wait=6
 	else
 		poll=1s poll_s=1 sample_every=1 hold=6 short_hold=2 liar_hold=10
 		filler_hold=10 grow_after=3 grow_hold=4 task_timeout=90 run_timeout=100 startup_wait=90
