@@ -71,10 +71,14 @@ gpu_query="--query-gpu=index,uuid,name,memory.total,memory.used,memory.free"
 apps_query="--query-compute-apps=pid,gpu_uuid,used_memory"
 oom_re='CUDA out of memory|CUDA error: out of memory|OutOfMemoryError|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|RESOURCE_EXHAUSTED: Out of memory'
 
+# usage [STATUS]: the synopsis, on stderr unless STATUS is 0 (--help).
 usage() {
-	sed -n '2,/^$/s/^# \{0,1\}//p' "$self" | sed -n '1,6p' >&2
-	echo "see the top of $self for the checks and options" >&2
-	exit 2
+	local status=${1:-2}
+	{
+		sed -n '2,/^$/s/^# \{0,1\}//p' "$self" | sed -n '1,6p'
+		echo "see the top of $self for the checks and options"
+	} >&$((status == 0 ? 1 : 2))
+	exit "$status"
 }
 
 die() {
@@ -1011,7 +1015,7 @@ main() {
 		--fake-smi) fake_smi=${2:?--fake-smi needs a path}; shift ;;
 		--fake-job) fake_job=${2:?--fake-job needs a path}; shift ;;
 		--budget) budget=${2:?--budget needs seconds}; shift ;;
-		-h | --help) usage ;;
+		-h | --help) usage 0 ;;
 		-*) die "unknown option $1 (see --help)" ;;
 		*) [[ -z $out ]] || die "one output folder, please (got $out and $1)"; out=$1 ;;
 		esac
