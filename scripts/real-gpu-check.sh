@@ -35,7 +35,7 @@
 #
 # Every check prints PASS, FAIL or SKIP with its figures; a summary ends the
 # run. Exit status: 0 when no check failed (or there is no GPU), 1 when one
-# failed, 2 for a bad command line.
+# failed, 2 for a bad command line or no gpusched binary to run.
 #
 # Everything it captures goes under OUT: check.log (what it printed),
 # summary.txt, env/ (versions, nvidia-smi's own view), nvidia-smi/ (the raw
