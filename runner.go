@@ -24,7 +24,7 @@ import (
 // runner carries out attempts for the engine: handler, executor, verdict.
 type runner struct{ s *Scheduler }
 
-func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func(executor.Process)) engine.Outcome {
+func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks executor.Hooks) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
 	t := publicSpec(req.Spec) // the task as the handler sees it
 	if p, ok := h.(Preparer); ok {
@@ -52,7 +52,7 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 		LogRoot:   r.s.runDir,
 		Token:     r.s.token(req.Spec.ID, req.Number),
 	}
-	res := r.s.exec.Execute(ctx, job, started)
+	res := r.s.exec.Execute(ctx, job, hooks)
 	out := engine.Outcome{Result: res}
 	if res.Err != nil {
 		out.Verdict = res.Err

@@ -12,6 +12,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -36,7 +37,7 @@ var (
 // kind's handler), runs it (an executor) and judges the result. It runs on a
 // worker goroutine and may block; it must return soon after ctx is done.
 type Runner interface {
-	Run(ctx context.Context, req AttemptRequest, started func(executor.Process)) Outcome
+	Run(ctx context.Context, req AttemptRequest, hooks executor.Hooks) Outcome
 }
 
 // AttemptRequest is what a Runner needs to run an attempt.
@@ -520,9 +521,10 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 				actx, stop = context.WithTimeoutCause(ctx, timeout, ErrTimeout)
 				defer stop()
 			}
-			out := e.cfg.Runner.Run(actx, req, func(p executor.Process) {
+			out := e.cfg.Runner.Run(actx, req, executor.Hooks{Running: func(r executor.Running) {
+				p, _ := local.DecodeHandle(r.Handle)
 				e.send(startedEvent{n: n, number: number, proc: p})
-			})
+			}})
 			e.send(exitEvent{n: n, number: number, out: out, cause: context.Cause(actx)})
 		}()
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -54,7 +55,7 @@ type gpuStart struct {
 	at        time.Time
 }
 
-func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(executor.Process)) Outcome {
+func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, hooks executor.Hooks) Outcome {
 	id := req.Spec.ID
 	f.mu.Lock()
 	f.running++
@@ -83,7 +84,7 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(e
 		f.gpuStarts = append(f.gpuStarts, gpuStart{id, req.GPU.Index, req.GPU.MemoryMiB, time.Now()})
 	}
 	f.mu.Unlock()
-	started(executor.Process{PID: pid, PGID: pid, StartTicks: 7})
+	hooks.Running(executor.Running{Handle: local.EncodeHandle(executor.Process{PID: pid, PGID: pid, StartTicks: 7}), Since: time.Now(), PID: pid})
 	if hook != nil {
 		hook(req)
 	}
