@@ -195,7 +195,7 @@ type node struct {
 	specJSON          []byte
 	seq               int64
 	rec               task.Record
-	handles           map[int]store.Handle
+	handles           map[int]executor.Handle
 	deps              []*node // what it depends on, in Dependencies order
 	dependents        []*node
 	waiting           int  // dependencies not yet complete
@@ -298,12 +298,12 @@ func Open(cfg Config) (*Engine, error) {
 				a.End, a.Interrupted = now, true
 				a.Error = "interrupted: the scheduler stopped during the attempt"
 				if cfg.Reap != nil {
-					h := r.Handles[a.Number]
+					p, _ := local.DecodeHandle(r.Handles[a.Number])
 					token := ""
 					if cfg.Token != nil {
 						token = cfg.Token(r.ID, a.Number)
 					}
-					n, err := cfg.Reap(executor.Process{PID: h.PID, PGID: h.PGID, StartTicks: h.StartTicks}, token)
+					n, err := cfg.Reap(p, token)
 					switch {
 					case err != nil:
 						a.Error += fmt.Sprintf("; could not kill its processes: %v", err)
@@ -561,9 +561,9 @@ func (ev startedEvent) apply(e *Engine) {
 	a := &n.rec.Attempts[ev.number-1]
 	a.PID = ev.proc.PID
 	if n.handles == nil {
-		n.handles = map[int]store.Handle{}
+		n.handles = map[int]executor.Handle{}
 	}
-	n.handles[ev.number] = store.Handle{PID: ev.proc.PID, PGID: ev.proc.PGID, StartTicks: ev.proc.StartTicks}
+	n.handles[ev.number] = local.EncodeHandle(ev.proc)
 	if n.card >= 0 {
 		e.board.SetPID(n.spec.ID, n.card, ev.proc.PID)
 	}
