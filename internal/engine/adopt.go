@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
-	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -65,7 +64,7 @@ func (e *Engine) recoverOrphans(rows []store.Row) []adoption {
 		if a.GPU != nil {
 			req.GPU = &Assignment{Index: *a.GPU, UUID: a.GPUUUID, MemoryMiB: a.MemRequestedMiB}
 		}
-		orphans = append(orphans, Orphan{Req: req, Handle: fromStoreOne(r.Handles[a.Number])})
+		orphans = append(orphans, Orphan{Req: req, Handle: r.Handles[a.Number]})
 		owners = append(owners, r)
 		specs = append(specs, &sp)
 	}
@@ -125,7 +124,7 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 	n.rec = r.Record
 	n.rec.Attempts = slices.Clone(r.Attempts)
 	n.rec.Artifacts = slices.Clone(r.Artifacts)
-	n.handles = fromStore(r.Handles)
+	n.handles = maps.Clone(r.Handles)
 	n.rec.State = task.Running
 	number := len(n.rec.Attempts)
 	a := &n.rec.Attempts[number-1]
@@ -230,29 +229,4 @@ func (e *Engine) runEffects(err error) {
 	for _, f := range effects {
 		f(err)
 	}
-}
-
-// Until the store keeps executors' handles as data, the local executor's
-// handle maps onto its process columns.
-func toStore(h executor.Handle) store.Handle {
-	p, _ := local.DecodeHandle(h)
-	return store.Handle{PID: p.PID, PGID: p.PGID, StartTicks: p.StartTicks}
-}
-
-func fromStoreOne(h store.Handle) executor.Handle {
-	if h == (store.Handle{}) {
-		return executor.Handle{}
-	}
-	return local.EncodeHandle(executor.Process{PID: h.PID, PGID: h.PGID, StartTicks: h.StartTicks})
-}
-
-func fromStore(m map[int]store.Handle) map[int]executor.Handle {
-	if m == nil {
-		return nil
-	}
-	out := make(map[int]executor.Handle, len(m))
-	for k, h := range maps.All(m) {
-		out[k] = fromStoreOne(h)
-	}
-	return out
 }

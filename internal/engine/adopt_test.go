@@ -28,7 +28,7 @@ func runningRow(t *testing.T, st *store.Memory, sp *task.Spec, start time.Time, 
 	}
 	if err := st.Apply(&store.Batch{
 		Tasks:    []store.TaskWrite{{ID: sp.ID, Seq: 1, Kind: "command", Spec: b, State: task.Running, Fingerprint: sp.Fingerprint()}},
-		Attempts: []store.AttemptWrite{{TaskID: sp.ID, Attempt: a, Handle: store.Handle{PID: 99, PGID: 99, StartTicks: 5}}},
+		Attempts: []store.AttemptWrite{{TaskID: sp.ID, Attempt: a, Handle: executor.Handle{Executor: "fake", Version: 1, Data: []byte("99")}}},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -203,7 +204,7 @@ func (ev submitEvent) apply(e *Engine) {
 		e.nextSeq++
 		if p := e.earlier[s.ID]; p != nil {
 			// Seen in an earlier run: keep its history, continue numbering.
-			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clip(p.Attempts), fromStore(p.Handles), p.ExitCode
+			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clip(p.Attempts), maps.Clone(p.Handles), p.ExitCode
 			n.rec.Artifacts = p.Artifacts
 			if p.GPURequestMiB > n.need.MiB && s.Resources.GPU() {
 				n.need.MiB = p.GPURequestMiB // it ran out of memory before

@@ -207,7 +207,7 @@ type node struct {
 	seq               int64
 	rec               task.Record
 	handles           map[int]executor.Handle // by attempt number: the executor's handle, as persisted
-	deps              []*node // what it depends on, in Dependencies order
+	deps              []*node                 // what it depends on, in Dependencies order
 	dependents        []*node
 	waiting           int  // dependencies not yet complete
 	inBatch           int  // while being submitted: dependencies of its batch not yet admitted
@@ -221,7 +221,7 @@ type node struct {
 	cancel            context.CancelCauseFunc // while running
 	cancelled         bool                    // a cancellation was requested while running
 	userCancelled     bool                    // by Cancel, not because the run stops: dependents are blocked
-	claimed bool // while being submitted: an adopted node this batch takes over
+	claimed           bool                    // while being submitted: an adopted node this batch takes over
 	// adopted: its attempt outlived the scheduler that started it, and no
 	// submission has claimed the task yet (it is in Engine.adopted).
 	adopted bool
@@ -715,7 +715,7 @@ func (ev exitEvent) apply(e *Engine) {
 		}
 	case Retrying:
 		// Its dependents go on waiting for it.
-	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown:
+	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted:
 		// Not the end of an attempt.
 	}
 }
@@ -923,7 +923,7 @@ func (e *Engine) writeTask(n *node) {
 
 func (e *Engine) writeAttempt(n *node, number int) {
 	e.batch.Attempts = append(e.batch.Attempts, store.AttemptWrite{
-		TaskID: n.spec.ID, Attempt: n.rec.Attempts[number-1], Handle: toStore(n.handles[number]),
+		TaskID: n.spec.ID, Attempt: n.rec.Attempts[number-1], Handle: n.handles[number],
 	})
 }
 

@@ -613,7 +613,7 @@ func TestOpenMarksLostAttemptsInterrupted(t *testing.T) {
 		started := time.Now().Add(-time.Hour)
 		st.Apply(&store.Batch{
 			Tasks:    []store.TaskWrite{{ID: "t", Seq: 1, Kind: "command", Spec: []byte(`{"id":"t"}`), State: task.Running}},
-			Attempts: []store.AttemptWrite{{TaskID: "t", Attempt: task.Attempt{Number: 1, Start: started}, Handle: store.Handle{PID: 99, PGID: 99, StartTicks: 5}}},
+			Attempts: []store.AttemptWrite{{TaskID: "t", Attempt: task.Attempt{Number: 1, Start: started}, Handle: local.EncodeHandle(executor.Process{PID: 99, PGID: 99, StartTicks: 5})}},
 		})
 		h := newHarness(t, Config{}, st)
 		defer h.Close()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -40,6 +41,13 @@ func (m *Memory) Load() ([]Row, error) {
 	for _, r := range m.rows {
 		c := *r
 		c.Attempts = slices.Clone(r.Attempts)
+		if r.Handles != nil {
+			c.Handles = make(map[int]executor.Handle, len(r.Handles))
+			for n, h := range r.Handles {
+				h.Data = slices.Clone(h.Data)
+				c.Handles[n] = h
+			}
+		}
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b Row) int { return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.ID, b.ID)) })
@@ -86,11 +94,16 @@ func (m *Memory) Apply(b *Batch) error {
 		} else {
 			r.Attempts[i] = w.Attempt
 		}
-		if w.Handle.PID > 0 {
+		switch {
+		case !w.Handle.IsZero():
 			if r.Handles == nil {
-				r.Handles = map[int]Handle{}
+				r.Handles = map[int]executor.Handle{}
 			}
-			r.Handles[w.Number] = w.Handle
+			h := w.Handle
+			h.Data = slices.Clone(h.Data)
+			r.Handles[w.Number] = h
+		case r.Handles != nil:
+			delete(r.Handles, w.Number) // a whole-row write: no handle now
 		}
 	}
 	if b.Cards != nil {

@@ -28,6 +28,15 @@ type Attempt struct {
 	// the GPU memory it was promised): it did not use up a retry. Error
 	// says why.
 	NotCharged bool `json:"not_charged,omitempty"`
+	// Adopted is set when the attempt outlived the scheduler that started
+	// it and was adopted by a later one (it kept running, or its end was
+	// recorded from what its supervisor wrote).
+	Adopted bool `json:"adopted,omitempty"`
+	// EndReason says how it ended, as its executor tells: exited,
+	// signalled, timed-out, cancelled, lost, preempted, node-failure,
+	// infrastructure, unrunnable; empty while it runs or for attempts
+	// recorded before gpusched knew.
+	EndReason string `json:"end_reason,omitempty"`
 	// Error says why the attempt failed when the exit code alone doesn't:
 	// the command could not start, the handler rejected the result, ...
 	Error string `json:"error,omitempty"`
@@ -44,15 +53,6 @@ type Attempt struct {
 	MemRequestedMiB int64 `json:"mem_requested_mib,omitempty"`
 	// MemPeakMiB is the most GPU memory its processes were seen to use.
 	MemPeakMiB int64 `json:"mem_peak_mib,omitempty"`
-	// Adopted is set when the attempt outlived the scheduler that started
-	// it and was adopted by a later one (it kept running, or its end was
-	// recorded from what its supervisor wrote).
-	Adopted bool `json:"adopted,omitempty"`
-	// EndReason is how it ended, as its executor tells: exited, signalled,
-	// timed-out, cancelled, lost, preempted, node-failure, infrastructure,
-	// unrunnable; empty while it runs or for attempts recorded before
-	// gpusched knew.
-	EndReason string `json:"end_reason,omitempty"`
 	// ReadyAt is when the task last became ready before this attempt (its
 	// dependencies complete, or its previous attempt failed): Start - ReadyAt
 	// is the time it waited for a slot or a card.
