@@ -108,12 +108,19 @@ func (s *Scheduler) checkNvidiaSMI(specs []*task.Spec) error {
 }
 
 // ValidateTasks runs every check SubmitMany would on a fresh scheduler with
-// the built-in handlers, without a run directory: nothing is written and
-// nothing runs. It returns the first problem found, as SubmitMany would.
+// the built-in handlers and executors (local), without a run directory:
+// nothing is written and nothing runs. It returns the first problem found,
+// as SubmitMany would.
 func ValidateTasks(tasks []TaskSpec) error {
 	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}})
 	if err != nil {
 		return err
+	}
+	// The built-in executors: a fresh scheduler has local alone.
+	for _, sp := range specs {
+		if sp.Executor != "" && sp.Executor != "local" {
+			return &TaskError{TaskID: sp.ID, Field: "executor", Reason: fmt.Sprintf("unknown executor %q (known: local)", sp.Executor), Kind: ErrInvalidTask}
+		}
 	}
 	return publicError(dag.CheckBatch(specs, map[string]struct{}{}))
 }

@@ -29,6 +29,12 @@ type TaskSpec struct {
 	// Resources is what the task needs to start: its device and, for a GPU
 	// task, its GPU memory budget.
 	Resources ResourceRequest `json:"resources,omitzero"`
+	// Executor names the executor that runs the task's attempts; empty
+	// means the scheduler's default, "local" (subprocesses on this
+	// machine). SubmitMany refuses a name it has no executor for. It is not
+	// part of the task's definition: a task completed on one executor stays
+	// complete when it is submitted again naming another.
+	Executor string `json:"executor,omitempty"`
 	// Timeout bounds each attempt; 0 means the queue's default, NoTimeout
 	// none.
 	Timeout time.Duration `json:"timeout,omitempty"`

@@ -72,6 +72,10 @@ type Spec struct {
 	Priority int `json:"priority,omitempty"`
 	// Resources is what the task needs to start (device, GPU memory budget).
 	Resources ResourceRequest `json:"resources,omitzero"`
+	// Executor is the executor that runs its attempts, by name; empty means
+	// the scheduler's default, local. It is not part of the definition:
+	// moving a task to another executor does not make it run again.
+	Executor string `json:"executor,omitempty"`
 	// Timeout bounds each attempt; 0 means the queue default, NoTimeout none.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Retries is how many extra attempts a failing task gets; 0 means the
@@ -134,7 +138,7 @@ func (s *Spec) definition() definition {
 
 // Fingerprint is a digest of the task's definition: kind, payload, env,
 // dir, resources and artifacts (not its id, dependencies, priority,
-// timeout or retries, which do not change what it produces). It is written
+// timeout, retries or executor, which do not change what it produces). It is written
 // straight into the hash, field by field with lengths, so that a 100,000-task
 // submit does not encode every definition once more.
 func (s *Spec) Fingerprint() string {
@@ -206,6 +210,30 @@ func (s *Spec) Changed(old *Spec) []string {
 	field("artifacts", a.Artifacts, b.Artifacts)
 	field("hash_artifacts", a.HashArtifacts, b.HashArtifacts)
 	return out
+}
+
+// MaxExecutorLen is the longest executor name accepted, in bytes.
+const MaxExecutorLen = 32
+
+// ValidExecutorName reports whether name may name an executor, and if not,
+// why: a lowercase identifier, a letter then letters, digits, "_" and "-",
+// at most MaxExecutorLen bytes. Whether such an executor exists is for the
+// scheduler, which knows its executors, to say.
+func ValidExecutorName(name string) (string, bool) {
+	switch {
+	case name == "":
+		return "must not be empty", false
+	case len(name) > MaxExecutorLen:
+		return fmt.Sprintf("%s is %d bytes long; the limit is %d", elide.Quote(name), len(name), MaxExecutorLen), false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		lower := c >= 'a' && c <= 'z'
+		if !lower && (i == 0 || !(c >= '0' && c <= '9' || c == '_' || c == '-')) {
+			return fmt.Sprintf("%s is not an executor name: use a lowercase letter, then lowercase letters, digits, _ and -", elide.Quote(name)), false
+		}
+	}
+	return "", true
 }
 
 // MaxIDLen is the longest task id accepted, in bytes.
@@ -327,6 +355,13 @@ func (s *Spec) check(report func(error) bool) {
 	}
 	if !s.Resources.check(s.ID, report) {
 		return
+	}
+	if s.Executor != "" {
+		if why, ok := ValidExecutorName(s.Executor); !ok {
+			if !report(Invalid(s.ID, "executor", "%s", why)) {
+				return
+			}
+		}
 	}
 	if s.Timeout < 0 && s.Timeout != NoTimeout {
 		if !report(Invalid(s.ID, "timeout", "must not be negative (got %s)", s.Timeout)) {

@@ -114,6 +114,16 @@ func TestFingerprint(t *testing.T) {
 	if same.Fingerprint() != fp {
 		t.Error("id, priority, dependencies, timeout, retries or map order changed the fingerprint")
 	}
+	// Moving a task to another executor must not make completed work run
+	// again: the executor is not part of the definition.
+	moved := base
+	moved.Executor = "slurm"
+	if moved.Fingerprint() != fp {
+		t.Error("the executor changed the fingerprint")
+	}
+	if c := moved.Changed(&base); len(c) != 0 {
+		t.Errorf("Changed() after a change of executor = %v, want nothing", c)
+	}
 	changes := []func(s *Spec){
 		func(s *Spec) { s.Kind = "other" },
 		func(s *Spec) { s.Payload = []string{"python3", "train.py", "--x"} },

@@ -34,6 +34,50 @@ func TestValidIDNamesTheCharacter(t *testing.T) {
 	}
 }
 
+// An executor name is a lowercase identifier of at most MaxExecutorLen
+// bytes; whether it exists is not this package's to say.
+func TestValidExecutorName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"local", "slurm", "a", "my-cluster_2", strings.Repeat("x", MaxExecutorLen)} {
+		if why, ok := ValidExecutorName(name); !ok {
+			t.Errorf("ValidExecutorName(%q) = %q, false; want it accepted", name, why)
+		}
+	}
+	tests := []struct{ name, want string }{
+		{"", "must not be empty"},
+		{"Slurm", `"Slurm" is not an executor name: use a lowercase letter`},
+		{"2slurm", `"2slurm" is not an executor name`},
+		{"-x", `"-x" is not an executor name`},
+		{"_x", `"_x" is not an executor name`},
+		{"slurm.x", `"slurm.x" is not an executor name`},
+		{"sl urm", `"sl urm" is not an executor name`},
+		{"slurmé", `"slurmé" is not an executor name`},
+		{strings.Repeat("x", MaxExecutorLen+1), "is 33 bytes long; the limit is 32"},
+	}
+	for _, tt := range tests {
+		why, ok := ValidExecutorName(tt.name)
+		if ok || !strings.Contains(why, tt.want) {
+			t.Errorf("ValidExecutorName(%q) = %q, %v; want a refusal containing %q", tt.name, why, ok, tt.want)
+		}
+	}
+	// In a spec, empty means the default; anything else must be a name.
+	for _, tt := range []struct {
+		executor string
+		ok       bool
+	}{{"", true}, {"local", true}, {"slurm", true}, {"Local", false}} {
+		s := Spec{ID: "t", Executor: tt.executor}
+		s.Normalize()
+		err := s.Validate()
+		var te *Error
+		switch {
+		case tt.ok && err != nil:
+			t.Errorf("executor %q: Validate() = %v, want nil", tt.executor, err)
+		case !tt.ok && (!errors.As(err, &te) || te.Field != "executor" || !errors.Is(err, ErrInvalidTask)):
+			t.Errorf("executor %q: Validate() = %v, want an invalid-task error on field executor", tt.executor, err)
+		}
+	}
+}
+
 // Problems reports every problem of a spec, in field order; Validate the
 // first of them.
 func TestSpecProblems(t *testing.T) {
@@ -42,6 +86,7 @@ func TestSpecProblems(t *testing.T) {
 		ID:               "a b",
 		Dependencies:     []string{"x", "", "x", "a b", "x", ""},
 		Resources:        ResourceRequest{Device: "tpu"},
+		Executor:         "Slurm",
 		Timeout:          -5,
 		Retries:          -3,
 		RetryDelay:       -7,
@@ -62,6 +107,7 @@ func TestSpecProblems(t *testing.T) {
 		`task "a b": dependencies: "x" is listed twice`,
 		`dependency cycle: "a b" -> "a b"`,
 		`task "a b": resources.device: must be "cpu" or "cuda", not "tpu"`,
+		`task "a b": executor: "Slurm" is not an executor name: use a lowercase letter, then lowercase letters, digits, _ and -`,
 		`task "a b": timeout: must not be negative (got -5ns)`,
 		`task "a b": retries: must not be negative (got -3)`,
 		`task "a b": retry_delay: must not be negative (got -7ns)`,
@@ -155,6 +201,8 @@ func TestMessagesOfHostileSpecsAreShortLines(t *testing.T) {
 		{ID: huge, Dependencies: []string{huge, "", huge}, Env: map[string]string{huge + "=": junk, "V": junk}, Dir: junk, Artifacts: []string{junk}, OnComplete: []string{junk}},
 		{ID: junk, Dependencies: []string{junk}, Resources: ResourceRequest{Device: Device(junk)}},
 		{ID: "ok", Resources: ResourceRequest{Device: Device(huge)}},
+		{ID: "ok", Executor: huge},
+		{ID: "ok", Executor: junk[:30]},
 	}
 	cycle := make([]string, 100_001)
 	for i := range cycle {

@@ -29,19 +29,47 @@ type Workflow struct {
 	Path string
 	// Scheduling holds the file's scheduling settings.
 	Scheduling gpusched.Scheduling
+	// Executor is the executor of the tasks that name none, as applied to
+	// Tasks: Options.Executor, else the file's scheduling.executor; empty
+	// when neither sets one (the scheduler's default, local).
+	Executor string
 	// Tasks are the file's tasks in file order, with Dir made absolute
-	// (relative to the file's folder, which is also the default).
+	// (relative to the file's folder, which is also the default), and
+	// Executor set to the workflow's for those that name none.
 	Tasks []gpusched.TaskSpec
 
-	locs       []taskLoc      // where each of Tasks is in the file
-	schedLines map[string]int // scheduling key -> line
+	locs         []taskLoc      // where each of Tasks is in the file
+	schedLines   map[string]int // scheduling key -> line
+	executorFrom string         // Options.ExecutorFrom, when Options.Executor was applied
+}
+
+// Options changes how Parse and Load read a workflow.
+type Options struct {
+	// Executor, when not empty, is the executor of the tasks that name
+	// none, in place of the file's scheduling.executor: a task's own
+	// executor key still wins. It is what a command line's --executor
+	// gives. It must be a valid name (task.ValidExecutorName).
+	Executor string
+	// ExecutorFrom names where Executor came from in messages, e.g.
+	// "--executor"; empty means "the default executor".
+	ExecutorFrom string
 }
 
 // taskLoc is where a task and its fields are in the file.
 type taskLoc struct {
-	line   int         // the task's list item
-	fields []fieldLine // its keys, and its resources' as "resources.device"
+	line     int         // the task's list item
+	fields   []fieldLine // its keys, and its resources' as "resources.device"
+	executor source      // where its executor came from
 }
+
+// source says where a task's executor came from.
+type source uint8
+
+const (
+	ownExecutor      source = iota // its own executor key, or none at all
+	fileExecutor                   // the file's scheduling.executor
+	optionsExecutor                // Options.Executor
+)
 
 type fieldLine struct {
 	key  string
@@ -132,12 +160,15 @@ func plural(n int, one, many string) string {
 // submitting its tasks would make runs here, so a workflow that loads can be
 // run. When the file is invalid the error is an *ErrorList of every problem
 // found, each naming the file and line.
-func Load(path string) (*Workflow, error) {
+func Load(path string) (*Workflow, error) { return LoadWith(path, Options{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, opts Options) (*Workflow, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read workflow: %w", err)
 	}
-	return Parse(path, data)
+	return ParseWith(path, data, opts)
 }
 
 // Parse is Load on data already read from path.
@@ -148,13 +179,22 @@ func Load(path string) (*Workflow, error) {
 // with such a problem stays in the dependency graph, so that depending on
 // it is not reported as well, but its own fields are not validated
 // further. Invalid YAML stops everything at the first syntax error.
-func Parse(path string, data []byte) (*Workflow, error) {
+func Parse(path string, data []byte) (*Workflow, error) { return ParseWith(path, data, Options{}) }
+
+// ParseWith is Parse with options. An invalid Options.Executor is the only
+// problem it reports, without a line.
+func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
 	w := &Workflow{Path: path, schedLines: map[string]int{}}
-	p := &parser{path: path, base: filepath.Dir(abs), w: w}
+	p := &parser{path: path, base: filepath.Dir(abs), w: w, opts: opts}
+	if opts.Executor != "" {
+		if why, ok := task.ValidExecutorName(opts.Executor); !ok {
+			return nil, p.fail(&Error{Path: path, Msg: p.executorFrom() + ": " + why})
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -174,6 +214,7 @@ func Parse(path string, data []byte) (*Workflow, error) {
 		return nil, p.fail(&Error{Path: path, Msg: emptyWorkflow})
 	}
 	p.top(doc.Content[0])
+	p.applyExecutor()
 	if !p.schedBad {
 		if err := w.Scheduling.Validate(); err != nil {
 			p.add(w.locate(err))
@@ -226,6 +267,75 @@ func (p *parser) checkTasks() {
 	for _, pr := range dag.Check(specs, map[string]struct{}{}, MaxErrors) {
 		p.add(w.locateAt(pr.Index, public(pr.Err)))
 	}
+	p.checkExecutors()
+}
+
+// applyExecutor gives the tasks that name no executor the workflow's:
+// Options.Executor, else the file's scheduling.executor.
+func (p *parser) applyExecutor() {
+	w := p.w
+	from := fileExecutor
+	if p.opts.Executor != "" {
+		w.Executor, from = p.opts.Executor, optionsExecutor
+		w.executorFrom = p.executorFrom()
+	}
+	if w.Executor == "" {
+		return
+	}
+	for i := range w.Tasks {
+		if w.Tasks[i].Executor == "" {
+			w.Tasks[i].Executor = w.Executor
+			w.locs[i].executor = from
+		}
+	}
+}
+
+// executorFrom is how messages name Options.Executor.
+func (p *parser) executorFrom() string {
+	return cmp.Or(p.opts.ExecutorFrom, "the default executor")
+}
+
+// checkExecutors reports the executors that a fresh scheduler does not
+// have (the names are valid; ValidateTasks knows which exist): at each
+// task that names one itself, once for the workflow's.
+func (p *parser) checkExecutors() {
+	w := p.w
+	refused := map[string]string{} // name -> why a scheduler refuses it ("" if it does not)
+	workflowsSaid := false
+	for i := range w.Tasks {
+		t := &w.Tasks[i]
+		if t.Executor == "" || has(p.badKeys[i], taskKeys, "executor") {
+			continue
+		}
+		if _, ok := task.ValidExecutorName(t.Executor); !ok {
+			continue // Problems said it
+		}
+		why, seen := refused[t.Executor]
+		if !seen {
+			why = executorRefused(t.Executor)
+			refused[t.Executor] = why
+		}
+		if why == "" || (w.locs[i].executor != ownExecutor && workflowsSaid) {
+			continue
+		}
+		if w.locs[i].executor != ownExecutor {
+			workflowsSaid = true
+		}
+		err := &gpusched.TaskError{TaskID: t.ID, Field: "executor", Reason: why, Kind: gpusched.ErrInvalidTask}
+		p.add(w.locateAt(i, err))
+	}
+}
+
+// executorRefused says why ValidateTasks refuses the executor name, or ""
+// when it does not. It asks about a task of its own, which has nothing
+// else to refuse.
+func executorRefused(name string) string {
+	probe := gpusched.TaskSpec{ID: "executor-check", Payload: []string{"true"}, Executor: name}
+	var te *gpusched.TaskError
+	if err := gpusched.ValidateTasks([]gpusched.TaskSpec{probe}); errors.As(err, &te) && te.Field == "executor" {
+		return te.Reason
+	}
+	return ""
 }
 
 // fieldKey returns the task key a validation error is about: "resources"
@@ -251,7 +361,7 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 	return task.Spec{
 		ID: t.ID, Kind: t.Kind, Dependencies: t.Dependencies, Payload: t.Payload, Priority: t.Priority,
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
-		Timeout:   t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
+		Executor:  t.Executor, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
 		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
 	}
@@ -336,6 +446,11 @@ func (w *Workflow) locateAt(i int, err error) *Error {
 			err = &located
 		}
 		return &Error{Path: w.Path, Line: loc.lineOf("id"), Msg: err.Error(), Err: err}
+	case errors.As(err, &te) && te.Field == "executor" && loc.executor == fileExecutor:
+		// The file's default: said where it is set.
+		return &Error{Path: w.Path, Line: w.schedLines["executor"], Msg: "scheduling.executor: " + te.Reason, Err: err}
+	case errors.As(err, &te) && te.Field == "executor" && loc.executor == optionsExecutor:
+		return &Error{Path: w.Path, Msg: w.executorFrom + ": " + te.Reason, Err: err}
 	case errors.As(err, &te):
 		msg := err.Error()
 		field := te.Field
@@ -357,6 +472,7 @@ type parser struct {
 	path string
 	base string // the workflow file's folder, absolute
 	w    *Workflow
+	opts Options
 
 	errs     []*Error // every problem found, in the order found
 	badKeys  []uint64 // per task of w.Tasks: its keys (by taskKeys position) that had a problem
@@ -507,7 +623,7 @@ func (p *parser) top(n *yaml.Node) {
 }
 
 var schedulingKeys = []string{
-	"max_parallel_tasks", "timeout", "retries", "kill_grace",
+	"max_parallel_tasks", "executor", "timeout", "retries", "kill_grace",
 	"retry_delay", "retry_delay_max", "on_complete_timeout",
 	"gpu_safety_margin_mib", "gpu_cooldown", "gpu_placement", "visible_gpus",
 	"gpu_quarantine_after", "gpu_quarantine_for", "gpu_poll_interval",
@@ -525,6 +641,15 @@ func (p *parser) scheduling(n *yaml.Node) {
 		switch key {
 		case "max_parallel_tasks":
 			s.MaxParallelTasks, err = p.integer(v, where)
+		case "executor":
+			var name string
+			if name, err = p.executor(v, where); err == nil {
+				if why, ok := task.ValidExecutorName(name); !ok {
+					err = p.errorf(v, "%s: %s", where, why)
+				} else {
+					p.w.Executor = name
+				}
+			}
 		case "timeout":
 			s.DefaultTimeout, err = p.duration(v, where)
 		case "retries":
@@ -602,7 +727,7 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 }
 
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
-	"artifacts", "hash_artifacts", "on_complete", "retry_delay", "retry_on_exit_codes", "retry_on_timeout"}
+	"executor", "artifacts", "hash_artifacts", "on_complete", "retry_delay", "retry_on_exit_codes", "retry_on_timeout"}
 
 func (p *parser) tasks(n *yaml.Node) {
 	if n.Kind != yaml.SequenceNode {
@@ -687,6 +812,8 @@ func (p *parser) task(i int, tn *yaml.Node) {
 			}
 		case "resources":
 			t.Resources = p.resources(v, where, &loc)
+		case "executor":
+			t.Executor, err = p.executor(v, field)
 		case "artifacts":
 			t.Artifacts, err = p.strings(v, field)
 		case "hash_artifacts":
@@ -764,6 +891,16 @@ func (p *parser) scalar(n *yaml.Node, where string) (string, error) {
 		return "", p.errorf(n, "%s must be a single value, not %s", where, kindName(n))
 	}
 	return n.Value, nil
+}
+
+// executor reads an executor's name; whether it is a valid one is checked
+// with the task (or, for scheduling's, by the caller).
+func (p *parser) executor(n *yaml.Node, where string) (string, error) {
+	s, err := p.scalar(n, where)
+	if err == nil && s == "" {
+		err = p.errorf(n, "%s is empty: name an executor, e.g. local", where)
+	}
+	return s, err
 }
 
 func (p *parser) integer(n *yaml.Node, where string) (int, error) {
