@@ -38,9 +38,8 @@ type Workflow struct {
 	// Executor set to the workflow's for those that name none.
 	Tasks []gpusched.TaskSpec
 
-	locs         []taskLoc      // where each of Tasks is in the file
-	schedLines   map[string]int // scheduling key -> line
-	executorFrom string         // Options.ExecutorFrom, when Options.Executor was applied
+	locs       []taskLoc      // where each of Tasks is in the file
+	schedLines map[string]int // scheduling key -> line
 }
 
 // Options changes how Parse and Load read a workflow.
@@ -48,7 +47,8 @@ type Options struct {
 	// Executor, when not empty, is the executor of the tasks that name
 	// none, in place of the file's scheduling.executor: a task's own
 	// executor key still wins. It is what a command line's --executor
-	// gives. It must be a valid name (task.ValidExecutorName).
+	// gives. It must name an executor a scheduler has (local), whether or
+	// not a task takes it.
 	Executor string
 	// ExecutorFrom names where Executor came from in messages, e.g.
 	// "--executor"; empty means "the default executor".
@@ -181,8 +181,9 @@ func LoadWith(path string, opts Options) (*Workflow, error) {
 // further. Invalid YAML stops everything at the first syntax error.
 func Parse(path string, data []byte) (*Workflow, error) { return ParseWith(path, data, Options{}) }
 
-// ParseWith is Parse with options. An invalid Options.Executor is the only
-// problem it reports, without a line.
+// ParseWith is Parse with options. An Options.Executor that is not a
+// valid name, or that no scheduler has, is the only problem it reports,
+// without a line.
 func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -191,8 +192,12 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 	w := &Workflow{Path: path, schedLines: map[string]int{}}
 	p := &parser{path: path, base: filepath.Dir(abs), w: w, opts: opts}
 	if opts.Executor != "" {
-		if why, ok := task.ValidExecutorName(opts.Executor); !ok {
-			return nil, p.fail(&Error{Path: path, Msg: p.executorFrom() + ": " + why})
+		why, ok := task.ValidExecutorName(opts.Executor)
+		if ok {
+			why = executorRefused(opts.Executor)
+		}
+		if why != "" {
+			return nil, p.fail(&Error{Path: path, Msg: cmp.Or(opts.ExecutorFrom, "the default executor") + ": " + why})
 		}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -277,7 +282,6 @@ func (p *parser) applyExecutor() {
 	from := fileExecutor
 	if p.opts.Executor != "" {
 		w.Executor, from = p.opts.Executor, optionsExecutor
-		w.executorFrom = p.executorFrom()
 	}
 	if w.Executor == "" {
 		return
@@ -290,21 +294,17 @@ func (p *parser) applyExecutor() {
 	}
 }
 
-// executorFrom is how messages name Options.Executor.
-func (p *parser) executorFrom() string {
-	return cmp.Or(p.opts.ExecutorFrom, "the default executor")
-}
-
 // checkExecutors reports the executors that a fresh scheduler does not
-// have (the names are valid; ValidateTasks knows which exist): at each
-// task that names one itself, once for the workflow's.
+// have (ValidateTasks knows which exist): at each task that names one
+// itself, once for the file's scheduling.executor. Options.Executor was
+// checked before the file was read.
 func (p *parser) checkExecutors() {
 	w := p.w
 	refused := map[string]string{} // name -> why a scheduler refuses it ("" if it does not)
 	workflowsSaid := false
 	for i := range w.Tasks {
 		t := &w.Tasks[i]
-		if t.Executor == "" || has(p.badKeys[i], taskKeys, "executor") {
+		if t.Executor == "" || has(p.badKeys[i], taskKeys, "executor") || w.locs[i].executor == optionsExecutor {
 			continue
 		}
 		if _, ok := task.ValidExecutorName(t.Executor); !ok {
@@ -315,10 +315,10 @@ func (p *parser) checkExecutors() {
 			why = executorRefused(t.Executor)
 			refused[t.Executor] = why
 		}
-		if why == "" || (w.locs[i].executor != ownExecutor && workflowsSaid) {
+		if why == "" || (w.locs[i].executor == fileExecutor && workflowsSaid) {
 			continue
 		}
-		if w.locs[i].executor != ownExecutor {
+		if w.locs[i].executor == fileExecutor {
 			workflowsSaid = true
 		}
 		err := &gpusched.TaskError{TaskID: t.ID, Field: "executor", Reason: why, Kind: gpusched.ErrInvalidTask}
@@ -449,8 +449,6 @@ func (w *Workflow) locateAt(i int, err error) *Error {
 	case errors.As(err, &te) && te.Field == "executor" && loc.executor == fileExecutor:
 		// The file's default: said where it is set.
 		return &Error{Path: w.Path, Line: w.schedLines["executor"], Msg: "scheduling.executor: " + te.Reason, Err: err}
-	case errors.As(err, &te) && te.Field == "executor" && loc.executor == optionsExecutor:
-		return &Error{Path: w.Path, Msg: w.executorFrom + ": " + te.Reason, Err: err}
 	case errors.As(err, &te):
 		msg := err.Error()
 		field := te.Field
@@ -560,7 +558,9 @@ func (p *parser) fields(n *yaml.Node, where string, known []string, visit func(k
 		at := slices.Index(known, k.Value)
 		if at < 0 {
 			msg := fmt.Sprintf("%s: unknown key %s", where, q(k.Value))
-			if near := suggest.Closest(k.Value, slices.Values(known)); near != "" {
+			if hint, ok := misplaced[where+" "+k.Value]; ok {
+				msg += " (" + hint + ")"
+			} else if near := suggest.Closest(k.Value, slices.Values(known)); near != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", near)
 				keys.meant |= 1 << slices.Index(known, near)
 			} else {
@@ -599,6 +599,12 @@ func has(set uint64, known []string, key string) bool {
 }
 
 var topKeys = []string{"scheduling", "tasks"}
+
+// misplaced tells, by "where key", where a key that is unknown where it
+// was written belongs.
+var misplaced = map[string]string{
+	"workflow executor": "the default executor of a workflow's tasks goes under \"scheduling:\"",
+}
 
 func (p *parser) top(n *yaml.Node) {
 	var tasksKey, tasks *yaml.Node

@@ -26,9 +26,10 @@ const (
 func fullSpecs(base string) []gpusched.TaskSpec {
 	return []gpusched.TaskSpec{
 		{
-			ID:      "prepare",
-			Payload: []string{"python3", "prepare.py", "--shards", "3"},
-			Dir:     base,
+			ID:       "prepare",
+			Payload:  []string{"python3", "prepare.py", "--shards", "3"},
+			Dir:      base,
+			Executor: "local",
 		},
 		{
 			ID:           "train",
@@ -40,6 +41,7 @@ func fullSpecs(base string) []gpusched.TaskSpec {
 			Env:          map[string]string{"SEED": "1", "MODE": "fast"},
 			Dir:          filepath.Join(base, "jobs", "train"),
 			Resources:    gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 4096, Exclusive: false},
+			Executor:     "local",
 		},
 		{
 			ID:           "report",
@@ -48,6 +50,7 @@ func fullSpecs(base string) []gpusched.TaskSpec {
 			Retries:      gpusched.NoRetries,
 			Timeout:      gpusched.NoTimeout,
 			Dir:          "/srv/reports",
+			Executor:     "local",
 		},
 	}
 }
