@@ -9,13 +9,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/workflow"
 )
 
 func newPlanCmd() *cobra.Command {
 	var runDir string
 	var asJSON bool
+	var executor string
 	c := &cobra.Command{
-		Use:   "plan WORKFLOW [--run-dir DIR] [--json]",
+		Use:   "plan WORKFLOW [--run-dir DIR] [--executor NAME] [--json]",
 		Short: "Show what running a workflow again would run, and why",
 		Long: `Show, task by task, what "gpusched run" would do on the run directory:
 keep a task that completed earlier, or run it, and why:
@@ -29,19 +31,28 @@ keep a task that completed earlier, or run it, and why:
   complete, kept                 nothing to do
 
 Nothing runs and nothing is written; the run directory is not locked, so
-this works while a run is going. Same as "gpusched run --dry-run".`,
+this works while a run is going. Same as "gpusched run --dry-run".
+
+--executor NAME judges the tasks as "gpusched run --executor NAME" would
+run them. A task's executor is not part of its definition: moving it to
+another executor does not make it run again.`,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
-			return runPlan(c.OutOrStdout(), args[0], runDir, asJSON)
+			opts, err := executorOptions(c, executor)
+			if err != nil {
+				return err
+			}
+			return runPlan(c.OutOrStdout(), args[0], runDir, asJSON, opts)
 		},
 	}
+	addExecutorFlag(c, &executor)
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
 	return c
 }
 
-func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool) error {
-	wf, err := loadWorkflow(workflowPath)
+func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflow.Options) error {
+	wf, err := loadWorkflowWith(workflowPath, opts)
 	if err != nil {
 		return err
 	}

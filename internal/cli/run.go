@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/workflow"
 )
 
 func newRunCmd() *cobra.Command {
@@ -22,8 +23,9 @@ func newRunCmd() *cobra.Command {
 	var jobs int
 	var dryRun bool
 	var out runOutput
+	var executor string
 	c := &cobra.Command{
-		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--no-progress] [--events FILE]",
+		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--executor NAME] [--no-progress] [--events FILE]",
 		Short: "Run a workflow's tasks to the end",
 		Long: `Run the tasks of WORKFLOW (a YAML file) until every one has completed,
 failed, or been blocked by a failed dependency.
@@ -56,6 +58,10 @@ again), "duration_s" (of an attempt) and "retry_at" (when a retried task's
 next attempt may start). An attempt that ends gives
 attempt-ended, then complete, retrying, failed or cancelled.
 
+--executor NAME runs the tasks that name no executor on NAME, in place of
+the workflow's scheduling.executor; a task's own executor key still wins.
+The executors: local (subprocesses on this machine, the default).
+
 WORKFLOW "-" reads the workflow from standard input. A workflow that does
 not come from a file in a folder of its own ("-", a pipe, /dev/stdin,
 <(...)) has the current folder in its place: its tasks' relative dirs are
@@ -73,8 +79,12 @@ cancelled, or the run was interrupted; 2 the workflow or the command line
 is invalid (nothing ran).`,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
+			opts, err := executorOptions(c, executor)
+			if err != nil {
+				return err
+			}
 			if dryRun {
-				return runPlan(c.OutOrStdout(), args[0], runDir, false)
+				return runPlan(c.OutOrStdout(), args[0], runDir, false, opts)
 			}
 			if c.Flags().Changed("jobs") && jobs < 1 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
@@ -85,7 +95,7 @@ is invalid (nothing ran).`,
 			defer stop.release()
 			c.SetContext(stop.ctx)
 			return stop.result(func() error {
-				w, err := loadWorkflow(args[0])
+				w, err := loadWorkflowWith(args[0], opts)
 				if err != nil || stop.interrupted() {
 					return err
 				}
@@ -110,10 +120,30 @@ is invalid (nothing ran).`,
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "run at most N tasks at once (default: the workflow's max_parallel_tasks, else the number of CPUs)")
+	addExecutorFlag(c, &executor)
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would run and why (as \"gpusched plan\"); run nothing")
 	c.Flags().BoolVar(&out.noProgress, "no-progress", false, "no live display on a terminal: one timestamped line per change")
 	c.Flags().StringVar(&out.events, "events", "", "write one JSON object per event to FILE (\"-\": stdout; the human output goes to stderr)")
 	return c
+}
+
+// addExecutorFlag gives c (run, validate, plan: they judge the same tasks)
+// the --executor flag.
+func addExecutorFlag(c *cobra.Command, name *string) {
+	c.Flags().StringVar(name, "executor", "", "run the tasks that name no executor on `NAME` (local), in place of the workflow's scheduling.executor")
+}
+
+// executorOptions checks the --executor flag, if given, and returns the
+// workflow options it makes: an invalid or unknown name is invalid input,
+// said on one line that names the flag.
+func executorOptions(c *cobra.Command, name string) (workflow.Options, error) {
+	if !c.Flags().Changed("executor") {
+		return workflow.Options{}, nil
+	}
+	if why := workflow.ExecutorProblem(name); why != "" {
+		return workflow.Options{}, inputf("--executor: %s", why)
+	}
+	return workflow.Options{Executor: name, ExecutorFrom: "--executor"}, nil
 }
 
 // runOutput is how a run reports as it goes.

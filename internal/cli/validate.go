@@ -9,18 +9,26 @@ import (
 )
 
 func newValidateCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate WORKFLOW",
+	var executor string
+	c := &cobra.Command{
+		Use:   "validate WORKFLOW [--executor NAME]",
 		Short: "Check a workflow file without running anything",
 		Long: `Check WORKFLOW as "gpusched run" would: syntax, unknown keys, field values,
 duplicate ids, unknown dependencies and cycles; and, when it has GPU tasks,
 that nvidia-smi is there and that no memory request is larger than every
 card. Every problem found is reported, one line each with its file and line,
 in file order (at most 20, then how many more). Nothing runs and nothing is
-written. Exit code 0 if it is valid, 2 if not.`,
+written. Exit code 0 if it is valid, 2 if not.
+
+--executor NAME judges the tasks as "gpusched run --executor NAME" would
+run them: the tasks that name no executor on NAME.`,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
-			w, err := loadWorkflow(args[0])
+			opts, err := executorOptions(c, executor)
+			if err != nil {
+				return err
+			}
+			w, err := loadWorkflowWith(args[0], opts)
 			if err != nil {
 				return err
 			}
@@ -31,4 +39,6 @@ written. Exit code 0 if it is valid, 2 if not.`,
 			return nil
 		},
 	}
+	addExecutorFlag(c, &executor)
+	return c
 }

@@ -29,28 +29,37 @@ const (
 // workflow (and the line), invalid input for exitCode, including a file
 // that cannot be read.
 func loadWorkflow(arg string) (*workflow.Workflow, error) {
-	return readWorkflow(arg, os.Stdin)
+	return loadWorkflowWith(arg, workflow.Options{})
+}
+
+// loadWorkflowWith is loadWorkflow with options (the --executor flag's).
+func loadWorkflowWith(arg string, opts workflow.Options) (*workflow.Workflow, error) {
+	return readWorkflowWith(arg, os.Stdin, opts)
 }
 
 func readWorkflow(arg string, stdin io.Reader) (*workflow.Workflow, error) {
+	return readWorkflowWith(arg, stdin, workflow.Options{})
+}
+
+func readWorkflowWith(arg string, stdin io.Reader, opts workflow.Options) (*workflow.Workflow, error) {
 	if arg == stdinArg {
 		data, err := io.ReadAll(stdin)
 		if err != nil {
 			return nil, unreadable(stdinName, err)
 		}
 		// A name without a folder: its folder is the current one.
-		return workflow.Parse(stdinName, data)
+		return workflow.ParseWith(stdinName, data, opts)
 	}
 	data, err := os.ReadFile(arg)
 	if err != nil {
 		return nil, unreadable(arg, err)
 	}
 	if hasFolder(arg) {
-		return workflow.Parse(arg, data)
+		return workflow.ParseWith(arg, data, opts)
 	}
 	// Parsed under a stand-in name without a folder, so that the current
 	// folder is the tasks' base; messages then name it as given.
-	w, err := workflow.Parse(stdinName, data)
+	w, err := workflow.ParseWith(stdinName, data, opts)
 	if err != nil {
 		return nil, renameWorkflowErrors(err, stdinName, arg)
 	}

@@ -66,9 +66,9 @@ type taskLoc struct {
 type source uint8
 
 const (
-	ownExecutor      source = iota // its own executor key, or none at all
-	fileExecutor                   // the file's scheduling.executor
-	optionsExecutor                // Options.Executor
+	ownExecutor     source = iota // its own executor key, or none at all
+	fileExecutor                  // the file's scheduling.executor
+	optionsExecutor               // Options.Executor
 )
 
 type fieldLine struct {
@@ -192,11 +192,7 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 	w := &Workflow{Path: path, schedLines: map[string]int{}}
 	p := &parser{path: path, base: filepath.Dir(abs), w: w, opts: opts}
 	if opts.Executor != "" {
-		why, ok := task.ValidExecutorName(opts.Executor)
-		if ok {
-			why = executorRefused(opts.Executor)
-		}
-		if why != "" {
+		if why := ExecutorProblem(opts.Executor); why != "" {
 			return nil, p.fail(&Error{Path: path, Msg: cmp.Or(opts.ExecutorFrom, "the default executor") + ": " + why})
 		}
 	}
@@ -324,6 +320,16 @@ func (p *parser) checkExecutors() {
 		err := &gpusched.TaskError{TaskID: t.ID, Field: "executor", Reason: why, Kind: gpusched.ErrInvalidTask}
 		p.add(w.locateAt(i, err))
 	}
+}
+
+// ExecutorProblem says why name cannot be given as Options.Executor: it is
+// not a valid name, or a scheduler with the built-in executors does not
+// have it (gpusched.ValidateTasks refuses it); "" when it can.
+func ExecutorProblem(name string) string {
+	if why, ok := task.ValidExecutorName(name); !ok {
+		return why
+	}
+	return executorRefused(name)
 }
 
 // executorRefused says why ValidateTasks refuses the executor name, or ""
