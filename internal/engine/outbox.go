@@ -141,6 +141,7 @@ func (ev deliveredEvent) apply(e *Engine) {
 	if ev.err == nil {
 		head.Acked = now
 		e.outbox = e.outbox[1:]
+		e.eventAcked(head.TaskID)
 	} else {
 		head.Tries++
 		head.triesNow++
