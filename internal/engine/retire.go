@@ -12,9 +12,10 @@ import (
 // Retirement.
 //
 // With Config.Retire, a finished task (complete, failed, blocked or
-// cancelled) leaves the loop's memory once its end is committed, unless a
-// Wait is watching it or its completion event is not delivered yet. Its
-// record stays in the store, where the engine reads it when it needs it
+// cancelled) leaves the loop's memory once its end is committed and its
+// completion event, if it has one, is delivered. (A Wait does not hold a
+// task: it takes the task's record as the task finishes.) Its record stays
+// in the store, where the engine reads it when it needs it
 // again, so what the engine keeps does not grow with the tasks it has
 // finished:
 //
@@ -67,9 +68,6 @@ func (e *Engine) retire() {
 	for _, n := range c {
 		if e.tasks[n.spec.ID] != n || !n.rec.State.Terminal() || n.cancel != nil {
 			continue
-		}
-		if _, watched := e.svc.watched[n]; watched {
-			continue // retired once its waiters have their answer
 		}
 		if _, pending := e.outboxSpecs[n.spec.ID]; pending {
 			continue // retired once its completion event is delivered

@@ -203,7 +203,6 @@ func (ev unwaitEvent) apply(e *Engine) {
 		}
 		if len(ws) == 0 {
 			delete(e.svc.watched, n)
-			e.queueRetire(n)
 		} else {
 			e.svc.watched[n] = ws
 		}
