@@ -93,6 +93,7 @@ func (e *Engine) queueEvent(n *node, attempt int) {
 	e.effects = append(e.effects, func(err error) {
 		if err == nil {
 			e.outbox = append(e.outbox, ev)
+			e.svc.eventsPending[ev.TaskID]++
 		}
 	})
 }

@@ -77,20 +77,14 @@ func (e *Engine) retire() {
 	}
 }
 
-// eventAcked is told that a task's completion event was delivered: its
-// definition is no longer needed for events, unless another event of the
-// task waits, and the task may be retired.
+// eventAcked is told that a task's completion event was delivered: unless
+// another event of the task waits, its definition is no longer needed for
+// events, and the task may be retired.
 func (e *Engine) eventAcked(taskID string) {
-	for _, ev := range e.outbox {
-		if ev.TaskID == taskID {
-			return
-		}
+	if e.svc.eventsPending[taskID]--; e.svc.eventsPending[taskID] > 0 {
+		return
 	}
-	for _, ev := range e.batch.Events { // queued this turn, not yet in the outbox
-		if ev.TaskID == taskID && ev.Acked.IsZero() {
-			return
-		}
-	}
+	delete(e.svc.eventsPending, taskID)
 	delete(e.outboxSpecs, taskID)
 	if n := e.tasks[taskID]; n != nil {
 		e.queueRetire(n)

@@ -39,12 +39,21 @@ type service struct {
 	retired int
 	// candidates are tasks that may be retirable after this turn.
 	candidates []*node
+	// eventsPending counts each task's completion events in the outbox,
+	// so that what the outbox keeps of a task goes with its last event.
+	eventsPending map[string]int
 }
 
+// initService readies the service's state as the loop starts, once Open
+// has loaded the store.
 func (e *Engine) initService() {
 	e.svc.firstSeq = e.nextSeq
 	e.svc.watched = map[*node][]*waiter{}
 	e.svc.keys.init()
+	e.svc.eventsPending = map[string]int{}
+	for _, ev := range e.outbox {
+		e.svc.eventsPending[ev.TaskID]++
+	}
 }
 
 // afterTurn ends a turn of the loop, once its batch is committed: it

@@ -202,8 +202,8 @@ func (e *Engine) publish(ev Event) {
 	}
 }
 
-// closeService ends what the service holds when the loop ends: the
-// subscriptions, and the waiters (they see the engine closed).
+// closeService ends the subscriptions when the loop ends. (Waiters see the
+// engine closed.)
 func (e *Engine) closeService() {
 	for _, sub := range e.svc.subs {
 		sub.end(ErrClosed)

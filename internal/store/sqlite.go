@@ -593,6 +593,15 @@ func (s *SQLite) Load() ([]Row, error) {
 
 // LookupTask reads task id with its attempts and artifacts.
 func (s *SQLite) LookupTask(id string) (Row, bool, error) {
+	// Most lookups are of ids never used (is a new task's id free?): one
+	// indexed read answers them, without the transaction load needs.
+	var one int
+	switch err := s.db.QueryRow("SELECT 1 FROM tasks WHERE id = ?", id).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return Row{}, false, nil
+	case err != nil:
+		return Row{}, false, s.corrupt(fmt.Errorf("read task %q from state db %s: %w", id, s.path, err))
+	}
 	out, err := s.load(id)
 	if err != nil || len(out) == 0 {
 		return Row{}, false, s.corrupt(err)
