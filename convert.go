@@ -70,7 +70,7 @@ var eventKinds = [...]EventKind{
 	engine.Started: EventStarted, engine.Retrying: EventRetrying, engine.Completed: EventComplete,
 	engine.Failed: EventFailed, engine.TaskBlocked: EventBlocked, engine.TaskCancelled: EventCancelled,
 	engine.DeliveryFailed: EventDeliveryFailed, engine.CardQuarantined: EventCardQuarantined,
-	engine.GPUUnknown: EventGPUUnknown, engine.GPUKnown: EventGPUKnown,
+	engine.GPUUnknown: EventGPUUnknown, engine.GPUKnown: EventGPUKnown, engine.Adopted: EventAdopted,
 }
 
 func publicEvent(ev engine.Event) Event {
@@ -79,7 +79,7 @@ func publicEvent(ev engine.Event) Event {
 		k = eventKinds[ev.Kind]
 	}
 	return Event{Time: ev.Time, Kind: k, TaskID: ev.TaskID, Attempt: Attempt(ev.Attempt), BlockedBy: ev.BlockedBy,
-		Error: ev.Error, Rerun: ev.Rerun, Card: ev.Card, RetryAt: ev.RetryAt}
+		Error: ev.Error, Rerun: ev.Rerun, Card: ev.Card, RetryAt: ev.RetryAt, Ended: ev.Ended}
 }
 
 // publicObserver adapts an observer of public events to the engine's.

@@ -69,14 +69,14 @@ func TestSpecConversionKeepsEveryField(t *testing.T) {
 
 // Every event kind of the engine has a public kind of the same name.
 func TestEveryEventKindIsPublic(t *testing.T) {
-	for k := engine.Started; k <= engine.GPUKnown; k++ {
+	for k := engine.Started; k <= engine.Adopted; k++ {
 		got := publicEvent(engine.Event{Kind: k}).Kind
 		if got == 0 || got.String() != k.String() {
 			t.Errorf("engine kind %s becomes %v", k, got)
 		}
 	}
-	if s := engine.EventKind(engine.GPUKnown + 1).String(); s != "event(11)" {
-		t.Errorf("the engine has an event kind after GPUKnown (%s): add it to EventKind and eventKinds", s)
+	if s := engine.EventKind(engine.Adopted + 1).String(); s != "event(12)" {
+		t.Errorf("the engine has an event kind after Adopted (%s): add it to EventKind and eventKinds", s)
 	}
 }
 

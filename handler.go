@@ -157,7 +157,7 @@ func (CommandHandler) OnComplete(ctx context.Context, ev CompletionEvent) error 
 		"GPUSCHED_ATTEMPT=" + strconv.Itoa(ev.Attempt), "CUDA_VISIBLE_DEVICES="}, ev.Spec.Env, ev.Env)
 	res := (&local.Executor{}).Execute(ctx, executor.Job{
 		TaskID: ev.TaskID, Args: argv, Env: env, Dir: ev.Spec.Dir, LogPath: ev.LogPath, LogRoot: ev.RunDir, KillGrace: 10 * time.Second,
-	}, nil)
+	}, executor.Hooks{})
 	switch {
 	case res.Err != nil:
 		return fmt.Errorf("on_complete: %w", res.Err)

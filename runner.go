@@ -5,6 +5,7 @@ package gpusched
 // their processes, and handing completion events and failures to handlers.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,9 +25,13 @@ import (
 // runner carries out attempts for the engine: handler, executor, verdict.
 type runner struct{ s *Scheduler }
 
-func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func(executor.Process)) engine.Outcome {
+func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks executor.Hooks) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
 	t := publicSpec(req.Spec) // the task as the handler sees it
+	ex, err := r.s.executorFor(req.Spec)
+	if err != nil {
+		return r.failBeforeStart(req, err)
+	}
 	if p, ok := h.(Preparer); ok {
 		if err := p.Prepare(ctx, t, req.Number); err != nil {
 			return r.failBeforeStart(req, fmt.Errorf("prepare: %w", err))
@@ -40,19 +45,70 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, started func
 	if dir == "" {
 		dir = req.Spec.Dir
 	}
-	job := executor.Job{
+	job := r.job(req)
+	job.Args, job.Env, job.Dir = cmd.Args, r.env(req, cmd.Env), dir
+	return r.Finish(ctx, req, ex.Execute(ctx, job, hooks))
+}
+
+// job is the executor's job for an attempt, less what its handler makes of
+// the task (Args, Env, Dir): what is needed to find it again, too.
+func (r runner) job(req engine.AttemptRequest) executor.Job {
+	return executor.Job{
 		TaskID:    req.Spec.ID,
 		Attempt:   req.Number,
-		Args:      cmd.Args,
-		Env:       r.env(req, cmd.Env),
-		Dir:       dir,
 		LogPath:   req.LogPath,
+		Timeout:   req.Timeout,
 		KillGrace: r.s.settings.KillGrace,
 		KillNow:   req.KillNow,
 		LogRoot:   r.s.runDir,
 		Token:     r.s.token(req.Spec.ID, req.Number),
 	}
-	res := r.s.exec.Execute(ctx, job, started)
+}
+
+// Recover asks each executor, once, about the orphans whose handles it
+// made (or, for an orphan without a handle, its task's executor's).
+func (r runner) Recover(orphans []engine.Orphan) []executor.Recovery {
+	out := make([]executor.Recovery, len(orphans))
+	byExec := map[string][]int{}
+	var names []string
+	for i, o := range orphans {
+		name := o.Handle.Executor
+		if name == "" {
+			name = cmp.Or(specExecutor(o.Req.Spec), r.s.defaultExecutor)
+		}
+		if _, ok := byExec[name]; !ok {
+			names = append(names, name)
+		}
+		byExec[name] = append(byExec[name], i)
+	}
+	for _, name := range names {
+		idx := byExec[name]
+		ex := r.s.executors[name]
+		if ex == nil {
+			// Its executor is not registered in this scheduler: nothing
+			// can find the attempt.
+			for _, i := range idx {
+				out[i].Result = executor.Result{Reason: executor.Lost, End: time.Now(),
+					Err: fmt.Errorf("its executor %q is not registered in this scheduler", name)}
+			}
+			continue
+		}
+		batch := make([]executor.Orphan, len(idx))
+		for k, i := range idx {
+			batch[k] = executor.Orphan{Job: r.job(orphans[i].Req), Handle: orphans[i].Handle}
+		}
+		for k, rc := range ex.Recover(batch) {
+			out[idx[k]] = rc
+		}
+	}
+	return out
+}
+
+// Finish judges an attempt's result: its kind's handler, its artifacts,
+// and, for a GPU task that failed, whether it ran out of GPU memory.
+func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res executor.Result) engine.Outcome {
+	h := r.s.handlers[req.Spec.Kind]
+	t := publicSpec(req.Spec)
 	out := engine.Outcome{Result: res}
 	if res.Err != nil {
 		out.Verdict = res.Err

@@ -33,21 +33,24 @@ type Scheduler struct {
 	runTag   string // a short digest of runDir, prefix of attempt tokens
 	settings Scheduling
 	handlers map[string]Handler // fixed at New
-	exec     executor.Executor
-	probe    gpu.Probe
-	smi      bool // probe is the real nvidia-smi
-	engine   *engine.Engine
-	lock     *os.File
+	// executors by name, fixed at New; defaultExecutor runs the tasks
+	// that name none.
+	executors       map[string]executor.Executor
+	defaultExecutor string
+	probe           gpu.Probe
+	smi             bool // probe is the real nvidia-smi
+	engine          *engine.Engine
+	lock            *os.File
 }
 
 // Option configures a Scheduler.
 type Option func(*options)
 
 type options struct {
-	handlers map[string]Handler
-	observer func(Event)
-	exec     executor.Executor
-	probe    gpu.Probe // nil: nvidia-smi
+	handlers  map[string]Handler
+	observer  func(Event)
+	executors map[string]executor.Executor
+	probe     gpu.Probe // nil: nvidia-smi
 }
 
 // WithHandler registers h for tasks of the given kind, replacing any
@@ -71,16 +74,16 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{handlers: map[string]Handler{task.DefaultKind: CommandHandler{}}}
+	o := options{handlers: map[string]Handler{task.DefaultKind: CommandHandler{}}, executors: map[string]executor.Executor{}}
 	for _, opt := range opts {
 		opt(&o)
-	}
-	if o.exec == nil {
-		o.exec = &local.Executor{}
 	}
 	abs, err := filepath.Abs(runDir)
 	if err != nil {
 		return nil, fmt.Errorf("run directory %s: %w", runDir, err)
+	}
+	if o.executors[local.Name] == nil {
+		o.executors[local.Name] = defaultLocal(abs)
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
@@ -94,7 +97,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		lock.Close()
 		return nil, err
 	}
-	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, exec: o.exec, lock: lock, probe: o.probe}
+	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
+		executors: o.executors, defaultExecutor: local.Name}
 	sum := sha256.Sum256([]byte(abs))
 	sc.runTag = fmt.Sprintf("%x", sum[:6])
 	if sc.probe == nil {
@@ -112,7 +116,6 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		Store:             st,
 		Runner:            runner{sc},
 		Observer:          publicObserver(o.observer),
-		Reap:              local.KillStale,
 		Token:             sc.token,
 		WantsEvent:        sc.wantsEvent,
 		Deliver:           sc.deliver,

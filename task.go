@@ -156,6 +156,15 @@ type Attempt struct {
 	// the GPU memory it was promised): it did not use up a retry. Error
 	// says why.
 	NotCharged bool `json:"not_charged,omitempty"`
+	// Adopted is set when the attempt outlived the scheduler that started
+	// it and was adopted by a later one (it kept running, or its end was
+	// recorded from what its supervisor wrote).
+	Adopted bool `json:"adopted,omitempty"`
+	// EndReason says how it ended, as its executor tells: exited,
+	// signalled, timed-out, cancelled, lost, preempted, node-failure,
+	// infrastructure, unrunnable; empty while it runs or for attempts
+	// recorded before gpusched knew.
+	EndReason string `json:"end_reason,omitempty"`
 	// Error says why the attempt failed when the exit code alone doesn't:
 	// the command could not start, the handler rejected the result, ...
 	Error string `json:"error,omitempty"`
@@ -246,6 +255,9 @@ type Event struct {
 	// earliest (a retry delay, or a back-off after a fault of the
 	// environment); zero when it may start at once.
 	RetryAt time.Time
+	// Ended, for EventAdopted: the attempt had ended while no scheduler
+	// watched it.
+	Ended bool
 }
 
 // EventKind says what an Event reports.
@@ -270,11 +282,18 @@ const (
 	EventGPUUnknown
 	// EventGPUKnown: the GPUs can be read again after EventGPUUnknown.
 	EventGPUKnown
+	// EventAdopted: an attempt that an earlier scheduler on this run
+	// directory left running was adopted: it runs on, watched by this one
+	// (Event.Attempt.Start is its real start). With Event.Ended, it had
+	// ended while no scheduler watched, and its end follows, recorded from
+	// its result.
+	EventAdopted
 )
 
 var eventKindNames = [...]string{EventStarted: "started", EventRetrying: "retrying", EventComplete: "complete",
 	EventFailed: "failed", EventBlocked: "blocked", EventCancelled: "cancelled", EventDeliveryFailed: "event-failed",
-	EventCardQuarantined: "card-quarantined", EventGPUUnknown: "gpu-unknown", EventGPUKnown: "gpu-known"}
+	EventCardQuarantined: "card-quarantined", EventGPUUnknown: "gpu-unknown", EventGPUKnown: "gpu-known",
+	EventAdopted: "adopted"}
 
 // String returns the kind's name, as --events writes it, e.g. "started".
 func (k EventKind) String() string {

@@ -25,6 +25,7 @@ const (
 	evEventFailed     = "event-failed"     // a completion handler (on_complete) failed; it is retried
 	evGPUUnknown      = "gpu-unknown"      // the GPUs cannot be read (nvidia-smi fails or hangs); GPU tasks wait
 	evGPUKnown        = "gpu-known"        // the GPUs can be read again
+	evAdopted         = "adopted"          // an attempt left running by an earlier scheduler was adopted
 )
 
 // eventJSONLine is one line of --events. Fields that do not apply to an
@@ -104,6 +105,14 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 		l.Event, l.Error = evGPUUnknown, ev.Error
 	case gpusched.EventGPUKnown:
 		l.Event = evGPUKnown
+	case gpusched.EventAdopted:
+		l.Event, l.Card, l.Log = evAdopted, a.GPU, a.LogPath
+		if a.GPU != nil {
+			l.MemoryMiB = a.MemRequestedMiB
+		}
+		if ev.Ended {
+			l.Error = "ended while no scheduler ran"
+		}
 	default:
 		l.Event = ev.Kind.String()
 	}

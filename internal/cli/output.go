@@ -88,6 +88,18 @@ func eventLine(ev gpusched.Event) string {
 		return fmt.Sprintf("%s gpu       %s", ts, ev.Error)
 	case gpusched.EventGPUKnown:
 		return fmt.Sprintf("%s gpu       nvidia-smi answers again; GPU tasks may start", ts)
+	case gpusched.EventAdopted:
+		if ev.Ended {
+			return fmt.Sprintf("%s adopted   %s (attempt %d ended while no scheduler ran; its result is recorded)", ts, ev.TaskID, a.Number)
+		}
+		detail := fmt.Sprintf("attempt %d, running since %s", a.Number, a.Start.Format("2006-01-02 15:04:05"))
+		if a.PID > 0 {
+			detail += fmt.Sprintf(", pid %d", a.PID)
+		}
+		if a.GPU != nil {
+			detail += fmt.Sprintf(", card %d, %d MiB", *a.GPU, a.MemRequestedMiB)
+		}
+		return fmt.Sprintf("%s adopted   %s (%s)", ts, ev.TaskID, detail)
 	}
 	return ""
 }
@@ -116,7 +128,8 @@ func (p *plainDisplay) observe(ev gpusched.Event) {
 			return
 		}
 	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventComplete, gpusched.EventFailed,
-		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown,
+		gpusched.EventAdopted:
 	}
 	if line := eventLine(ev); line != "" {
 		p.q.add(line + "\n")

@@ -156,6 +156,9 @@ func (f progressFrame) render(width, height int) string {
 		if t.attempt > 1 {
 			fmt.Fprintf(&b, "  attempt %d", t.attempt)
 		}
+		if t.adopted {
+			b.WriteString("  adopted")
+		}
 		b.WriteString("\n")
 	}
 	if more > 0 {

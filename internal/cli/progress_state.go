@@ -38,6 +38,7 @@ type runningTask struct {
 	start   time.Time
 	card    *int
 	reqMiB  int64
+	adopted bool // started by an earlier scheduler, adopted by this one
 }
 
 func newProgressState(total int) progressState {
@@ -90,11 +91,17 @@ func (s *progressState) apply(ev gpusched.Event) {
 		s.gpuUnknown = ev.Error
 	case gpusched.EventGPUKnown:
 		s.gpuUnknown = ""
+	case gpusched.EventAdopted:
+		if !ev.Ended {
+			s.set(ev.TaskID, gpusched.StateRunning)
+			s.running[ev.TaskID] = runningTask{id: ev.TaskID, attempt: a.Number, start: a.Start, card: a.GPU, reqMiB: a.MemRequestedMiB, adopted: true}
+		}
 	case gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined:
 	}
 	switch ev.Kind {
 	case gpusched.EventRetrying, gpusched.EventFailed, gpusched.EventCancelled,
-		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown,
+		gpusched.EventAdopted:
 		s.addLine(eventLine(ev))
 	case gpusched.EventStarted, gpusched.EventComplete, gpusched.EventBlocked:
 	}

@@ -191,11 +191,35 @@ func (ev submitEvent) apply(e *Engine) {
 	ndeps := 0
 	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.Specs))
 	for i, s := range ev.Specs {
+		fp := ""
+		if ev.Fingerprint != nil {
+			fp = ev.Fingerprint[i]
+		}
+		if n := e.adopted[s.ID]; n != nil {
+			// Running when its scheduler died, adopted since: this
+			// submission takes it over as it is.
+			e.claim(n, s, ev.JSON[i], fp)
+			wasReady, wasDelayed := n.inReady, n.inDelayed
+			retryAt := n.rec.RetryAt
+			e.unready(n) // its place in the queues depends on its seq
+			n.seq = e.nextSeq
+			n.rec.Submitted = now
+			n.claimed = true
+			if wasDelayed {
+				n.rec.RetryAt = retryAt
+				e.delay(n)
+			} else if wasReady {
+				e.makeReady(n)
+			}
+			e.nextSeq++
+			e.tasks[s.ID] = n
+			nodes[i] = n
+			ndeps += len(s.Dependencies)
+			continue
+		}
 		n := &store[i]
 		*n = node{spec: s, specJSON: ev.JSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
-		if ev.Fingerprint != nil {
-			n.fingerprint = ev.Fingerprint[i]
-		}
+		n.fingerprint = fp
 		if s.Resources.GPU() {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
 		}
@@ -260,7 +284,12 @@ func (ev submitEvent) apply(e *Engine) {
 	}
 	for i := 0; i < len(queue); i++ {
 		n := queue[i]
-		e.admit(n)
+		if n.claimed {
+			n.claimed = false // its state is its adopted attempt's
+			e.writeTask(n)
+		} else {
+			e.admit(n)
+		}
 		for _, c := range n.dependents { // all of them are in this batch
 			if c.inBatch--; c.inBatch == 0 {
 				queue = append(queue, c)
@@ -329,6 +358,9 @@ type cancelEvent struct {
 
 func (ev cancelEvent) apply(e *Engine) {
 	n := e.tasks[ev.id]
+	if n == nil {
+		n = e.adopted[ev.id]
+	}
 	if n == nil {
 		switch r, err := e.retiredNode(ev.id); {
 		case err != nil:
@@ -408,11 +440,12 @@ const (
 	CardQuarantined                      // a GPU went into quarantine (Card, Error say which and why)
 	GPUUnknown                           // the GPUs cannot be read (Error says why); GPU tasks wait
 	GPUKnown                             // the GPUs can be read again after GPUUnknown
+	Adopted                              // an attempt an earlier scheduler left running was adopted (Ended: it had ended meanwhile)
 )
 
 var eventNames = [...]string{Started: "started", Retrying: "retrying", Completed: "complete", Failed: "failed", TaskBlocked: "blocked",
 	TaskCancelled: "cancelled", DeliveryFailed: "event-failed", CardQuarantined: "card-quarantined",
-	GPUUnknown: "gpu-unknown", GPUKnown: "gpu-known"}
+	GPUUnknown: "gpu-unknown", GPUKnown: "gpu-known", Adopted: "adopted"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
@@ -437,6 +470,9 @@ type Event struct {
 	Error     string       // for Failed without an attempt: why it could not run
 	Rerun     string       // for Started: why a task that ran before runs again
 	Card      int          // for CardQuarantined: the card's index
+	// Ended, for Adopted: the attempt had ended while no scheduler
+	// watched; its end is recorded next, from its result.
+	Ended bool
 	// RetryAt, for Retrying: when the next attempt may start at the
 	// earliest (retry delay, or a back-off after a fault of the
 	// environment); zero when it may start at once.

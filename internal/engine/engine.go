@@ -32,11 +32,25 @@ var (
 	ErrStoppedNow = errors.New("stopped at once (SIGKILL)")
 )
 
-// Runner carries out one attempt: it builds the command from the task (the
-// kind's handler), runs it (an executor) and judges the result. It runs on a
-// worker goroutine and may block; it must return soon after ctx is done.
+// Runner carries out attempts: it builds the command from the task (the
+// kind's handler), runs it (the task's executor) and judges the result. Its
+// methods run on worker goroutines and may block.
 type Runner interface {
-	Run(ctx context.Context, req AttemptRequest, started func(executor.Process)) Outcome
+	// Run carries out one attempt, telling hooks of its phases; it must
+	// return soon after ctx is done.
+	Run(ctx context.Context, req AttemptRequest, hooks executor.Hooks) Outcome
+	// Recover finds, in one go, attempts an earlier scheduler left
+	// running (see executor.Executor.Recover), for each orphan in order.
+	Recover(orphans []Orphan) []executor.Recovery
+	// Finish judges the result of a recovered attempt as Run would have.
+	Finish(ctx context.Context, req AttemptRequest, res executor.Result) Outcome
+}
+
+// Orphan is an attempt an earlier scheduler left running: the request it
+// was started with and the last handle persisted for it.
+type Orphan struct {
+	Req    AttemptRequest
+	Handle executor.Handle
 }
 
 // AttemptRequest is what a Runner needs to run an attempt.
@@ -48,6 +62,9 @@ type AttemptRequest struct {
 	GPU *Assignment
 	// KillNow is closed by StopNow: the attempt is to be killed at once.
 	KillNow <-chan struct{}
+	// Timeout stops the attempt that long after it starts running; 0:
+	// none. The executor enforces it.
+	Timeout time.Duration
 }
 
 // Assignment is the card an attempt runs on.
@@ -89,15 +106,9 @@ type Config struct {
 	Retire bool
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
-	// Reap, if set, is called at Open for each attempt that was running
-	// when an earlier scheduler died, to kill what is left of it: its
-	// process group when its handle was saved (p.PID is 0 when the
-	// scheduler died before it could save it), and any process carrying
-	// the attempt's token (Token) in its environment. It returns how many
-	// processes it killed.
-	Reap func(p executor.Process, token string) (int, error)
-	// Token names an attempt for Reap: the Runner puts it in the attempt's
-	// environment. Nil: no tokens.
+	// Token names an attempt in its processes' environment (the Runner
+	// puts it there), so that GPU memory is attributed to the task
+	// wherever its processes are. Nil: no tokens.
 	Token func(taskID string, attempt int) string
 	// GPU configures GPU admission.
 	GPU GPUConfig
@@ -156,6 +167,7 @@ type Engine struct {
 
 	// Owned by the loop goroutine.
 	tasks     map[string]*node
+	adopted   map[string]*node // tasks adopted at Open that no submission has claimed yet
 	ready     *btree.BTreeG[*node]
 	delayed   *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
 	running   int
@@ -202,8 +214,8 @@ type node struct {
 	specJSON          []byte
 	seq               int64
 	rec               task.Record
-	handles           map[int]store.Handle
-	deps              []*node // what it depends on, in Dependencies order
+	handles           map[int]executor.Handle // by attempt number: the executor's handle, as persisted
+	deps              []*node                 // what it depends on, in Dependencies order
 	dependents        []*node
 	waiting           int  // dependencies not yet complete
 	inBatch           int  // while being submitted: dependencies of its batch not yet admitted
@@ -218,6 +230,13 @@ type node struct {
 	cancelled         bool                    // a cancellation was requested while running
 	userCancelled     bool                    // by Cancel, not because the run stops: dependents are blocked
 	cancelReplies     []chan error            // Cancel calls to answer once the attempt's end is committed
+	claimed           bool                    // while being submitted: an adopted node this batch takes over
+	// adopted: its attempt outlived the scheduler that started it, and no
+	// submission has claimed the task yet (it is in Engine.adopted).
+	adopted bool
+	// rerunAfter, when set, is why the task runs again once its adopted
+	// attempt completes: its definition changed meanwhile.
+	rerunAfter string
 
 	// GPU tasks only.
 	need       gpu.Need  // its request; grows after an out-of-memory failure
@@ -258,8 +277,11 @@ func lessNode(a, b *node) bool {
 }
 
 // Open loads the store's persisted tasks and starts the loop. Attempts that
-// were running when an earlier scheduler died are recorded as interrupted
-// and their tasks as pending.
+// were running when an earlier scheduler died are recovered through the
+// Runner: one still running is adopted (its task runs on, watched by this
+// engine, its GPU memory charged before anything else is admitted), one
+// that ended meanwhile is recorded from its result, and one whose outcome
+// cannot be known is recorded interrupted and its task pending.
 func Open(cfg Config) (*Engine, error) {
 	if cfg.MaxParallel <= 0 {
 		return nil, fmt.Errorf("engine: MaxParallel must be positive, got %d", cfg.MaxParallel)
@@ -293,44 +315,15 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.loadOutbox(rows); err != nil {
 		return nil, err
 	}
-	now := cfg.Now()
-	for i := range rows {
-		r := &rows[i]
-		e.earlier[r.ID] = r
-		e.nextSeq = max(e.nextSeq, r.Seq+1)
-		if r.State != task.Running {
-			continue
-		}
-		// The scheduler that ran this attempt died with it.
-		for j := range r.Attempts {
-			if a := &r.Attempts[j]; !a.Ended() {
-				a.End, a.Interrupted = now, true
-				a.Error = "interrupted: the scheduler stopped during the attempt"
-				if cfg.Reap != nil {
-					h := r.Handles[a.Number]
-					token := ""
-					if cfg.Token != nil {
-						token = cfg.Token(r.ID, a.Number)
-					}
-					n, err := cfg.Reap(executor.Process{PID: h.PID, PGID: h.PGID, StartTicks: h.StartTicks}, token)
-					switch {
-					case err != nil:
-						a.Error += fmt.Sprintf("; could not kill its processes: %v", err)
-					case n > 0:
-						a.Error += fmt.Sprintf("; killed %d leftover process(es)", n)
-					}
-				}
-				e.batch.Attempts = append(e.batch.Attempts, store.AttemptWrite{TaskID: r.ID, Attempt: *a, Handle: r.Handles[a.Number]})
-			}
-		}
-		r.State = task.Pending
-		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: r.ID, Seq: r.Seq, Kind: r.Kind, State: task.Pending,
-			ExitCode: r.ExitCode, Error: "interrupted", GPURequestMiB: r.GPURequestMiB})
-	}
+	adoptions := e.recoverOrphans(rows)
 	if err := cfg.Store.Apply(&e.batch); err != nil {
 		return nil, err
 	}
 	e.batch.Reset()
+	e.runEffects(nil)
+	for _, ad := range adoptions {
+		e.watch(ad)
+	}
 	go e.loop()
 	return e, nil
 }
@@ -490,6 +483,12 @@ func (e *Engine) stopAll(why error) {
 			n.cancel(ErrCancelled)
 		}
 	}
+	for _, n := range e.adopted {
+		if n.cancel != nil {
+			n.cancelled = true
+			n.cancel(ErrCancelled)
+		}
+	}
 }
 
 // start moves a ready task to running and, once that is committed, launches
@@ -525,8 +524,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	n.cancel = cancel
-	timeout := e.timeoutOf(n.spec)
-	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: att.LogPath, GPU: assign, KillNow: e.killNow}
+	req := e.request(n, number, assign)
 	e.notify(Event{Kind: Started, TaskID: n.spec.ID, Attempt: att, Rerun: n.rec.Rerun})
 	e.effects = append(e.effects, func(err error) {
 		if err != nil {
@@ -536,18 +534,35 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 			return
 		}
 		go func() {
-			actx := ctx
-			if timeout > 0 {
-				var stop context.CancelFunc
-				actx, stop = context.WithTimeoutCause(ctx, timeout, ErrTimeout)
-				defer stop()
-			}
-			out := e.cfg.Runner.Run(actx, req, func(p executor.Process) {
-				e.send(startedEvent{n: n, number: number, proc: p})
-			})
-			e.send(exitEvent{n: n, number: number, out: out, cause: context.Cause(actx)})
+			out := e.cfg.Runner.Run(ctx, req, e.hooks(n, number))
+			e.send(exitEvent{n: n, number: number, out: out, cause: context.Cause(ctx)})
 		}()
 	})
+}
+
+// request is what the Runner needs to run (or recover) attempt number of n.
+func (e *Engine) request(n *node, number int, gpu *Assignment) AttemptRequest {
+	return AttemptRequest{Spec: n.spec, Number: number, LogPath: n.rec.Attempts[number-1].LogPath, GPU: gpu,
+		KillNow: e.killNow, Timeout: e.timeoutOf(n.spec)}
+}
+
+// hooks tell the loop of an attempt's phases: a handle submitted is
+// committed before the executor goes on; running is recorded as it comes.
+func (e *Engine) hooks(n *node, number int) executor.Hooks {
+	return executor.Hooks{
+		Submitted: func(h executor.Handle) error {
+			reply := make(chan error, 1)
+			if !e.send(submittedEvent{n: n, number: number, handle: h, reply: reply}) {
+				return ErrClosed
+			}
+			err, ok := await(e, reply)
+			if !ok {
+				return ErrClosed
+			}
+			return err
+		},
+		Running: func(r executor.Running) { e.send(runningEvent{n: n, number: number, run: r}) },
+	}
 }
 
 func (e *Engine) timeoutOf(s *task.Spec) time.Duration {
@@ -570,24 +585,51 @@ func orQueueDefault[T int | time.Duration](v, none, def T) T {
 	return def
 }
 
-type startedEvent struct {
+// submittedEvent persists the handle of an attempt handed to another
+// system, before its command can run; the reply follows the commit.
+type submittedEvent struct {
 	n      *node
 	number int
-	proc   executor.Process
+	handle executor.Handle
+	reply  chan error
 }
 
-func (ev startedEvent) apply(e *Engine) {
+func (ev submittedEvent) apply(e *Engine) {
+	ev.n.setHandle(ev.number, ev.handle)
+	e.writeAttempt(ev.n, ev.number)
+	e.effects = append(e.effects, func(err error) { ev.reply <- err })
+}
+
+// runningEvent records that an attempt's command runs: its handle from now
+// on, its process, and its real start, from which its duration counts.
+type runningEvent struct {
+	n      *node
+	number int
+	run    executor.Running
+}
+
+func (ev runningEvent) apply(e *Engine) {
 	n := ev.n
 	a := &n.rec.Attempts[ev.number-1]
-	a.PID = ev.proc.PID
-	if n.handles == nil {
-		n.handles = map[int]store.Handle{}
+	if a.Ended() {
+		return // its end came first
 	}
-	n.handles[ev.number] = store.Handle{PID: ev.proc.PID, PGID: ev.proc.PGID, StartTicks: ev.proc.StartTicks}
-	if n.card >= 0 {
-		e.board.SetPID(n.spec.ID, n.card, ev.proc.PID)
+	a.PID = ev.run.PID
+	if !ev.run.Since.IsZero() {
+		a.Start = ev.run.Since
+	}
+	n.setHandle(ev.number, ev.run.Handle)
+	if n.card >= 0 && ev.run.PID > 0 {
+		e.board.SetPID(n.spec.ID, n.card, ev.run.PID)
 	}
 	e.writeAttempt(n, ev.number)
+}
+
+func (n *node) setHandle(number int, h executor.Handle) {
+	if n.handles == nil {
+		n.handles = map[int]executor.Handle{}
+	}
+	n.handles[number] = h
 }
 
 type exitEvent struct {
@@ -617,12 +659,13 @@ func (ev exitEvent) apply(e *Engine) {
 		}
 	}
 	n.rec.ExitCode = a.ExitCode
-	cancelled := n.cancelled || errors.Is(ev.cause, ErrCancelled)
+	a.EndReason = out.Reason.String()
+	cancelled := n.cancelled || errors.Is(ev.cause, ErrCancelled) || out.Reason == executor.Cancelled
 	switch {
 	case cancelled:
 		a.Cancelled = true
 		a.Error = "cancelled"
-	case errors.Is(ev.cause, ErrTimeout):
+	case errors.Is(ev.cause, ErrTimeout) || out.Reason == executor.TimedOut:
 		a.TimedOut = true
 		a.Error = "timed out after " + e.timeoutOf(n.spec).String()
 	case out.Verdict != nil:
@@ -637,6 +680,14 @@ func (ev exitEvent) apply(e *Engine) {
 	ended := Event{TaskID: n.spec.ID}
 
 	switch {
+	case a.Error == "" && n.rerunAfter != "":
+		// Its adopted attempt completed under the definition it started
+		// with; the task's definition has changed since.
+		n.rec.State, n.rec.Error, n.rec.Rerun = task.Pending, "", n.rerunAfter
+		n.rerunAfter = ""
+		e.makeReady(n)
+		e.writeTask(n)
+		ended.Kind = Retrying
 	case a.Error == "":
 		n.envFaults = 0
 		n.rec.State, n.rec.Error = task.Complete, "" // Rerun stays: why it ran in this run
@@ -686,7 +737,7 @@ func (ev exitEvent) apply(e *Engine) {
 		}
 	case Retrying:
 		// Its dependents go on waiting for it.
-	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown:
+	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted:
 		// Not the end of an attempt.
 	}
 	e.answerCancels(n)
@@ -706,11 +757,11 @@ func (ev exitEvent) apply(e *Engine) {
 func (e *Engine) failed(n *node, a *task.Attempt, out Outcome, oom oomCase) (EventKind, time.Time) {
 	final := "" // why there is no retry, when the policy says so
 	switch {
-	case errors.Is(out.Err, executor.ErrEnvironment) || oom.contention:
+	case errors.Is(out.Err, executor.ErrEnvironment) || oom.contention || (out.Reason != 0 && !out.Reason.Charged()):
 		a.NotCharged = true
 		n.envFaults++
 		if !oom.contention {
-			a.Error += "; a fault of the environment, not the task's: it does not use up a retry"
+			a.Error += "; " + notTheTasks(out)
 		}
 		if n.envFaults >= MaxEnvironmentFaults {
 			final = fmt.Sprintf("gave up after %d such failures in a row", n.envFaults)
@@ -913,8 +964,11 @@ func (e *Engine) notify(ev Event) {
 // records returns a copy of every task's record in memory (with
 // Config.Retire, not the retired ones), in submission order.
 func (e *Engine) records() []task.Record {
-	nodes := make([]*node, 0, len(e.tasks))
+	nodes := make([]*node, 0, len(e.tasks)+len(e.adopted))
 	for _, n := range e.tasks {
+		nodes = append(nodes, n)
+	}
+	for _, n := range e.adopted {
 		nodes = append(nodes, n)
 	}
 	slices.SortFunc(nodes, func(a, b *node) int { return int(a.seq - b.seq) })

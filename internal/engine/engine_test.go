@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -44,6 +45,37 @@ type fakeRunner struct {
 	problems   []string
 	pids       int
 	gpuStarts  []gpuStart
+	// recovered answers Recover; nil: every orphan is lost.
+	recovered func([]Orphan) []executor.Recovery
+	orphans   []Orphan // what Recover was asked
+}
+
+func (f *fakeRunner) Recover(orphans []Orphan) []executor.Recovery {
+	f.mu.Lock()
+	f.orphans = append(f.orphans, orphans...)
+	rec := f.recovered
+	f.mu.Unlock()
+	if rec != nil {
+		return rec(orphans)
+	}
+	out := make([]executor.Recovery, len(orphans))
+	for i := range out {
+		out[i].Result = executor.Result{Reason: executor.Lost, Err: errors.New("its outcome is unknown; killed 3 leftover process(es)")}
+	}
+	return out
+}
+
+func (f *fakeRunner) Finish(ctx context.Context, req AttemptRequest, res executor.Result) Outcome {
+	out := Outcome{Result: res}
+	switch {
+	case res.Err != nil:
+		out.Verdict = res.Err
+	case res.Signal != 0:
+		out.Verdict = fmt.Errorf("killed by %s", executor.SignalName(res.Signal))
+	case res.ExitCode != 0:
+		out.Verdict = fmt.Errorf("exit code %d", res.ExitCode)
+	}
+	return out
 }
 
 // gpuStart records a GPU attempt's start, for tests to check placement.
@@ -54,7 +86,12 @@ type gpuStart struct {
 	at        time.Time
 }
 
-func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(executor.Process)) Outcome {
+func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, hooks executor.Hooks) Outcome {
+	if req.Timeout > 0 { // the executor enforces timeouts
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
 	id := req.Spec.ID
 	f.mu.Lock()
 	f.running++
@@ -83,7 +120,7 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(e
 		f.gpuStarts = append(f.gpuStarts, gpuStart{id, req.GPU.Index, req.GPU.MemoryMiB, time.Now()})
 	}
 	f.mu.Unlock()
-	started(executor.Process{PID: pid, PGID: pid, StartTicks: 7})
+	hooks.Running(executor.Running{Handle: local.EncodeHandle(executor.Process{PID: pid, PGID: pid, StartTicks: 7}), Since: time.Now(), PID: pid})
 	if hook != nil {
 		hook(req)
 	}
@@ -113,6 +150,10 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, started func(e
 		res.ExitCode = st.exit
 	case <-ctx.Done():
 		res.Signal = syscall.SIGTERM
+		res.Reason = executor.Cancelled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			res.Reason = executor.TimedOut
+		}
 	}
 	res.End = time.Now()
 	out := Outcome{Result: res}
@@ -156,6 +197,13 @@ func newHarness(t *testing.T, cfg Config, st *store.Memory) *harness {
 		st = store.NewMemory()
 	}
 	h := &harness{store: st, runner: &fakeRunner{store: st, script: map[string][]step{}}}
+	if r, ok := cfg.Runner.(*fakeRunner); ok { // a test's own, e.g. to answer Recover
+		r.store = st
+		if r.script == nil {
+			r.script = map[string][]step{}
+		}
+		h.runner = r
+	}
 	if cfg.MaxParallel == 0 {
 		cfg.MaxParallel = 2
 	}
@@ -559,26 +607,25 @@ func TestResumeRerunsDependentsOfRerunTasks(t *testing.T) {
 	})
 }
 
-func TestOpenMarksInterruptedAttempts(t *testing.T) {
+func TestOpenMarksLostAttemptsInterrupted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := store.NewMemory()
 		started := time.Now().Add(-time.Hour)
 		st.Apply(&store.Batch{
 			Tasks:    []store.TaskWrite{{ID: "t", Seq: 1, Kind: "command", Spec: []byte(`{"id":"t"}`), State: task.Running}},
-			Attempts: []store.AttemptWrite{{TaskID: "t", Attempt: task.Attempt{Number: 1, Start: started}, Handle: store.Handle{PID: 99, PGID: 99, StartTicks: 5}}},
+			Attempts: []store.AttemptWrite{{TaskID: "t", Attempt: task.Attempt{Number: 1, Start: started}, Handle: local.EncodeHandle(executor.Process{PID: 99, PGID: 99, StartTicks: 5})}},
 		})
-		var reaped []executor.Process
-		h := newHarness(t, Config{Reap: func(p executor.Process, _ string) (int, error) { reaped = append(reaped, p); return 3, nil }}, st)
+		h := newHarness(t, Config{}, st)
 		defer h.Close()
 		rows, _ := st.Load()
 		if rows[0].State != task.Pending || !rows[0].Attempts[0].Interrupted || !rows[0].Attempts[0].Ended() {
 			t.Fatalf("after Open: %+v", rows[0])
 		}
-		if want := (executor.Process{PID: 99, PGID: 99, StartTicks: 5}); len(reaped) != 1 || reaped[0] != want {
-			t.Errorf("reaped %+v, want the stored handle %+v", reaped, want)
+		if o := h.runner.orphans; len(o) != 1 || o[0].Req.Spec.ID != "t" || o[0].Req.Number != 1 || o[0].Handle.IsZero() {
+			t.Errorf("Recover was asked %+v, want attempt 1 of t with its stored handle", o)
 		}
-		if got := rows[0].Attempts[0].Error; !strings.Contains(got, "killed 3 leftover") {
-			t.Errorf("interrupted attempt's error = %q", got)
+		if got := rows[0].Attempts[0].Error; !strings.Contains(got, "killed 3 leftover") || rows[0].Attempts[0].EndReason != "lost" {
+			t.Errorf("interrupted attempt: error %q, end reason %q", got, rows[0].Attempts[0].EndReason)
 		}
 		h.mustSubmit(t, spec("t"))
 		r := h.run(t)["t"]

@@ -5,6 +5,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -20,7 +22,7 @@ func TestEarlierRowsAreNotTheLoops(t *testing.T) {
 		st.Apply(&store.Batch{
 			Tasks: []store.TaskWrite{{ID: "t", Seq: 1, Kind: "command", Spec: []byte(`{"id":"t"}`), State: task.Failed, Error: "exit code 1"}},
 			Attempts: []store.AttemptWrite{{TaskID: "t", Attempt: task.Attempt{Number: 1, Start: t0, End: t0, Error: "exit code 1", PID: 77},
-				Handle: store.Handle{PID: 77, PGID: 77, StartTicks: 3}}},
+				Handle: local.EncodeHandle(executor.Process{PID: 77, PGID: 77, StartTicks: 3})}},
 		})
 		h := newHarness(t, Config{}, st)
 		defer h.Close()

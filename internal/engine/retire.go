@@ -122,7 +122,7 @@ func (e *Engine) retiredNode(id string) (*node, error) {
 // blocker returns the task that blocked another, in memory or retired; nil
 // if it cannot be found.
 func (e *Engine) blocker(id string) *node {
-	if n := e.tasks[id]; n != nil {
+	if n := e.node(id); n != nil {
 		return n
 	}
 	n, _ := e.retiredNode(id) // a stand-in will do; without it, the blocked task names itself

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -20,11 +21,19 @@ import (
 // instantRunner runs every attempt at once, successfully.
 type instantRunner struct{ pids atomic.Int64 }
 
-func (r *instantRunner) Run(_ context.Context, _ AttemptRequest, started func(executor.Process)) Outcome {
+func (r *instantRunner) Run(_ context.Context, _ AttemptRequest, hooks executor.Hooks) Outcome {
 	pid := int(r.pids.Add(1))
-	started(executor.Process{PID: pid, PGID: pid, StartTicks: 1})
 	now := time.Now()
+	hooks.Running(executor.Running{Handle: local.EncodeHandle(executor.Process{PID: pid, PGID: pid, StartTicks: 1}), Since: now, PID: pid})
 	return Outcome{Result: executor.Result{Started: true, Start: now, End: now}}
+}
+
+func (r *instantRunner) Recover(orphans []Orphan) []executor.Recovery {
+	return make([]executor.Recovery, len(orphans))
+}
+
+func (r *instantRunner) Finish(_ context.Context, _ AttemptRequest, res executor.Result) Outcome {
+	return Outcome{Result: res}
 }
 
 // TestRetireHeap pushes a million no-op tasks, in keyed batches of 1,000,

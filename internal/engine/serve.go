@@ -158,7 +158,7 @@ func (ev waitEvent) apply(e *Engine) {
 	w.recs = make([]task.Record, len(w.ids))
 	var open []*node // not finished
 	for i, id := range w.ids {
-		if n := e.tasks[id]; n != nil {
+		if n := e.node(id); n != nil {
 			if n.rec.State.Terminal() {
 				w.recs[i] = n.record()
 			} else if !slices.Contains(open, n) {
@@ -202,7 +202,7 @@ func (ev unwaitEvent) apply(e *Engine) {
 	}
 	w.done = true // its caller is gone
 	for _, id := range w.ids {
-		n := e.tasks[id]
+		n := e.node(id)
 		if n == nil {
 			continue
 		}
@@ -216,6 +216,15 @@ func (ev unwaitEvent) apply(e *Engine) {
 			e.svc.watched[n] = ws
 		}
 	}
+}
+
+// node returns the task in memory: submitted, or adopted at Open and not
+// claimed by a submission yet; nil if neither.
+func (e *Engine) node(id string) *node {
+	if n := e.tasks[id]; n != nil {
+		return n
+	}
+	return e.adopted[id]
 }
 
 // settled is told, after the commit, that a task finished: its waiters get

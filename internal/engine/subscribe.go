@@ -195,7 +195,7 @@ func (e *Engine) publish(ev Event) {
 	s.subs = kept
 	switch ev.Kind {
 	case Completed, Failed, TaskCancelled, TaskBlocked:
-		if n := e.tasks[ev.TaskID]; n != nil && n.rec.State.Terminal() {
+		if n := e.node(ev.TaskID); n != nil && n.rec.State.Terminal() {
 			e.settled(n)
 		}
 	case Started, Retrying, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown:

@@ -29,6 +29,11 @@ type Job struct {
 	// created). LogRoot itself may be reached through links. Empty: only
 	// the file itself is protected, its folders are created as they are.
 	LogRoot string
+	// Timeout, when positive, stops the attempt that long after it
+	// started running (not after it was submitted: time spent queued in
+	// another system is not counted); it then ends with Reason TimedOut.
+	// The executor enforces it, also while no scheduler watches.
+	Timeout time.Duration
 	// KillGrace is how long a stopped job has between SIGTERM and SIGKILL.
 	KillGrace time.Duration
 	// KillNow, when closed, stops the job with SIGKILL at once, without
@@ -47,15 +52,105 @@ type Job struct {
 // TokenVar is the environment variable that carries Job.Token.
 const TokenVar = "GPUSCHED_ATTEMPT_TOKEN"
 
-// Process identifies a started job's process group beyond PID reuse.
+// Process identifies a local process group beyond PID reuse.
 type Process struct {
 	PID        int
 	PGID       int
 	StartTicks uint64 // process start time in clock ticks since boot; 0 if unknown
 }
 
+// Handle is an executor's own record of one attempt, persisted by the
+// scheduler so that a scheduler started later can find the attempt again
+// (Recover). Only the executor named reads Data; its layout is that
+// executor's Version of it.
+type Handle struct {
+	Executor string // the executor's name, e.g. "local"
+	Version  int    // the layout of Data, per executor
+	Data     []byte // opaque to everyone but that executor
+}
+
+// IsZero reports whether h holds nothing.
+func (h Handle) IsZero() bool { return h.Executor == "" && len(h.Data) == 0 }
+
+// Running describes an attempt whose command runs.
+type Running struct {
+	// Handle finds the attempt from now on.
+	Handle Handle
+	// Since is when the command started running; timeouts and the
+	// attempt's duration count from there.
+	Since time.Time
+	// PID is the attempt's leading process on this machine, for people;
+	// 0 when it runs elsewhere.
+	PID int
+}
+
+// Hooks are told of an attempt's two phases: submitted, then running.
+// Either may be nil. They may be called on any goroutine.
+type Hooks struct {
+	// Submitted is called when the attempt exists outside the executor's
+	// call (handed to another process or system) and before its command
+	// can run. The caller persists h before it returns; a non-nil error
+	// abandons the attempt, which then never runs.
+	Submitted func(h Handle) error
+	// Running is called once, when the command starts running.
+	Running func(r Running)
+}
+
+// EndReason says how an attempt ended. Only the task's own endings
+// (Exited with a failing code, Signalled, TimedOut, Unrunnable) use up its
+// retries; Lost, Preempted, NodeFailure and Infrastructure are faults of
+// the system that ran it.
+type EndReason uint8
+
+// The ways an attempt ends.
+const (
+	Exited         EndReason = iota + 1 // the command exited (Result.ExitCode)
+	Signalled                           // a signal killed it that did not come from the executor (Result.Signal)
+	TimedOut                            // stopped at its Job.Timeout
+	Cancelled                           // stopped because the caller's context was done, or KillNow
+	Lost                                // its outcome cannot be known: what watched it is gone
+	Preempted                           // the system running it took it back
+	NodeFailure                         // the machine it ran on failed
+	Infrastructure                      // the system could not set it up or run it (Result.Err says why)
+	Unrunnable                          // the command as given cannot run (Result.Err wraps ErrCommand)
+)
+
+var reasonNames = [...]string{Exited: "exited", Signalled: "signalled", TimedOut: "timed-out", Cancelled: "cancelled",
+	Lost: "lost", Preempted: "preempted", NodeFailure: "node-failure", Infrastructure: "infrastructure", Unrunnable: "unrunnable"}
+
+// String returns the reason's stable name, as persisted.
+func (r EndReason) String() string {
+	if int(r) < len(reasonNames) && reasonNames[r] != "" {
+		return reasonNames[r]
+	}
+	return ""
+}
+
+// ParseEndReason returns the reason named s; 0 when s names none.
+func ParseEndReason(s string) EndReason {
+	for i, n := range reasonNames {
+		if n != "" && n == s {
+			return EndReason(i)
+		}
+	}
+	return 0
+}
+
+// Charged reports whether an attempt that ended this way was the task's
+// own doing, so that it uses up a retry when it failed.
+func (r EndReason) Charged() bool {
+	switch r {
+	case Lost, Preempted, NodeFailure, Infrastructure, Cancelled:
+		return false
+	}
+	return true
+}
+
 // Result is how a job ended.
 type Result struct {
+	// Reason says how it ended; 0 only from executors that predate it
+	// (then Started, Signal and Err tell).
+	Reason EndReason
 	// Started is false when the command never ran (not found, bad dir...);
 	// Err says why.
 	Started bool
@@ -63,27 +158,56 @@ type Result struct {
 	ExitCode int
 	// Signal is the signal that killed the process, or 0.
 	Signal syscall.Signal
-	// Start and End bracket the job.
+	// Start and End bracket the job; Start is when it started running.
 	Start, End time.Time
 	// Err is a failure to run the job at all (could not start, could not
-	// open the log); nil when the process ran, whatever its exit code.
-	// When the fault is known to be the environment's or the command's, Err
-	// wraps ErrEnvironment or ErrCommand (test with errors.Is); otherwise
-	// it wraps neither.
+	// open the log, its outcome was lost); nil when the process ran,
+	// whatever its exit code. When the fault is known to be the
+	// environment's or the command's, Err wraps ErrEnvironment or
+	// ErrCommand (test with errors.Is); otherwise it wraps neither.
 	Err error
 }
 
-// Executor runs jobs.
+// Executor runs attempts, and finds them again after the scheduler that
+// started them is gone.
 type Executor interface {
+	// Name is the executor's name in workflows and in its handles.
+	Name() string
 	// Execute runs job and blocks until it has ended and nothing of it is
-	// left running. started is called once, as soon as the process exists.
-	// When ctx is done, the job is stopped: SIGTERM to everything it
-	// started, then SIGKILL after job.KillGrace. When job.KillNow is
-	// closed (before or after ctx is done), everything it started gets
-	// SIGKILL at once. When the job's main process ends, whatever it
-	// started and left running gets SIGKILL. Why ctx ended (timeout,
-	// cancel) is for the caller to tell, with context.Cause.
-	Execute(ctx context.Context, job Job, started func(Process)) Result
+	// left running, telling hooks of its phases. When ctx is done, the job
+	// is stopped: SIGTERM to everything it started, then SIGKILL after
+	// job.KillGrace; it ends Cancelled. When job.KillNow is closed
+	// (before or after ctx is done), everything it started gets SIGKILL
+	// at once. When the job's main process ends, whatever it started and
+	// left running gets SIGKILL. At job.Timeout it is stopped as for ctx
+	// and ends TimedOut.
+	Execute(ctx context.Context, job Job, hooks Hooks) Result
+	// Recover finds the attempts of orphans, started by an earlier
+	// scheduler (possibly another process), all in one go: for each, in
+	// order, a Recovery that reattaches to it if it still runs, or says
+	// how it ended. An attempt whose outcome cannot be known is stopped,
+	// with whatever it left running, and reported Lost.
+	Recover(orphans []Orphan) []Recovery
+}
+
+// Orphan is an attempt started by an earlier scheduler: the job as it was
+// started (Token, LogPath, Timeout, KillGrace... as then; Args and Env
+// may be empty) and the last handle persisted for it (zero when none was).
+type Orphan struct {
+	Job    Job
+	Handle Handle
+}
+
+// Recovery is what Recover found of one orphan.
+type Recovery struct {
+	// Wait, when not nil, means the attempt still runs: Wait blocks until
+	// it ends, as Execute does (ctx done stops it, KillNow of the orphan's
+	// Job kills it). Call it once.
+	Wait func(ctx context.Context) Result
+	// Running describes it while it runs (Wait not nil).
+	Running Running
+	// Result says how it ended when Wait is nil.
+	Result Result
 }
 
 // SignalName returns a signal's conventional name, e.g. "SIGKILL".

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -320,7 +322,7 @@ func BenchmarkApplyOneTask(b *testing.B) {
 	t0 := time.Unix(1700000000, 0)
 	batch := &Batch{
 		Tasks:    []TaskWrite{{ID: "a", Seq: 1, Kind: "command", Spec: []byte(`{"id":"a","payload":["true"]}`), State: task.Running}},
-		Attempts: []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, LogPath: "logs/a/attempt-1.log"}, Handle: Handle{PID: 1, PGID: 1, StartTicks: 1}}},
+		Attempts: []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, LogPath: "logs/a/attempt-1.log"}, Handle: local.EncodeHandle(executor.Process{PID: 1, PGID: 1, StartTicks: 1})}},
 	}
 	for b.Loop() {
 		if err := s.Apply(batch); err != nil {

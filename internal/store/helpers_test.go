@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -25,7 +27,7 @@ func fillDB(tb testing.TB, path string, n int) {
 			Spec:  []byte(`{"id":"` + id + `","kind":"command","dependencies":["task-000001"],"payload":["true"]}`),
 			State: task.Complete, ExitCode: new(int), Submitted: t0})
 		b.Attempts = append(b.Attempts, AttemptWrite{TaskID: id, Attempt: task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second),
-			ExitCode: new(int), LogPath: "logs/" + id + "/attempt-1.log", ReadyAt: t0}, Handle: Handle{PID: 1000 + i, PGID: 1000 + i, StartTicks: 42}})
+			ExitCode: new(int), LogPath: "logs/" + id + "/attempt-1.log", ReadyAt: t0}, Handle: local.EncodeHandle(executor.Process{PID: 1000 + i, PGID: 1000 + i, StartTicks: 42})})
 	}
 	if err := s.Apply(b); err != nil {
 		tb.Fatal(err)

@@ -3,10 +3,10 @@ package store
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 
+	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -64,7 +64,13 @@ func (r *Row) clone() Row {
 	c := *r
 	c.Attempts = slices.Clone(r.Attempts)
 	c.Artifacts = slices.Clone(r.Artifacts)
-	c.Handles = maps.Clone(r.Handles)
+	if r.Handles != nil {
+		c.Handles = make(map[int]executor.Handle, len(r.Handles))
+		for n, h := range r.Handles {
+			h.Data = slices.Clone(h.Data)
+			c.Handles[n] = h
+		}
+	}
 	c.Spec = slices.Clone(r.Spec)
 	return c
 }
@@ -120,11 +126,16 @@ func (m *Memory) Apply(b *Batch) error {
 		} else {
 			r.Attempts[i] = w.Attempt
 		}
-		if w.Handle.PID > 0 {
+		switch {
+		case !w.Handle.IsZero():
 			if r.Handles == nil {
-				r.Handles = map[int]Handle{}
+				r.Handles = map[int]executor.Handle{}
 			}
-			r.Handles[w.Number] = w.Handle
+			h := w.Handle
+			h.Data = slices.Clone(h.Data)
+			r.Handles[w.Number] = h
+		case r.Handles != nil:
+			delete(r.Handles, w.Number) // a whole-row write: no handle now
 		}
 	}
 	if b.Cards != nil {

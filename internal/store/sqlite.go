@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 
@@ -286,6 +287,21 @@ var migrations = []string{
 	// environment), and attempts whose failure was not the task's own.
 	`ALTER TABLE tasks ADD COLUMN retry_at INTEGER;
 	ALTER TABLE attempts ADD COLUMN not_charged INTEGER NOT NULL DEFAULT 0;`,
+	// 6: each executor's own versioned handle of an attempt, kept as data
+	// instead of local-process columns: the pid, pgid and start time that
+	// were written become local handles of version 1 (the JSON the local
+	// executor writes); pid stays, for people. And attempts adopted by a
+	// later scheduler, and how each ended as its executor tells.
+	`ALTER TABLE attempts ADD COLUMN handle_executor TEXT NOT NULL DEFAULT '';
+	ALTER TABLE attempts ADD COLUMN handle_version INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE attempts ADD COLUMN handle BLOB;
+	ALTER TABLE attempts ADD COLUMN adopted INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE attempts ADD COLUMN end_reason TEXT NOT NULL DEFAULT '';
+	UPDATE attempts SET handle_executor = 'local', handle_version = 1,
+		handle = CAST(json_object('pid', pid, 'pgid', coalesce(pgid, 0), 'start_ticks', coalesce(proc_start, 0)) AS BLOB)
+		WHERE pid IS NOT NULL;
+	ALTER TABLE attempts DROP COLUMN pgid;
+	ALTER TABLE attempts DROP COLUMN proc_start;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -344,22 +360,23 @@ ON CONFLICT (id) DO UPDATE SET
 	rerun = excluded.rerun, retry_at = excluded.retry_at`
 }
 
-const attemptColumns = 20
+const attemptColumns = 23
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
-	timed_out, cancelled, interrupted, error, log_path, pid, pgid, proc_start, gpu,
-	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged) VALUES ` +
+	timed_out, cancelled, interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu,
+	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
 	exit_code = excluded.exit_code, signal = excluded.signal,
 	timed_out = excluded.timed_out, cancelled = excluded.cancelled,
 	interrupted = excluded.interrupted, error = excluded.error,
-	log_path = excluded.log_path, pid = excluded.pid, pgid = excluded.pgid,
-	proc_start = excluded.proc_start, gpu = excluded.gpu,
+	log_path = excluded.log_path, pid = excluded.pid, handle_executor = excluded.handle_executor,
+	handle_version = excluded.handle_version, handle = excluded.handle, gpu = excluded.gpu,
 	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
-	ready_at = excluded.ready_at, not_charged = excluded.not_charged`
+	ready_at = excluded.ready_at, not_charged = excluded.not_charged, adopted = excluded.adopted,
+	end_reason = excluded.end_reason`
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -425,13 +442,15 @@ func (s *SQLite) apply(b *Batch) error {
 	for i := range b.Attempts {
 		w := &b.Attempts[i]
 		a := &w.Attempt
-		var pid, pgid, start any
-		if w.Handle.PID > 0 {
-			pid, pgid, start = w.Handle.PID, w.Handle.PGID, int64(w.Handle.StartTicks)
+		var handle any // NULL when there is no data
+		if len(w.Handle.Data) > 0 {
+			handle = w.Handle.Data
 		}
 		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
-			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), pid, pgid, start, intOrNil(a.GPU),
-			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged)
+			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), positiveOrNil(int64(a.PID)),
+			w.Handle.Executor, w.Handle.Version, handle, intOrNil(a.GPU),
+			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged,
+			a.Adopted, a.EndReason)
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -670,7 +689,8 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, nil // no task, so no attempts or artifacts (foreign keys)
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
-		interrupted, error, log_path, pid, pgid, proc_start, gpu, gpu_uuid, mem_requested, mem_peak, ready_at, not_charged
+		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
+		ready_at, not_charged, adopted, end_reason
 		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
@@ -680,9 +700,11 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		var id, logPath string
 		var a task.Attempt
 		var start int64
-		var end, exit, pid, pgid, pstart, gpu, memReq, memPeak, readyAt sql.NullInt64
+		var h executor.Handle
+		var end, exit, pid, gpu, memReq, memPeak, readyAt sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
-			&a.Interrupted, &a.Error, &logPath, &pid, &pgid, &pstart, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt, &a.NotCharged); err != nil {
+			&a.Interrupted, &a.Error, &logPath, &pid, &h.Executor, &h.Version, &h.Data, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt,
+			&a.NotCharged, &a.Adopted, &a.EndReason); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
 		i, ok := byID[id]
@@ -702,11 +724,11 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		a.PID = int(pid.Int64)
 		r := &out[i]
 		r.Attempts = append(r.Attempts, a)
-		if pid.Valid {
+		if !h.IsZero() {
 			if r.Handles == nil {
-				r.Handles = map[int]Handle{}
+				r.Handles = map[int]executor.Handle{}
 			}
-			r.Handles[a.Number] = Handle{PID: int(pid.Int64), PGID: int(pgid.Int64), StartTicks: uint64(pstart.Int64)}
+			r.Handles[a.Number] = h
 		}
 	}
 	if err := rows.Err(); err != nil {

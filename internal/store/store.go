@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -40,18 +41,10 @@ type Row struct {
 	// Kind is the task's kind, as in its definition.
 	Kind string
 	task.Record
-	// Handles holds the process handles of attempts, by attempt number, so
-	// a restarted scheduler can find processes of an attempt it lost.
-	Handles map[int]Handle
-}
-
-// Handle identifies an attempt's process group beyond doubt: the PID alone
-// may have been reused after a reboot or a long time, the start time (in
-// clock ticks since boot, from /proc/PID/stat) tells.
-type Handle struct {
-	PID        int
-	PGID       int
-	StartTicks uint64
+	// Handles holds the executors' handles of attempts, by attempt number,
+	// so a restarted scheduler can find an attempt it lost. Attempts with
+	// no handle are absent.
+	Handles map[int]executor.Handle
 }
 
 // Batch is a set of writes applied in one transaction. Writes are upserts of
@@ -119,7 +112,9 @@ type TaskWrite struct {
 type AttemptWrite struct {
 	TaskID string
 	task.Attempt
-	Handle Handle
+	// Handle is the executor's handle of the attempt, kept as data; zero:
+	// none (a handle written before is removed).
+	Handle executor.Handle
 }
 
 // Len is the number of writes in the batch.

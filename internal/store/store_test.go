@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -37,7 +38,7 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 		b = &Batch{
 			Tasks: []TaskWrite{{ID: "a", Seq: 1, Kind: "command", State: task.Failed, ExitCode: intp(3), Error: "exit code 3"}, {ID: "b", Seq: 2, Kind: "command", State: task.Blocked, BlockedBy: "a", Error: "blocked"}},
 			Attempts: []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: intp(3), Error: "exit code 3",
-				TimedOut: true, Signal: "SIGKILL", LogPath: "/run/logs/a/attempt-1.log", PID: 42, GPU: intp(1)}, Handle: Handle{PID: 42, PGID: 42, StartTicks: 777}}},
+				TimedOut: true, Signal: "SIGKILL", LogPath: "/run/logs/a/attempt-1.log", PID: 42, GPU: intp(1), Adopted: true, EndReason: "timed-out"}, Handle: executor.Handle{Executor: "fake", Version: 3, Data: []byte("42\x00\x00777\xff")}}},
 		}
 		if err := s.Apply(b); err != nil {
 			t.Fatal(err)
@@ -58,10 +59,10 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 		}
 		at := a.Attempts[0]
 		if !at.Start.Equal(t0) || !at.End.Equal(t0.Add(time.Second)) || *at.ExitCode != 3 || !at.TimedOut || at.Signal != "SIGKILL" ||
-			at.LogPath != "/run/logs/a/attempt-1.log" || at.PID != 42 || *at.GPU != 1 || at.Error != "exit code 3" {
+			at.LogPath != "/run/logs/a/attempt-1.log" || at.PID != 42 || *at.GPU != 1 || at.Error != "exit code 3" || !at.Adopted || at.EndReason != "timed-out" {
 			t.Errorf("attempt = %+v", at)
 		}
-		if h := a.Handles[1]; h != (Handle{PID: 42, PGID: 42, StartTicks: 777}) {
+		if h := a.Handles[1]; h.Executor != "fake" || h.Version != 3 || string(h.Data) != "42\x00\x00777\xff" {
 			t.Errorf("handle = %+v", h)
 		}
 		if rows[1].State != task.Blocked || rows[1].BlockedBy != "a" || rows[1].ExitCode != nil {
@@ -96,7 +97,7 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 			},
 			Attempts: []AttemptWrite{
 				{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, End: t0, ExitCode: intp(1), Error: "exit code 1"}},
-				{TaskID: "a", Attempt: task.Attempt{Number: 2, Start: t0, End: t0, ExitCode: intp(2), Error: "exit code 2", PID: 7}, Handle: Handle{PID: 7, PGID: 7, StartTicks: 9}},
+				{TaskID: "a", Attempt: task.Attempt{Number: 2, Start: t0, End: t0, ExitCode: intp(2), Error: "exit code 2", PID: 7}, Handle: executor.Handle{Executor: "fake", Version: 1, Data: []byte("7:9")}},
 				{TaskID: "c", Attempt: task.Attempt{Number: 1, Start: t0, End: t0, ExitCode: intp(0)}},
 			},
 		}
@@ -118,7 +119,7 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 				t.Errorf("LookupTask(%q) = %+v\nLoad has %+v", want.ID, got, want)
 			}
 		}
-		if a, _, _ := s.LookupTask("a"); len(a.Attempts) != 2 || a.Attempts[1].Error != "exit code 2" || a.Handles[2].StartTicks != 9 {
+		if a, _, _ := s.LookupTask("a"); len(a.Attempts) != 2 || a.Attempts[1].Error != "exit code 2" || string(a.Handles[2].Data) != "7:9" {
 			t.Errorf("a = %+v, want its 2 attempts and the handle of the second", a)
 		}
 		if _, ok, err := s.LookupTask("nope"); ok || err != nil {

@@ -28,6 +28,15 @@ type Attempt struct {
 	// the GPU memory it was promised): it did not use up a retry. Error
 	// says why.
 	NotCharged bool `json:"not_charged,omitempty"`
+	// Adopted is set when the attempt outlived the scheduler that started
+	// it and was adopted by a later one (it kept running, or its end was
+	// recorded from what its supervisor wrote).
+	Adopted bool `json:"adopted,omitempty"`
+	// EndReason says how it ended, as its executor tells: exited,
+	// signalled, timed-out, cancelled, lost, preempted, node-failure,
+	// infrastructure, unrunnable; empty while it runs or for attempts
+	// recorded before gpusched knew.
+	EndReason string `json:"end_reason,omitempty"`
 	// Error says why the attempt failed when the exit code alone doesn't:
 	// the command could not start, the handler rejected the result, ...
 	Error string `json:"error,omitempty"`

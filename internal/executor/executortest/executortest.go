@@ -60,8 +60,8 @@ func runBasics(t *testing.T, newExecutor func(t *testing.T) executor.Executor, j
 	t.Run("ExitCodeAndLog", func(t *testing.T) {
 		t.Parallel()
 		j := job(t, "-print", "to stdout", "-stderr", "to stderr", "-exit", "3")
-		var started executor.Process
-		r := newExecutor(t).Execute(context.Background(), j, func(p executor.Process) { started = p })
+		var started executor.Running
+		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{Running: func(r executor.Running) { started = r }})
 		if !r.Started || r.Err != nil || r.Signal != 0 || r.ExitCode != 3 {
 			t.Fatalf("result = %+v, want started, exit code 3", r)
 		}
@@ -81,7 +81,7 @@ func runBasics(t *testing.T, newExecutor func(t *testing.T) executor.Executor, j
 		t.Parallel()
 		j := job(t, "-env", "GPUSCHED_TEST_VAR", "-env", "HOME", "-touch", "made-here")
 		j.Env = append(j.Env, "GPUSCHED_TEST_VAR=hello world")
-		r := newExecutor(t).Execute(context.Background(), j, nil)
+		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{})
 		if r.ExitCode != 0 || r.Err != nil {
 			t.Fatalf("result = %+v", r)
 		}
@@ -101,7 +101,7 @@ func runBasics(t *testing.T, newExecutor func(t *testing.T) executor.Executor, j
 		t.Parallel()
 		j := job(t, "-env", executor.TokenVar)
 		j.Env = append(j.Env, executor.TokenVar+"=not-this-one")
-		r := newExecutor(t).Execute(context.Background(), j, nil)
+		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{})
 		if r.ExitCode != 0 || r.Err != nil {
 			t.Fatalf("result = %+v", r)
 		}

@@ -19,7 +19,7 @@ func runFaults(t *testing.T, newExecutor func(t *testing.T) executor.Executor, j
 	// the error and that it names want.
 	cannotStart := func(t *testing.T, j executor.Job, class error, want string) executor.Result {
 		t.Helper()
-		r := newExecutor(t).Execute(context.Background(), j, func(executor.Process) { t.Error("started called for a job that cannot start") })
+		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{Running: func(executor.Running) { t.Error("started called for a job that cannot start") }})
 		if r.Started || r.Err == nil {
 			t.Fatalf("result = %+v, want not started, with an error", r)
 		}
@@ -113,7 +113,7 @@ func runLogs(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job
 	refused := func(t *testing.T, j executor.Job, want string) {
 		t.Helper()
 		done := make(chan executor.Result, 1)
-		go func() { done <- newExecutor(t).Execute(context.Background(), j, nil) }()
+		go func() { done <- newExecutor(t).Execute(context.Background(), j, executor.Hooks{}) }()
 		r := await(t, done, "it started")
 		if r.Started || !errors.Is(r.Err, executor.ErrEnvironment) {
 			t.Fatalf("result = %+v, want not started, an environment fault", r)
@@ -198,7 +198,7 @@ func runLogs(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job
 		j := job(t, "-print", "second")
 		mustMkdir(t, filepath.Dir(j.LogPath))
 		writeFileAt(t, j.LogPath, "first\n")
-		if r := newExecutor(t).Execute(context.Background(), j, nil); r.Err != nil || r.ExitCode != 0 {
+		if r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{}); r.Err != nil || r.ExitCode != 0 {
 			t.Fatalf("result = %+v", r)
 		}
 		if got := readFile(t, j.LogPath); got != "first\nsecond\n" {

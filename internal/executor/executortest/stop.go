@@ -23,7 +23,7 @@ func runStop(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job
 		j.KillGrace = 300 * time.Millisecond
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan executor.Result)
-		go func() { done <- newExecutor(t).Execute(ctx, j, nil) }()
+		go func() { done <- newExecutor(t).Execute(ctx, j, executor.Hooks{}) }()
 		pids := waitPIDs(t, pidfile, 2)
 		cancel()
 		r := await(t, done, "cancel")
@@ -45,7 +45,7 @@ func runStop(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job
 		j.KillGrace = time.Hour // SIGTERM alone must end it
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan executor.Result)
-		go func() { done <- newExecutor(t).Execute(ctx, j, nil) }()
+		go func() { done <- newExecutor(t).Execute(ctx, j, executor.Hooks{}) }()
 		waitPIDs(t, pidfile, 1)
 		cancel()
 		if r := <-done; r.Signal != syscall.SIGTERM {
@@ -57,7 +57,7 @@ func runStop(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job
 		t.Parallel()
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		j := job(t, "-grandchild", "-pidfile", pidfile, "-exit", "0")
-		r := newExecutor(t).Execute(context.Background(), j, nil)
+		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{})
 		if r.ExitCode != 0 || r.Err != nil {
 			t.Fatalf("result = %+v", r)
 		}
@@ -78,7 +78,7 @@ func runStop(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan executor.Result)
-		go func() { done <- newExecutor(t).Execute(ctx, j, nil) }()
+		go func() { done <- newExecutor(t).Execute(ctx, j, executor.Hooks{}) }()
 		pids := waitPIDs(t, pidfile, 2)
 		cancel()
 		waitLine(t, termfile, fmt.Sprint("TERM ", pids[1]))
@@ -99,7 +99,7 @@ func runStop(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job
 		killNow := make(chan struct{})
 		j.KillNow = killNow
 		done := make(chan executor.Result)
-		go func() { done <- newExecutor(t).Execute(context.Background(), j, nil) }()
+		go func() { done <- newExecutor(t).Execute(context.Background(), j, executor.Hooks{}) }()
 		pids := waitPIDs(t, pidfile, 2)
 		close(killNow)
 		r := await(t, done, "KillNow was closed")
@@ -174,7 +174,7 @@ func runEscaped(t *testing.T, newExecutor func(t *testing.T) executor.Executor, 
 			}
 		})
 		done := make(chan executor.Result)
-		go func() { done <- newExecutor(t).Execute(ctx, j, nil) }()
+		go func() { done <- newExecutor(t).Execute(ctx, j, executor.Hooks{}) }()
 		pids := waitPIDs(t, pidfile, want)
 		stop()
 		r := await(t, done, "its end")
@@ -242,7 +242,7 @@ if sys.argv[3] == "stay":
 		pidfile, gofile := filepath.Join(dir, "pids"), filepath.Join(dir, "go")
 		j := job(t, "-grandchild", "-escape", "setsid", "-pidfile", pidfile, "-wait", gofile, "-exit", "0")
 		done := make(chan executor.Result)
-		go func() { done <- newExecutor(t).Execute(context.Background(), j, nil) }()
+		go func() { done <- newExecutor(t).Execute(context.Background(), j, executor.Hooks{}) }()
 		pids := waitPIDs(t, pidfile, 2)
 		// Started after the job's leader, as its own processes are, but
 		// not by it: the token in another variable, inside another

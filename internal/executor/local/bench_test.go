@@ -54,7 +54,7 @@ func BenchmarkExecuteTrue(b *testing.B) {
 				j.Token = "bench-" + strconv.Itoa(i)
 			}
 			c0, w0 := cpuTime(), time.Now()
-			r := (&local.Executor{Cgroups: v.cgroup}).Execute(context.Background(), j, nil)
+			r := (&local.Executor{Cgroups: v.cgroup}).Execute(context.Background(), j, executor.Hooks{})
 			cpu[k] += cpuTime() - c0
 			wall[k] += time.Since(w0)
 			if r.Err != nil || r.ExitCode != 0 {

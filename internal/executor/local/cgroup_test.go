@@ -94,7 +94,7 @@ func TestCgroupCatchesWhatTheTokenCannot(t *testing.T) {
 		pidfile := filepath.Join(t.TempDir(), "pids")
 		j := testJob(t, "-grandchild", "-escape", "setsid", "-clear-env", "-pidfile", pidfile, "-exit", "0")
 		var inCgroup string
-		r := (&Executor{Cgroups: withCgroup}).Execute(context.Background(), j, func(p executor.Process) { inCgroup = cgroupOf(p.PID) })
+		r := (&Executor{Cgroups: withCgroup}).Execute(context.Background(), j, executor.Hooks{Running: func(p executor.Running) { inCgroup = cgroupOf(p.PID) }})
 		if r.Err != nil || r.ExitCode != 0 {
 			t.Fatalf("result = %+v", r)
 		}
@@ -139,7 +139,7 @@ func TestCgroupFallbackNotACgroup(t *testing.T) {
 	useCgroupBase(t, t.TempDir())
 	pidfile := filepath.Join(t.TempDir(), "pids")
 	j := testJob(t, "-grandchild", "-escape", "setsid", "-pidfile", pidfile, "-exit", "0")
-	if r := (&Executor{Cgroups: true}).Execute(context.Background(), j, nil); r.Err != nil || r.ExitCode != 0 {
+	if r := (&Executor{Cgroups: true}).Execute(context.Background(), j, executor.Hooks{}); r.Err != nil || r.ExitCode != 0 {
 		t.Fatalf("result = %+v", r)
 	}
 	if !cgroups.off.Load() {
@@ -171,7 +171,7 @@ func TestCgroupFallbackStartRefused(t *testing.T) {
 	useCgroupBase(t, parent)
 	var in string
 	j := testJob(t, "-exit", "0")
-	r := (&Executor{Cgroups: true}).Execute(context.Background(), j, func(p executor.Process) { in = cgroupOf(p.PID) })
+	r := (&Executor{Cgroups: true}).Execute(context.Background(), j, executor.Hooks{Running: func(p executor.Running) { in = cgroupOf(p.PID) }})
 	if !r.Started || r.Err != nil || r.ExitCode != 0 {
 		t.Fatalf("result = %+v, want the job run without its cgroup", r)
 	}

@@ -31,11 +31,20 @@ type Executor struct {
 
 var _ executor.Executor = (*Executor)(nil)
 
-// Execute runs job; see executor.Executor and docs/processes.md.
-func (e *Executor) Execute(ctx context.Context, job executor.Job, started func(executor.Process)) executor.Result {
+// Name is "local".
+func (e *Executor) Name() string { return Name }
+
+// Execute runs job; see executor.Executor and docs/processes.md. The
+// attempt exists only once its process does, so hooks.Submitted is never
+// called: hooks.Running gets the process's handle as soon as it runs.
+func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor.Hooks) executor.Result {
 	res := executor.Result{Start: time.Now()}
 	fail := func(err error) executor.Result {
 		res.End, res.Err = time.Now(), err
+		res.Reason = executor.Infrastructure
+		if errors.Is(err, executor.ErrCommand) {
+			res.Reason = executor.Unrunnable
+		}
 		return res
 	}
 	if len(job.Args) == 0 {
@@ -92,8 +101,15 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, started func(e
 	res.Started = true
 	pid := cmd.Process.Pid
 	tr.leader = pid
-	if started != nil {
-		started(executor.Process{PID: pid, PGID: pid, StartTicks: StartTicks(pid)})
+	if hooks.Running != nil {
+		p := executor.Process{PID: pid, PGID: pid, StartTicks: StartTicks(pid)}
+		hooks.Running(executor.Running{Handle: EncodeHandle(p), Since: res.Start, PID: pid})
+	}
+	var timeout <-chan time.Time
+	if job.Timeout > 0 {
+		t := time.NewTimer(job.Timeout - time.Since(res.Start))
+		defer t.Stop()
+		timeout = t.C
 	}
 
 	// The leader is waited for without being reaped (WNOWAIT): while it is
@@ -111,19 +127,18 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, started func(e
 		}
 	}()
 
+	stopped := executor.EndReason(0) // why the executor stopped it, if it did
 	select {
 	case <-exited:
 	case <-job.KillNow:
+		stopped = executor.Cancelled
+	case <-timeout:
+		stopped = executor.TimedOut
 	case <-ctx.Done():
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		tr.term()
-		grace := time.NewTimer(job.KillGrace)
-		select {
-		case <-exited:
-		case <-grace.C:
-		case <-job.KillNow:
-		}
-		grace.Stop()
+		stopped = executor.Cancelled
+	}
+	if stopped != 0 {
+		e.stop(pid, tr, job, exited)
 	}
 	// The leader has exited (or the grace is over, or it is to die now):
 	// nothing else it started may live on, in its group or out of it.
@@ -138,12 +153,38 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, started func(e
 	switch {
 	case !ok:
 		res.Err = fmt.Errorf("wait: %w", waitErr)
+		res.Reason = executor.Infrastructure
 	case ws.Signaled():
 		res.Signal = ws.Signal()
+		res.Reason = executor.Signalled
 	default:
 		res.ExitCode = ws.ExitStatus()
+		res.Reason = executor.Exited
+	}
+	if stopped != 0 && res.Err == nil {
+		res.Reason = stopped
 	}
 	return res
+}
+
+// stop stops a running attempt: SIGTERM to its group and to what carries
+// its token, then, after the kill grace (or at once when KillNow is
+// closed), the caller's SIGKILL.
+func (e *Executor) stop(pid int, tr *tracker, job executor.Job, exited <-chan struct{}) {
+	select {
+	case <-job.KillNow:
+		return
+	default:
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	tr.term()
+	grace := time.NewTimer(job.KillGrace)
+	defer grace.Stop()
+	select {
+	case <-exited:
+	case <-grace.C:
+	case <-job.KillNow:
+	}
 }
 
 // withToken returns env with TokenVar=token in place of any TokenVar.

