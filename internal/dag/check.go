@@ -2,6 +2,8 @@ package dag
 
 import (
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 
 	"github.com/gpusched/gpusched/internal/elide"
@@ -14,9 +16,17 @@ import (
 // first problem found, in this order: a duplicate id, an unknown dependency,
 // a cycle. It does not validate the specs' own fields (see task.Spec.Validate).
 func CheckBatch[V any](batch []*task.Spec, known map[string]V) error {
+	return CheckBatchFunc(batch, func(id string) bool { _, ok := known[id]; return ok }, maps.Keys(known))
+}
+
+// CheckBatchFunc is CheckBatch against a graph known through has, which
+// reports whether a task with the id was submitted before. ids yields the
+// ids a "did you mean" hint may suggest for an unknown dependency (nil:
+// only the batch's own); has may know more tasks than ids yields.
+func CheckBatchFunc(batch []*task.Spec, has func(id string) bool, ids iter.Seq[string]) error {
 	index := make(map[string]int, len(batch))
 	for i, s := range batch {
-		if _, dup := known[s.ID]; dup {
+		if has(s.ID) {
 			return duplicateKnown(s.ID)
 		}
 		if j, dup := index[s.ID]; dup {
@@ -29,10 +39,10 @@ func CheckBatch[V any](batch []*task.Spec, known map[string]V) error {
 			if _, ok := index[d]; ok {
 				continue
 			}
-			if _, ok := known[d]; ok {
+			if has(d) {
 				continue
 			}
-			return unknown(s.ID, d, nearest(d, batch, known))
+			return unknown(s.ID, d, nearest(d, batch, ids))
 		}
 	}
 	if cycle := findCycle(batch, index); cycle != nil {
@@ -79,7 +89,7 @@ func Check[V any](batch []*task.Spec, known map[string]V, hints int) []Problem {
 			near := ""
 			if hints > 0 {
 				hints--
-				near = nearest(d, batch, known)
+				near = nearest(d, batch, maps.Keys(known))
 			}
 			out = append(out, Problem{i, unknown(s.ID, d, near)})
 		}
@@ -272,14 +282,17 @@ func cycleIn(batch []*task.Spec, index map[string]int, comp []int) []string {
 	return []string{batch[start].ID, batch[start].ID} // not reached for a component
 }
 
-// nearest returns the known or batch id closest to want, if one is close
-// enough to be a plausible typo. Only runs on the error path.
-func nearest[V any](want string, batch []*task.Spec, known map[string]V) string {
+// nearest returns the batch id or known id closest to want, if one is
+// close enough to be a plausible typo. Only runs on the error path.
+func nearest(want string, batch []*task.Spec, known iter.Seq[string]) string {
 	return suggest.Closest(want, func(yield func(string) bool) {
 		for _, s := range batch {
 			if !yield(s.ID) {
 				return
 			}
+		}
+		if known == nil {
+			return
 		}
 		for id := range known {
 			if !yield(id) {

@@ -3,6 +3,7 @@ package dag
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -54,6 +55,40 @@ func TestCheckBatch(t *testing.T) {
 				t.Errorf("message = %q\n         want %q", err.Error(), tt.message)
 			}
 		})
+	}
+}
+
+// CheckBatchFunc knows tasks through a lookup that may know more than the
+// ids it is given for hints: an engine that retired finished tasks from
+// memory finds them in its store.
+func TestCheckBatchFunc(t *testing.T) {
+	inMemory := map[string]bool{"prepare": true}
+	has := func(id string) bool { return inMemory[id] || id == "retired" }
+	tests := []struct {
+		name    string
+		batch   []*task.Spec
+		want    error
+		message string
+	}{
+		{"depends on a retired task", specs("train:retired,prepare"), nil, ""},
+		{"reuses a retired id", specs("retired"), task.ErrDuplicateTask, `task "retired": id: a task with this id was already submitted`},
+		{"hint from memory", specs("train:prep"), task.ErrUnknownDependency, `task "train": dependencies: depends on "prep", which is not defined (did you mean "prepare"?)`},
+		{"hint from the batch", specs("trainer", "eval:traine"), task.ErrUnknownDependency, `task "eval": dependencies: depends on "traine", which is not defined (did you mean "trainer"?)`},
+		{"cycle", specs("a:b", "b:a,retired"), task.ErrCycle, "dependency cycle: a -> b -> a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckBatchFunc(tt.batch, has, maps.Keys(inMemory))
+			if !errors.Is(err, tt.want) || (err == nil) != (tt.want == nil) {
+				t.Fatalf("CheckBatchFunc = %v, want %v", err, tt.want)
+			}
+			if err != nil && err.Error() != tt.message {
+				t.Errorf("message = %q\n         want %q", err.Error(), tt.message)
+			}
+		})
+	}
+	if err := CheckBatchFunc(specs("x:retird"), has, nil); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("no ids for hints: %v, want an unknown dependency without a hint", err)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpusched/gpusched/internal/dag"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -26,6 +25,13 @@ type Submission struct {
 	// Reading, if not nil, is a GPU probe's answer taken for this batch:
 	// GPU tasks larger than every card are refused with it.
 	Reading *Reading
+	// Key, if not empty, names the batch so that submitting it again is
+	// harmless: a batch whose key an earlier committed batch used, with
+	// the same task ids in the same order, adds nothing and succeeds; the
+	// same key with other ids fails with ErrKeyReused. Keys are saved in
+	// the store, so a restarted engine knows them too. At most
+	// MaxKeyLength bytes.
+	Key string
 }
 
 // Resume is the verdict on a task that completed in an earlier run.
@@ -36,7 +42,9 @@ type Resume struct {
 
 // Submit adds a batch of tasks, all or none, checking the graph:
 // duplicates, unknown dependencies, cycles. It returns once the batch is
-// committed.
+// committed. A dependency may name a retired task (Config.Retire): one that
+// completed satisfies it, one that failed, was cancelled or was blocked
+// blocks the new task; a retired task's id cannot be used again.
 func (e *Engine) Submit(sub Submission) error {
 	reply := make(chan error, 1)
 	if !e.send(submitEvent{sub, reply}) {
@@ -49,10 +57,12 @@ func (e *Engine) Submit(sub Submission) error {
 	return err
 }
 
-// Cancel cancels a task: a pending one never starts, a running one is
-// stopped (SIGTERM, then SIGKILL after the kill grace). Either way it ends
-// cancelled and its dependents blocked. Cancelling a finished task does
-// nothing.
+// Cancel cancels a task: a pending one never starts (also one waiting out a
+// retry delay), a running one is stopped (SIGTERM, then SIGKILL after the
+// kill grace). Either way it ends cancelled and its dependents blocked.
+// Cancel returns once that is committed: for a running task, once its
+// attempt has ended and been recorded. Cancelling a finished (or retired)
+// task does nothing and returns nil at once.
 func (e *Engine) Cancel(id string) error {
 	reply := make(chan error, 1)
 	if !e.send(cancelEvent{id, reply}) {
@@ -83,7 +93,9 @@ func (stopNowEvent) apply(e *Engine) {
 	e.stopAll(ErrStoppedNow)
 }
 
-// Records returns every submitted task's record, in submission order.
+// Records returns every submitted task's record, in submission order. With
+// Config.Retire, retired tasks are left out: their records are in the
+// store.
 func (e *Engine) Records() []task.Record {
 	reply := make(chan []task.Record, 1)
 	if !e.send(recordsEvent{reply}) {
@@ -93,12 +105,14 @@ func (e *Engine) Records() []task.Record {
 	return recs
 }
 
-// Run schedules until nothing more can run, then returns every record. When
-// ctx is done, running attempts are stopped and recorded cancelled, tasks
-// that had not started stay pending, and Run returns ctx's error.
+// Run schedules until nothing more can run, then returns every record (with
+// Config.Retire, those still in memory). When ctx is done, running attempts
+// are stopped and recorded cancelled, tasks that had not started stay
+// pending, and Run returns ctx's error. Run and Serve exclude each other
+// (ErrRunning).
 func (e *Engine) Run(ctx context.Context) ([]task.Record, error) {
 	reply := make(chan runResult, 1)
-	if !e.send(runEvent{ctx, reply}) {
+	if !e.send(runEvent{ctx: ctx, reply: reply}) {
 		return nil, ErrClosed
 	}
 	r, ok := await(e, reply)
@@ -151,7 +165,15 @@ func (ev submitEvent) apply(e *Engine) {
 		ev.reply <- e.broken
 		return
 	}
-	if err := dag.CheckBatch(ev.Specs, e.tasks); err != nil {
+	var digest string
+	if ev.Key != "" {
+		var done bool
+		if digest, done = e.checkKey(ev.Submission, ev.reply); done {
+			return
+		}
+	}
+	retired, err := e.checkBatch(ev.Specs)
+	if err != nil {
 		ev.reply <- err
 		return
 	}
@@ -204,8 +226,9 @@ func (ev submitEvent) apply(e *Engine) {
 		e.nextSeq++
 		if p := e.earlier[s.ID]; p != nil {
 			// Seen in an earlier run: keep its history, continue numbering.
-			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clip(p.Attempts), maps.Clone(p.Handles), p.ExitCode
-			n.rec.Artifacts = p.Artifacts
+			// Copies: the loop owns the node, Earlier's callers the row.
+			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clone(p.Attempts), maps.Clone(p.Handles), p.ExitCode
+			n.rec.Artifacts = slices.Clone(p.Artifacts)
 			if p.GPURequestMiB > n.need.MiB && s.Resources.GPU() {
 				n.need.MiB = p.GPURequestMiB // it ran out of memory before
 			}
@@ -231,6 +254,9 @@ func (ev submitEvent) apply(e *Engine) {
 		n.deps, depsArr = depsArr[:k:k], depsArr[k:]
 		for j, id := range n.spec.Dependencies {
 			d := e.tasks[id]
+			if d == nil {
+				d = retired[id] // a stand-in for a retired task
+			}
 			n.deps[j] = d
 			if d.seq >= first {
 				n.inBatch++
@@ -270,6 +296,10 @@ func (ev submitEvent) apply(e *Engine) {
 			}
 		}
 	}
+	if ev.Key != "" {
+		e.rememberKey(ev.Key, digest, true)
+	}
+	e.queueRetireAdmitted(nodes)
 	e.effects = append(e.effects, func(err error) { ev.reply <- err })
 }
 
@@ -285,8 +315,10 @@ func (e *Engine) admit(n *node) {
 		case task.Failed, task.Cancelled, task.Blocked:
 			if blockedBy == nil {
 				blockedBy = d
-				if b := e.tasks[d.rec.BlockedBy]; d.rec.State == task.Blocked && b != nil {
-					blockedBy = b
+				if d.rec.State == task.Blocked {
+					if b := e.blocker(d.rec.BlockedBy); b != nil {
+						blockedBy = b
+					}
 				}
 			}
 		case task.Pending, task.Running:
@@ -330,14 +362,22 @@ func (ev cancelEvent) apply(e *Engine) {
 		n = e.adopted[ev.id]
 	}
 	if n == nil {
-		ev.reply <- &task.Error{TaskID: ev.id, Reason: "no such task", Kind: task.ErrUnknownTask}
+		switch r, err := e.retiredNode(ev.id); {
+		case err != nil:
+			ev.reply <- fmt.Errorf("cancel task %q: %w", ev.id, err)
+		case r != nil:
+			ev.reply <- nil // retired: finished, nothing to cancel
+		default:
+			ev.reply <- &task.Error{TaskID: ev.id, Reason: "no such task", Kind: task.ErrUnknownTask}
+		}
 		return
 	}
 	switch n.rec.State {
 	case task.Running:
 		n.cancelled, n.userCancelled = true, true
 		n.cancel(ErrCancelled)
-		ev.reply <- nil // the exit event records the cancellation
+		// The exit event records the cancellation, then answers.
+		n.cancelReplies = append(n.cancelReplies, ev.reply)
 	case task.Pending:
 		e.unready(n)
 		n.rec.State, n.rec.Error = task.Cancelled, "cancelled before it started"
@@ -357,6 +397,7 @@ func (ev recordsEvent) apply(e *Engine) { ev.reply <- e.records() }
 type runEvent struct {
 	ctx   context.Context
 	reply chan runResult
+	serve bool
 }
 
 func (ev runEvent) apply(e *Engine) {
@@ -368,7 +409,7 @@ func (ev runEvent) apply(e *Engine) {
 	case e.broken != nil:
 		ev.reply <- runResult{e.records(), e.broken}
 	default:
-		e.run = &runState{ctx: ev.ctx, reply: ev.reply}
+		e.run = &runState{ctx: ev.ctx, reply: ev.reply, serve: ev.serve}
 	}
 }
 
@@ -416,8 +457,11 @@ func (k EventKind) String() string {
 // MarshalText writes the kind's name.
 func (k EventKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
-// Event is a committed transition of one task.
+// Event is a committed transition of one task, or news of the GPUs.
 type Event struct {
+	// Seq numbers the events of this engine's life in commit order: 1, 2,
+	// 3... (a reopened engine starts again at 1).
+	Seq       uint64
 	Time      time.Time
 	Kind      EventKind
 	TaskID    string

@@ -17,4 +17,31 @@
 //	   └──retry left──────┤ failed / timed out
 //	                      ├──no retry left──▶ failed ──▶ dependents blocked
 //	                      └──cancelled──────▶ cancelled ──▶ dependents blocked
+//
+// # The engine as a service
+//
+// Run schedules what was submitted until nothing more can run, then
+// returns. Serve schedules whatever is submitted, from any goroutine and
+// at any time, until its context ends or the engine closes; Run and Serve
+// share one gate and stop the same way (running attempts are stopped and
+// recorded cancelled, tasks not started stay pending). Wait returns once
+// the tasks it names are finished, with their records, after the commit.
+// Cancel, too, answers once the cancellation is committed, for a running
+// task once its attempt has ended.
+//
+// Every event the observer sees is numbered (Event.Seq: 1, 2, 3... in
+// commit order within the engine's life) and also goes to the subscribers
+// (Subscribe). Each has a bounded buffer; the loop never waits for one: a
+// subscriber whose buffer is full is dropped (ErrSlowSubscriber) and may
+// resume after the last event it read, from the last EventHistory events
+// the engine keeps (ErrTooOld beyond them).
+//
+// A batch with a key (Submission.Key) submitted again adds nothing; the
+// key is saved with the batch, so a restarted engine knows it too.
+//
+// With Config.Retire, finished tasks leave memory once their end is
+// committed and their completion event delivered; later submissions,
+// Cancel and Wait find them in the store, so a long-lived engine's heap
+// follows the unfinished tasks, not all it ever ran. Records and Run then
+// return only the tasks in memory (retire.go says what is kept and why).
 package engine

@@ -96,10 +96,14 @@ type Config struct {
 	LogDir         string        // attempt logs go to LogDir/<task>/attempt-<n>.log
 	Store          store.Store   // required
 	Runner         Runner        // required
-	// Observer, if set, is told of every transition after it is committed.
-	// It runs on the loop goroutine: it must be quick and must not call the
-	// engine.
+	// Observer, if set, is told of every transition after it is committed,
+	// in commit order, before subscribers (Subscribe) are. It runs on the
+	// loop goroutine: it must be quick and must not call the engine.
 	Observer func(Event)
+	// Retire lets the engine forget finished tasks (see retire.go), so a
+	// long-lived engine's memory stays bounded; their records stay in the
+	// store. Records and Run then return only the tasks still in memory.
+	Retire bool
 	// Now is the clock for timestamps; nil means time.Now.
 	Now func() time.Time
 	// Token names an attempt in its processes' environment (the Runner
@@ -198,6 +202,10 @@ type Engine struct {
 	cancelDeliver context.CancelFunc
 	pollCtx       context.Context
 	stopPolls     context.CancelFunc
+
+	// Subscribers, waiters, submit keys and retirement, owned by the loop
+	// too (subscribe.go, serve.go, keys.go, retire.go).
+	svc service
 }
 
 // node is a task inside the loop.
@@ -221,6 +229,7 @@ type node struct {
 	cancel            context.CancelCauseFunc // while running
 	cancelled         bool                    // a cancellation was requested while running
 	userCancelled     bool                    // by Cancel, not because the run stops: dependents are blocked
+	cancelReplies     []chan error            // Cancel calls to answer once the attempt's end is committed
 	claimed           bool                    // while being submitted: an adopted node this batch takes over
 	// adopted: its attempt outlived the scheduler that started it, and no
 	// submission has claimed the task yet (it is in Engine.adopted).
@@ -244,6 +253,7 @@ type runState struct {
 	ctx   context.Context
 	reply chan runResult
 	stop  error // why the run is stopping, once it is
+	serve bool  // Serve: it ends only when stopped, and returns no records
 }
 
 type runResult struct {
@@ -346,6 +356,7 @@ func (e *Engine) send(ev event) bool {
 
 func (e *Engine) loop() {
 	defer close(e.closed)
+	e.initService()
 	for {
 		var runDone <-chan struct{}
 		if e.run != nil && e.run.stop == nil {
@@ -375,14 +386,16 @@ func (e *Engine) loop() {
 		e.flush()
 		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry())
 		e.finishRun()
+		e.afterTurn()
 		if e.closing != nil && e.running == 0 && !e.delivering {
 			e.stopPolls()
 			e.wake.Stop()
 			err := e.cfg.Store.Close()
 			if e.run != nil {
-				e.run.reply <- runResult{e.records(), ErrClosed}
+				e.run.reply <- runResult{e.runRecords(), ErrClosed}
 				e.run = nil
 			}
+			e.closeService()
 			e.closing <- err
 			return
 		}
@@ -433,21 +446,30 @@ func (e *Engine) flush() {
 }
 
 // finishRun ends the Run in progress once nothing runs and nothing more can
-// start.
+// start, and a Serve once it is stopped and nothing runs.
 func (e *Engine) finishRun() {
 	if e.run == nil || e.running > 0 {
 		return
 	}
 	stopping := e.run.stop != nil || e.broken != nil || e.closing != nil
-	if !stopping && (e.ready.Len() > 0 || e.delayed.Len() > 0 || e.outboxHoldsRun()) {
+	if !stopping && (e.run.serve || e.ready.Len() > 0 || e.delayed.Len() > 0 || e.outboxHoldsRun()) {
 		return
 	}
 	err := e.run.stop
 	if e.broken != nil {
 		err = e.broken
 	}
-	e.run.reply <- runResult{e.records(), err}
+	e.run.reply <- runResult{e.runRecords(), err}
 	e.run = nil
+}
+
+// runRecords is what the Run in progress returns: every record; none for
+// a Serve.
+func (e *Engine) runRecords() []task.Record {
+	if e.run.serve {
+		return nil
+	}
+	return e.records()
 }
 
 // stopAll cancels every running attempt; they end as cancelled.
@@ -718,6 +740,7 @@ func (ev exitEvent) apply(e *Engine) {
 	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted:
 		// Not the end of an attempt.
 	}
+	e.answerCancels(n)
 }
 
 // failed decides what follows a failed attempt: a retry, at once or after
@@ -927,20 +950,19 @@ func (e *Engine) writeAttempt(n *node, number int) {
 	})
 }
 
-// notify queues an observer event for after the commit.
+// notify queues an event for the observer and subscribers, published
+// after the commit.
 func (e *Engine) notify(ev Event) {
-	if e.cfg.Observer == nil {
-		return
-	}
 	ev.Time = e.cfg.Now()
 	e.effects = append(e.effects, func(err error) {
 		if err == nil {
-			e.cfg.Observer(ev)
+			e.publish(ev)
 		}
 	})
 }
 
-// records returns a copy of every task's record, in submission order.
+// records returns a copy of every task's record in memory (with
+// Config.Retire, not the retired ones), in submission order.
 func (e *Engine) records() []task.Record {
 	nodes := make([]*node, 0, len(e.tasks)+len(e.adopted))
 	for _, n := range e.tasks {

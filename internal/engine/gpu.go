@@ -217,7 +217,10 @@ func (e *Engine) saveCards(now time.Time) {
 	if e.gpuReady == 0 && e.gpuRunning == 0 && unknown == gpu.NotReadYet {
 		unknown = ""
 	}
-	e.batch.Meta = map[string]string{store.MetaGPUUnknown: unknown}
+	if e.batch.Meta == nil {
+		e.batch.Meta = map[string]string{}
+	}
+	e.batch.Meta[store.MetaGPUUnknown] = unknown // beside other facts of the batch (submit keys)
 	e.cardsDirty = false
 }
 

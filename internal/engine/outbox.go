@@ -93,6 +93,7 @@ func (e *Engine) queueEvent(n *node, attempt int) {
 	e.effects = append(e.effects, func(err error) {
 		if err == nil {
 			e.outbox = append(e.outbox, ev)
+			e.svc.eventsPending[ev.TaskID]++
 		}
 	})
 }
@@ -141,6 +142,7 @@ func (ev deliveredEvent) apply(e *Engine) {
 	if ev.err == nil {
 		head.Acked = now
 		e.outbox = e.outbox[1:]
+		e.eventAcked(head.TaskID)
 	} else {
 		head.Tries++
 		head.triesNow++

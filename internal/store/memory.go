@@ -39,19 +39,51 @@ func (m *Memory) Load() ([]Row, error) {
 	}
 	out := make([]Row, 0, len(m.rows))
 	for _, r := range m.rows {
-		c := *r
-		c.Attempts = slices.Clone(r.Attempts)
-		if r.Handles != nil {
-			c.Handles = make(map[int]executor.Handle, len(r.Handles))
-			for n, h := range r.Handles {
-				h.Data = slices.Clone(h.Data)
-				c.Handles[n] = h
-			}
-		}
-		out = append(out, c)
+		out = append(out, r.clone())
 	}
 	slices.SortFunc(out, func(a, b Row) int { return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.ID, b.ID)) })
 	return out, nil
+}
+
+// LookupTask returns a deep copy of task id's row.
+func (m *Memory) LookupTask(id string) (Row, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Row{}, false, ErrClosed
+	}
+	r := m.rows[id]
+	if r == nil {
+		return Row{}, false, nil
+	}
+	return r.clone(), true, nil
+}
+
+// clone copies a row and everything it points to that Apply changes.
+func (r *Row) clone() Row {
+	c := *r
+	c.Attempts = slices.Clone(r.Attempts)
+	c.Artifacts = slices.Clone(r.Artifacts)
+	if r.Handles != nil {
+		c.Handles = make(map[int]executor.Handle, len(r.Handles))
+		for n, h := range r.Handles {
+			h.Data = slices.Clone(h.Data)
+			c.Handles[n] = h
+		}
+	}
+	c.Spec = slices.Clone(r.Spec)
+	return c
+}
+
+// LookupMeta returns the value saved for key.
+func (m *Memory) LookupMeta(key string) (string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return "", false, ErrClosed
+	}
+	v, ok := m.meta[key]
+	return v, ok, nil
 }
 
 // Apply applies the batch under the lock, so readers see all of it or none.

@@ -610,13 +610,49 @@ func (s *SQLite) Load() ([]Row, error) {
 	return out, s.corrupt(err)
 }
 
-func (s *SQLite) load() ([]Row, error) {
+// LookupTask reads task id with its attempts and artifacts.
+func (s *SQLite) LookupTask(id string) (Row, bool, error) {
+	// Most lookups are of ids never used (is a new task's id free?): one
+	// indexed read answers them, without the transaction load needs.
+	var one int
+	switch err := s.db.QueryRow("SELECT 1 FROM tasks WHERE id = ?", id).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return Row{}, false, nil
+	case err != nil:
+		return Row{}, false, s.corrupt(fmt.Errorf("read task %q from state db %s: %w", id, s.path, err))
+	}
+	out, err := s.load(id)
+	if err != nil || len(out) == 0 {
+		return Row{}, false, s.corrupt(err)
+	}
+	return out[0], true, nil
+}
+
+// LookupMeta reads the value saved for key.
+func (s *SQLite) LookupMeta(key string) (string, bool, error) {
+	var v string
+	switch err := s.db.QueryRow("SELECT value FROM meta WHERE key = ?", key).Scan(&v); {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, s.corrupt(fmt.Errorf("read meta %q from state db %s: %w", key, s.path, err))
+	}
+	return v, true, nil
+}
+
+// load reads every task, or only the task named by one (at most one id).
+func (s *SQLite) load(one ...string) ([]Row, error) {
+	var where, whereTask string
+	var args []any
+	if len(one) > 0 {
+		where, whereTask, args = " WHERE id = ?", " WHERE task_id = ?", []any{one[0]}
+	}
 	tx, err := s.db.Begin() // one read transaction: a consistent snapshot
 	if err != nil {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at FROM tasks ORDER BY seq, id")
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at FROM tasks"+where+" ORDER BY seq, id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -649,10 +685,13 @@ func (s *SQLite) load() ([]Row, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
+	if len(out) == 0 {
+		return nil, nil // no task, so no attempts or artifacts (foreign keys)
+	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
 		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
 		ready_at, not_charged, adopted, end_reason
-		FROM attempts ORDER BY task_id, number`)
+		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
@@ -696,7 +735,7 @@ func (s *SQLite) load() ([]Row, error) {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
 	rows.Close()
-	rows, err = tx.Query("SELECT task_id, path, size, mtime, sha256 FROM artifacts ORDER BY task_id, path")
+	rows, err = tx.Query("SELECT task_id, path, size, mtime, sha256 FROM artifacts"+whereTask+" ORDER BY task_id, path", args...)
 	if err != nil {
 		return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
 	}

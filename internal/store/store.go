@@ -17,6 +17,12 @@ type Store interface {
 	// PendingEvents returns the completion events not yet acknowledged, in
 	// the order they were created, and the largest event id ever used.
 	PendingEvents() (pending []EventWrite, maxID int64, err error)
+	// LookupTask returns one persisted task, as Load would return it, and
+	// whether it exists. The engine reads tasks it retired from memory so.
+	LookupTask(id string) (Row, bool, error)
+	// LookupMeta returns the value saved for a run-wide fact (Batch.Meta),
+	// and whether one is saved.
+	LookupMeta(key string) (string, bool, error)
 	// Apply writes a batch atomically: all of it or none of it.
 	Apply(b *Batch) error
 	// Close releases the store; further calls fail.
@@ -135,6 +141,9 @@ func (b *Batch) Reset() {
 const (
 	// MetaGPUUnknown holds why the GPU state cannot be read, while it cannot.
 	MetaGPUUnknown = "gpu_unknown"
+	// MetaSubmitKey prefixes the key of a submitted batch (an idempotency
+	// key); the value is a digest of the batch's task ids.
+	MetaSubmitKey = "submit_key:"
 )
 
 // ErrClosed is returned by a store used after Close.

@@ -84,6 +84,67 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 			t.Errorf("rows = %+v", rows)
 		}
 	})
+	t.Run("LookupTask", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		t0 := time.Unix(1700000000, 0)
+		b := &Batch{
+			Tasks: []TaskWrite{
+				{ID: "a", Seq: 1, Kind: "command", Spec: []byte(`{"id":"a"}`), State: task.Failed, ExitCode: intp(2), Error: "exit code 2"},
+				{ID: "b", Seq: 2, Kind: "command", Spec: []byte(`{"id":"b"}`), State: task.Blocked, BlockedBy: "a"},
+				{ID: "c", Seq: 3, Kind: "command", Spec: []byte(`{"id":"c"}`), State: task.Complete,
+					Artifacts: []task.Artifact{{Path: "out", Size: 3, ModTime: t0}}, ArtifactsSet: true},
+			},
+			Attempts: []AttemptWrite{
+				{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, End: t0, ExitCode: intp(1), Error: "exit code 1"}},
+				{TaskID: "a", Attempt: task.Attempt{Number: 2, Start: t0, End: t0, ExitCode: intp(2), Error: "exit code 2", PID: 7}, Handle: executor.Handle{Executor: "fake", Version: 1, Data: []byte("7:9")}},
+				{TaskID: "c", Attempt: task.Attempt{Number: 1, Start: t0, End: t0, ExitCode: intp(0)}},
+			},
+		}
+		if err := s.Apply(b); err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range all {
+			got, ok, err := s.LookupTask(want.ID)
+			if err != nil || !ok {
+				t.Fatalf("LookupTask(%q) = %v, %v", want.ID, ok, err)
+			}
+			if got.ID != want.ID || got.Seq != want.Seq || got.State != want.State || got.BlockedBy != want.BlockedBy ||
+				len(got.Attempts) != len(want.Attempts) || len(got.Artifacts) != len(want.Artifacts) || len(got.Handles) != len(want.Handles) ||
+				string(got.Spec) != string(want.Spec) {
+				t.Errorf("LookupTask(%q) = %+v\nLoad has %+v", want.ID, got, want)
+			}
+		}
+		if a, _, _ := s.LookupTask("a"); len(a.Attempts) != 2 || a.Attempts[1].Error != "exit code 2" || string(a.Handles[2].Data) != "7:9" {
+			t.Errorf("a = %+v, want its 2 attempts and the handle of the second", a)
+		}
+		if _, ok, err := s.LookupTask("nope"); ok || err != nil {
+			t.Errorf("LookupTask(nope) = %v, %v; want not found, no error", ok, err)
+		}
+	})
+	t.Run("LookupMeta", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		if err := s.Apply(&Batch{Meta: map[string]string{"k1": "v1", "k2": "v2"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Apply(&Batch{Meta: map[string]string{"k2": ""}}); err != nil { // "" deletes
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			key, want string
+			ok        bool
+		}{{"k1", "v1", true}, {"k2", "", false}, {"k3", "", false}} {
+			v, ok, err := s.LookupMeta(tt.key)
+			if err != nil || ok != tt.ok || v != tt.want {
+				t.Errorf("LookupMeta(%q) = %q, %v, %v; want %q, %v", tt.key, v, ok, err, tt.want, tt.ok)
+			}
+		}
+	})
 }
 
 func TestMemoryConformance(t *testing.T) {
