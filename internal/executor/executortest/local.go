@@ -152,33 +152,35 @@ func runEscaped(t *testing.T, h Harness) {
 				t.Logf("the job's log:\n%s", b)
 			}
 		})
-		// A timeout cannot wait for the processes to be known: should it
-		// come first, the job runs again with a longer one.
-		for timeout := 500 * time.Millisecond; ; timeout *= 4 {
-			if e.timeout {
-				j.Timeout = timeout
-				os.Remove(pidfile)
-			}
+		if !e.timeout {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			a := start(t, h.New(t), ctx, j)
-			var pids []int
-			if !e.timeout {
-				pids = waitPIDs(t, pidfile, want)
-			}
+			pids := waitPIDs(t, pidfile, want)
 			if e.cancel {
 				cancel()
 			}
 			r := a.result(t, "its end")
-			if e.timeout {
-				pids = readPIDs(pidfile)
+			wantReason(t, r, e.want)
+			if !r.Started || r.Err != nil {
+				t.Errorf("result = %+v", r)
 			}
 			for _, pid := range pids {
 				waitGone(t, pid)
 			}
-			if e.timeout && len(pids) < want && timeout < 8*time.Second {
-				t.Logf("%d of %d processes started within the job's timeout %v; again with a longer one", len(pids), want, timeout)
-				continue
+			return
+		}
+		// A timeout cannot wait for the processes to be known.
+		untilReady(t, 500*time.Millisecond, func(timeout time.Duration, last bool) bool {
+			j.Timeout = timeout
+			os.Remove(pidfile)
+			r := start(t, h.New(t), context.Background(), j).result(t, "its timeout")
+			pids := readPIDs(pidfile)
+			for _, pid := range pids {
+				waitGone(t, pid)
+			}
+			if len(pids) < want && !last {
+				return false
 			}
 			wantReason(t, r, e.want)
 			if !r.Started || r.Err != nil {
@@ -187,8 +189,8 @@ func runEscaped(t *testing.T, h Harness) {
 			if len(pids) < want {
 				t.Errorf("the job's processes %v, want %d", pids, want)
 			}
-			return
-		}
+			return true
+		})
 	}
 
 	for _, e := range endings {

@@ -93,13 +93,12 @@ func runRecover(t *testing.T, h Harness) {
 		j := h.job(t, "-pidfile", startfile, "-wait", gate, "-exit", "7")
 		o, old, ex := h.crashed(t, j)
 		since := old.running(t).Since
+		pid := waitPIDs(t, startfile, 1)[0]
 		rec := recoverOne(t, ex, o)
 		if !h.Adopts {
 			wantLost(t, rec)
 			if !h.Remote {
-				for _, pid := range readPIDs(startfile) {
-					waitGone(t, pid)
-				}
+				waitGone(t, pid)
 			}
 			return
 		}
@@ -170,13 +169,12 @@ func runRecover(t *testing.T, h Harness) {
 		startfile, gate := filepath.Join(dir, "started"), filepath.Join(dir, "go")
 		j := h.job(t, "-pidfile", startfile, "-wait", gate, "-exit", "0")
 		o, _, ex := h.crashed(t, j)
+		pid := waitPIDs(t, startfile, 1)[0]
 		saved := o.Handle
 		o.Handle = executor.Handle{}
 		wantLost(t, recoverOne(t, ex, o))
 		if !h.Remote {
-			for _, pid := range readPIDs(startfile) {
-				waitGone(t, pid)
-			}
+			waitGone(t, pid)
 		}
 		if h.Adopts {
 			// Asked again with the handle it had, the executor must
@@ -232,20 +230,27 @@ func runRecover(t *testing.T, h Harness) {
 		t.Parallel()
 		// The timeout holds while no scheduler watches, and after one
 		// adopts the attempt: whichever, it ends TimedOut.
-		dir := t.TempDir()
-		pidfile, termfile := filepath.Join(dir, "pids"), filepath.Join(dir, "term")
-		j := h.job(t, "-on-term", termfile, "-pidfile", pidfile, "-sleep", "1h")
-		j.Timeout = 300 * time.Millisecond
-		j.KillGrace = time.Hour
-		o, _, ex := h.crashed(t, j)
-		rec := recoverOne(t, ex, o)
-		r := rec.Result
-		if rec.Wait != nil {
-			r = wait(t, rec, context.Background(), "its timeout")
-		}
-		wantReason(t, r, executor.TimedOut)
-		if pids := readPIDs(pidfile); len(pids) != 1 || !hasLine(termfile, fmt.Sprint("TERM ", pids[0])) {
-			t.Error("the job did not get SIGTERM at its timeout")
-		}
+		untilReady(t, 300*time.Millisecond, func(timeout time.Duration, last bool) bool {
+			dir := t.TempDir()
+			pidfile, termfile := filepath.Join(dir, "pids"), filepath.Join(dir, "term")
+			j := h.job(t, "-on-term", termfile, "-pidfile", pidfile, "-sleep", "1h")
+			j.Timeout = timeout
+			j.KillGrace = time.Hour
+			o, _, ex := h.crashed(t, j)
+			rec := recoverOne(t, ex, o)
+			r := rec.Result
+			if rec.Wait != nil {
+				r = wait(t, rec, context.Background(), "its timeout")
+			}
+			pids := readPIDs(pidfile)
+			if len(pids) == 0 && !last {
+				return false
+			}
+			wantReason(t, r, executor.TimedOut)
+			if len(pids) != 1 || !hasLine(termfile, fmt.Sprint("TERM ", pids[0])) {
+				t.Error("the job did not get SIGTERM at its timeout")
+			}
+			return true
+		})
 	})
 }

@@ -106,48 +106,75 @@ func runStop(t *testing.T, h Harness) {
 	})
 }
 
+// untilReady calls try with a timeout of base, then 4 and 16 times as
+// long, until it returns true. try runs a job with that timeout and
+// returns false, without judging, when the job was not ready (had not set
+// up its signal handling) before its timeout: a loaded machine may take
+// longer than a short timeout to start a process, and the test is about
+// what happens after. On the last try (last), it judges whatever came.
+func untilReady(t *testing.T, base time.Duration, try func(timeout time.Duration, last bool) bool) {
+	t.Helper()
+	for timeout := base; !try(timeout, timeout >= 16*base); timeout *= 4 {
+		t.Logf("the job was not ready within its timeout %v; again with a longer one", timeout)
+	}
+}
+
 // runTimeout: at Job.Timeout, counted from when the job runs, it is
 // stopped as for a cancel, and ends TimedOut.
 func runTimeout(t *testing.T, h Harness) {
 	t.Run("Polite", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		pidfile, termfile := filepath.Join(dir, "pids"), filepath.Join(dir, "term")
-		j := h.job(t, "-on-term", termfile, "-pidfile", pidfile, "-sleep", "1h")
-		j.Timeout = 300 * time.Millisecond
-		j.KillGrace = time.Hour
-		a := start(t, h.New(t), context.Background(), j)
-		r := a.result(t, "its timeout")
-		run := a.running(t)
-		wantReason(t, r, executor.TimedOut)
-		if !r.Started || r.Err != nil {
-			t.Errorf("result = %+v, want started, no error", r)
-		}
-		if pids := readPIDs(pidfile); len(pids) != 1 || !hasLine(termfile, fmt.Sprint("TERM ", pids[0])) {
-			t.Error("the job did not get SIGTERM at its timeout")
-		}
-		// Only time spent running counts: never stopped before its
-		// timeout, counted from when it ran.
-		if d := r.End.Sub(run.Since); d < j.Timeout {
-			t.Errorf("the job ran %v, less than its timeout %v", d, j.Timeout)
-		}
-		if !r.Reason.Charged() {
-			t.Error("a timed-out attempt is not charged to the task")
-		}
+		untilReady(t, 300*time.Millisecond, func(timeout time.Duration, last bool) bool {
+			dir := t.TempDir()
+			pidfile, termfile := filepath.Join(dir, "pids"), filepath.Join(dir, "term")
+			j := h.job(t, "-on-term", termfile, "-pidfile", pidfile, "-sleep", "1h")
+			j.Timeout = timeout
+			j.KillGrace = time.Hour
+			a := start(t, h.New(t), context.Background(), j)
+			r := a.result(t, "its timeout")
+			pids := readPIDs(pidfile)
+			if len(pids) == 0 && !last {
+				return false
+			}
+			run := a.running(t)
+			wantReason(t, r, executor.TimedOut)
+			if !r.Started || r.Err != nil {
+				t.Errorf("result = %+v, want started, no error", r)
+			}
+			if len(pids) != 1 || !hasLine(termfile, fmt.Sprint("TERM ", pids[0])) {
+				t.Error("the job did not get SIGTERM at its timeout")
+			}
+			// Only time spent running counts: never stopped before its
+			// timeout, counted from when it ran.
+			if d := r.End.Sub(run.Since); d < j.Timeout {
+				t.Errorf("the job ran %v, less than its timeout %v", d, j.Timeout)
+			}
+			if !r.Reason.Charged() {
+				t.Error("a timed-out attempt is not charged to the task")
+			}
+			return true
+		})
 	})
 
 	t.Run("IgnoringTerm", func(t *testing.T) {
 		t.Parallel()
-		j := h.job(t, "-ignore-term", "-sleep", "1h")
-		j.Timeout = 200 * time.Millisecond
-		j.KillGrace = 200 * time.Millisecond
-		a := start(t, h.New(t), context.Background(), j)
-		r := a.result(t, "its timeout")
-		run := a.running(t)
-		wantReason(t, r, executor.TimedOut)
-		h.wantSignal(t, r, syscall.SIGKILL)
-		if d := r.End.Sub(run.Since); d < j.Timeout+j.KillGrace {
-			t.Errorf("the job ran %v, less than its timeout and kill grace %v", d, j.Timeout+j.KillGrace)
-		}
+		untilReady(t, 200*time.Millisecond, func(timeout time.Duration, last bool) bool {
+			pidfile := filepath.Join(t.TempDir(), "pids")
+			j := h.job(t, "-ignore-term", "-pidfile", pidfile, "-sleep", "1h")
+			j.Timeout = timeout
+			j.KillGrace = 200 * time.Millisecond
+			a := start(t, h.New(t), context.Background(), j)
+			r := a.result(t, "its timeout")
+			if len(readPIDs(pidfile)) == 0 && !last {
+				return false
+			}
+			run := a.running(t)
+			wantReason(t, r, executor.TimedOut)
+			h.wantSignal(t, r, syscall.SIGKILL)
+			if d := r.End.Sub(run.Since); d < j.Timeout+j.KillGrace {
+				t.Errorf("the job ran %v, less than its timeout and kill grace %v", d, j.Timeout+j.KillGrace)
+			}
+			return true
+		})
 	})
 }
