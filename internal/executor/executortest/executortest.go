@@ -1,8 +1,3 @@
-// Package executortest is the conformance suite every executor.Executor
-// passes: exit codes, environment, working directory, logs (never written
-// through a symbolic link), start failures and whose fault they are, and
-// stopping a job with everything it started, including processes that
-// left its process group, on timeout, cancel, kill-now and normal exit.
 package executortest
 
 import (
@@ -13,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,6 +17,91 @@ import (
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/procfs"
 )
+
+// Harness says how the suite makes, and restarts, the executor under test.
+type Harness struct {
+	// New returns an executor ready to use; each test calls it afresh.
+	// A recovery test calls it a second time after Restart: that
+	// executor plays the one of the scheduler started after a crash, and
+	// must find the first one's attempts through whatever they share (a
+	// batch system's controller, a supervisor, this machine's processes),
+	// not through memory of the first.
+	New func(t *testing.T) executor.Executor
+	// Sleeper is the path of the cmd/sleeper helper, as the executor's
+	// jobs see it.
+	Sleeper string
+	// Restart, when set, makes old behave as the executor of a scheduler
+	// process that died: it stops watching its attempts without stopping
+	// them (drops its connection, forgets its waiters), and its Execute
+	// calls in flight return soon, with any result. Nil: old is just
+	// dropped, and its Execute calls go on as they would.
+	Restart func(t *testing.T, old executor.Executor)
+	// Adopts says whether attempts outlive a restart: Recover hands back
+	// a Wait for one that still runs, and the Result of one that ended.
+	// When false (an executor whose attempts are watched only by the
+	// scheduler's own process), the suite checks the other promise
+	// instead: every orphan is reported Lost, and nothing of it is left
+	// running.
+	Adopts bool
+	// Remote says that jobs run on another machine: Running.PID may be
+	// 0 (or not this machine's), Result.Signal may be 0 where the system
+	// does not say which signal ended a job, and the suite does not look
+	// at this machine's processes. The files jobs write (their logs, and
+	// files named in their arguments) must be visible here all the same.
+	Remote bool
+}
+
+func (h Harness) check(t *testing.T) {
+	t.Helper()
+	if h.New == nil || h.Sleeper == "" {
+		t.Fatal("executortest: Harness.New and Harness.Sleeper are required")
+	}
+}
+
+// restart makes old behave as a dead scheduler's executor would.
+func (h Harness) restart(t *testing.T, old executor.Executor) {
+	if h.Restart != nil {
+		h.Restart(t, old)
+	}
+}
+
+// job returns a fresh job that runs the sleeper with args; see NewJob.
+func (h Harness) job(t *testing.T, args ...string) executor.Job {
+	return NewJob(t, h.Sleeper, args...)
+}
+
+// Run runs the part of the suite every executor passes (see the package
+// documentation) as subtests of t named Common/...: they run in
+// parallel, and Run returns when they are done.
+func Run(t *testing.T, h Harness) {
+	h.check(t)
+	t.Run("Common", func(t *testing.T) {
+		t.Run("Basics", func(t *testing.T) { t.Parallel(); runBasics(t, h) })
+		t.Run("Hooks", func(t *testing.T) { t.Parallel(); runHooks(t, h) })
+		t.Run("Faults", func(t *testing.T) { t.Parallel(); runFaults(t, h) })
+		t.Run("Logs", func(t *testing.T) { t.Parallel(); runLogs(t, h) })
+		t.Run("Stop", func(t *testing.T) { t.Parallel(); runStop(t, h) })
+		t.Run("Timeout", func(t *testing.T) { t.Parallel(); runTimeout(t, h) })
+		t.Run("Recover", func(t *testing.T) { t.Parallel(); runRecover(t, h) })
+	})
+}
+
+// RunLocal runs the part of the suite only an executor that runs jobs on
+// this machine passes: process groups, processes that left them, the
+// attempt's cgroup, and what Recover leaves of them. Its tests, named
+// Local/..., run in parallel, and RunLocal returns when they are done.
+func RunLocal(t *testing.T, h Harness) {
+	h.check(t)
+	if h.Remote {
+		t.Fatal("executortest: RunLocal needs an executor that runs jobs on this machine (Harness.Remote is set)")
+	}
+	t.Run("Local", func(t *testing.T) {
+		t.Run("Group", func(t *testing.T) { t.Parallel(); runGroup(t, h) })
+		t.Run("Escaped", func(t *testing.T) { t.Parallel(); runEscaped(t, h) })
+		t.Run("Cgroup", func(t *testing.T) { t.Parallel(); runCgroup(t, h) })
+		t.Run("Recover", func(t *testing.T) { t.Parallel(); runRecoverLocal(t, h) })
+	})
+}
 
 // tokens makes each job's token unique.
 var tokens atomic.Int64
@@ -43,72 +124,118 @@ func NewJob(t *testing.T, sleeper string, args ...string) executor.Job {
 	}
 }
 
-// Run runs the suite against executors made by newExecutor. sleeper is the
-// path of the cmd/sleeper helper binary.
-func Run(t *testing.T, newExecutor func(t *testing.T) executor.Executor, sleeper string) {
-	job := func(t *testing.T, args ...string) executor.Job { return NewJob(t, sleeper, args...) }
-	t.Run("Basics", func(t *testing.T) { runBasics(t, newExecutor, job) })
-	t.Run("Faults", func(t *testing.T) { runFaults(t, newExecutor, job) })
-	t.Run("Logs", func(t *testing.T) { runLogs(t, newExecutor, job) })
-	t.Run("Stop", func(t *testing.T) { runStop(t, newExecutor, job) })
-	t.Run("Escaped", func(t *testing.T) { runEscaped(t, newExecutor, job, sleeper) })
+// hookLog records what an executor tells an attempt's hooks.
+type hookLog struct {
+	submitErr error // what Submitted returns
+	started   chan struct{}
+
+	mu        sync.Mutex // guards the fields below
+	calls     []string   // "submitted", "running", in order
+	handles   []executor.Handle
+	submitted time.Time // when Submitted was first called
+	running   []executor.Running
 }
 
-type jobFunc func(t *testing.T, args ...string) executor.Job
+func newHookLog() *hookLog { return &hookLog{started: make(chan struct{})} }
 
-func runBasics(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job jobFunc) {
-	t.Run("ExitCodeAndLog", func(t *testing.T) {
-		t.Parallel()
-		j := job(t, "-print", "to stdout", "-stderr", "to stderr", "-exit", "3")
-		var started executor.Running
-		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{Running: func(r executor.Running) { started = r }})
-		if !r.Started || r.Err != nil || r.Signal != 0 || r.ExitCode != 3 {
-			t.Fatalf("result = %+v, want started, exit code 3", r)
-		}
-		if started.PID <= 0 {
-			t.Errorf("started callback got PID %d", started.PID)
-		}
-		if r.End.Before(r.Start) {
-			t.Errorf("end %v before start %v", r.End, r.Start)
-		}
-		log := readFile(t, j.LogPath)
-		if !strings.Contains(log, "to stdout\n") || !strings.Contains(log, "to stderr\n") {
-			t.Errorf("log = %q, want both stdout and stderr", log)
+func (l *hookLog) hooks() executor.Hooks {
+	return executor.Hooks{
+		Submitted: func(h executor.Handle) error {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.submitted.IsZero() {
+				l.submitted = time.Now()
+			}
+			l.calls = append(l.calls, "submitted")
+			if l.submitErr == nil {
+				l.handles = append(l.handles, h)
+			}
+			return l.submitErr
+		},
+		Running: func(r executor.Running) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.calls = append(l.calls, "running")
+			l.handles = append(l.handles, r.Handle)
+			l.running = append(l.running, r)
+			if len(l.running) == 1 {
+				close(l.started)
+			}
+		},
+	}
+}
+
+// last is the last handle persisted: what a scheduler would find in its
+// state after a crash.
+func (l *hookLog) last() executor.Handle {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.handles) == 0 {
+		return executor.Handle{}
+	}
+	return l.handles[len(l.handles)-1]
+}
+
+// attempt is a job run by Execute on a goroutine of its own.
+type attempt struct {
+	job  executor.Job
+	log  *hookLog
+	done chan executor.Result
+}
+
+// start runs j on ex under ctx on a goroutine of its own. The test's end
+// cancels what is left of it and waits for Execute to return.
+func start(t *testing.T, ex executor.Executor, ctx context.Context, j executor.Job) *attempt {
+	t.Helper()
+	return startHooks(t, ex, ctx, j, newHookLog())
+}
+
+func startHooks(t *testing.T, ex executor.Executor, ctx context.Context, j executor.Job, l *hookLog) *attempt {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	a := &attempt{job: j, log: l, done: make(chan executor.Result, 1)}
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		a.done <- ex.Execute(ctx, j, l.hooks())
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-returned:
+		case <-time.After(time.Minute):
+			t.Errorf("Execute of %v did not return a minute after the test", j.Args)
 		}
 	})
+	return a
+}
 
-	t.Run("EnvAndDir", func(t *testing.T) {
-		t.Parallel()
-		j := job(t, "-env", "GPUSCHED_TEST_VAR", "-env", "HOME", "-touch", "made-here")
-		j.Env = append(j.Env, "GPUSCHED_TEST_VAR=hello world")
-		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{})
-		if r.ExitCode != 0 || r.Err != nil {
-			t.Fatalf("result = %+v", r)
+// running waits until the attempt's Running hook has been called and
+// returns what it was told.
+func (a *attempt) running(t *testing.T) executor.Running {
+	t.Helper()
+	select {
+	case <-a.log.started:
+	case r := <-a.done:
+		a.done <- r
+		select {
+		case <-a.log.started:
+		default:
+			t.Fatalf("Execute returned %+v without calling its Running hook", r)
 		}
-		log := readFile(t, j.LogPath)
-		if !strings.Contains(log, "GPUSCHED_TEST_VAR=hello world\n") {
-			t.Errorf("log = %q, want the job's variable", log)
-		}
-		if !strings.Contains(log, "HOME=<unset>\n") {
-			t.Errorf("log = %q: the environment must be exactly the job's, HOME was not in it", log)
-		}
-		if _, err := os.Stat(filepath.Join(j.Dir, "made-here")); err != nil {
-			t.Errorf("file not created in the job's dir: %v", err)
-		}
-	})
+	case <-time.After(time.Minute):
+		t.Fatal("the job was not running a minute after Execute was called")
+	}
+	a.log.mu.Lock()
+	defer a.log.mu.Unlock()
+	return a.log.running[0]
+}
 
-	t.Run("TokenInEnvironment", func(t *testing.T) {
-		t.Parallel()
-		j := job(t, "-env", executor.TokenVar)
-		j.Env = append(j.Env, executor.TokenVar+"=not-this-one")
-		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{})
-		if r.ExitCode != 0 || r.Err != nil {
-			t.Fatalf("result = %+v", r)
-		}
-		if log, want := readFile(t, j.LogPath), executor.TokenVar+"="+j.Token+"\n"; log != want {
-			t.Errorf("log = %q, want %q: Job.Token replaces the variable", log, want)
-		}
-	})
+// result waits for Execute to return, failing the test if it does not
+// within a minute (the job is stuck) after what.
+func (a *attempt) result(t *testing.T, what string) executor.Result {
+	t.Helper()
+	return await(t, a.done, what)
 }
 
 // await returns the result from done, failing the test if it does not come
@@ -121,6 +248,23 @@ func await(t *testing.T, done <-chan executor.Result, what string) executor.Resu
 	case <-time.After(time.Minute):
 		t.Fatalf("Execute did not return a minute after %s", what)
 		return executor.Result{}
+	}
+}
+
+// wantReason fails the test unless r ended for reason want.
+func wantReason(t *testing.T, r executor.Result, want executor.EndReason) {
+	t.Helper()
+	if r.Reason != want {
+		t.Fatalf("result = %+v: reason %q, want %q", r, r.Reason, want)
+	}
+}
+
+// wantSignal fails the test unless r says sig killed the job; a remote
+// executor may not know (0).
+func (h Harness) wantSignal(t *testing.T, r executor.Result, sig syscall.Signal) {
+	t.Helper()
+	if r.Signal != sig && !(h.Remote && r.Signal == 0) {
+		t.Errorf("signal = %v, want %v", r.Signal, sig)
 	}
 }
 
@@ -180,6 +324,13 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
+// countLines returns how many lines the file at path has; 0 when it is
+// missing.
+func countLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), "\n")
+}
+
 // writeFile writes content to a new file with mode perm in a fresh folder
 // and returns its path.
 func writeFile(t *testing.T, content string, perm os.FileMode) string {
@@ -213,39 +364,56 @@ func mustSymlink(t *testing.T, target, link string) {
 	}
 }
 
+// readPIDs returns the PIDs listed in the file at path.
+func readPIDs(path string) []int {
+	b, _ := os.ReadFile(path)
+	return pidsIn(string(b))
+}
+
+// pidsIn returns the PIDs listed in s, one a line.
+func pidsIn(s string) []int {
+	var pids []int
+	for _, f := range strings.Fields(s) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // waitPIDs waits until path lists n PIDs and returns them.
 func waitPIDs(t *testing.T, path string, n int) []int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, _ := os.ReadFile(path)
-		lines := strings.Fields(string(b))
-		if len(lines) >= n {
-			pids := make([]int, len(lines))
-			for i, l := range lines {
-				pids[i], _ = strconv.Atoi(l)
-			}
+		if pids := readPIDs(path); len(pids) >= n {
 			return pids
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s lists %d PIDs after 10s, want %d", path, len(lines), n)
+			t.Fatalf("%s lists %d PIDs after 10s, want %d", path, len(readPIDs(path)), n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// hasLine reports whether the file at path has the line want.
+func hasLine(path, want string) bool {
+	b, _ := os.ReadFile(path)
+	for l := range strings.Lines(string(b)) {
+		if strings.TrimSpace(l) == want {
+			return true
+		}
+	}
+	return false
 }
 
 // waitLine waits until the file at path has the line want.
 func waitLine(t *testing.T, path, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(path)
-		for l := range strings.Lines(string(b)) {
-			if strings.TrimSpace(l) == want {
-				return
-			}
-		}
+	for !hasLine(path, want) {
 		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(path)
 			t.Fatalf("%s = %q after 10s, want the line %q", path, b, want)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -14,14 +14,18 @@ import (
 
 // runFaults: jobs that cannot start say whose fault it is, in one line
 // naming the path.
-func runFaults(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job jobFunc) {
+func runFaults(t *testing.T, h Harness) {
+	job := h.job
 	// cannotStart runs j, which must not start, and checks the class of
-	// the error and that it names want.
+	// the error and the reason, and that it names want.
 	cannotStart := func(t *testing.T, j executor.Job, class error, want string) executor.Result {
 		t.Helper()
-		r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{Running: func(executor.Running) { t.Error("started called for a job that cannot start") }})
+		r := h.New(t).Execute(context.Background(), j, executor.Hooks{Running: func(executor.Running) { t.Error("Running called for a job that cannot start") }})
 		if r.Started || r.Err == nil {
 			t.Fatalf("result = %+v, want not started, with an error", r)
+		}
+		if want := map[error]executor.EndReason{executor.ErrCommand: executor.Unrunnable, executor.ErrEnvironment: executor.Infrastructure}[class]; r.Reason != want {
+			t.Errorf("reason %q, want %q for %v", r.Reason, want, class)
 		}
 		if !errors.Is(r.Err, class) {
 			t.Errorf("error %q is not %v", r.Err, class)
@@ -107,16 +111,18 @@ func runFaults(t *testing.T, newExecutor func(t *testing.T) executor.Executor, j
 
 // runLogs: the log is appended to, and never written through a planted
 // link, hard link or FIFO.
-func runLogs(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job jobFunc) {
+func runLogs(t *testing.T, h Harness) {
+	job := h.job
 	// refused runs j, whose log is booby-trapped, and checks that it did
 	// not start, with an environment fault naming want.
 	refused := func(t *testing.T, j executor.Job, want string) {
 		t.Helper()
 		done := make(chan executor.Result, 1)
-		go func() { done <- newExecutor(t).Execute(context.Background(), j, executor.Hooks{}) }()
+		ex := h.New(t)
+		go func() { done <- ex.Execute(context.Background(), j, executor.Hooks{}) }()
 		r := await(t, done, "it started")
-		if r.Started || !errors.Is(r.Err, executor.ErrEnvironment) {
-			t.Fatalf("result = %+v, want not started, an environment fault", r)
+		if r.Started || !errors.Is(r.Err, executor.ErrEnvironment) || r.Reason != executor.Infrastructure {
+			t.Fatalf("result = %+v, want not started, an environment fault (infrastructure)", r)
 		}
 		if msg := r.Err.Error(); !strings.Contains(msg, want) || strings.Contains(msg, "\n") {
 			t.Errorf("error %q: want one line naming %s", msg, want)
@@ -198,7 +204,7 @@ func runLogs(t *testing.T, newExecutor func(t *testing.T) executor.Executor, job
 		j := job(t, "-print", "second")
 		mustMkdir(t, filepath.Dir(j.LogPath))
 		writeFileAt(t, j.LogPath, "first\n")
-		if r := newExecutor(t).Execute(context.Background(), j, executor.Hooks{}); r.Err != nil || r.ExitCode != 0 {
+		if r := h.New(t).Execute(context.Background(), j, executor.Hooks{}); r.Reason != executor.Exited || r.Err != nil || r.ExitCode != 0 {
 			t.Fatalf("result = %+v", r)
 		}
 		if got := readFile(t, j.LogPath); got != "first\nsecond\n" {

@@ -34,14 +34,29 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// harness holds e to the conformance suite. Its attempts die with the
+// process that runs them: a restart means a fresh Executor, whose Recover
+// reports every orphan Lost and kills what is left of it.
+func harness(e func() *local.Executor) executortest.Harness {
+	return executortest.Harness{
+		New:     func(*testing.T) executor.Executor { return e() },
+		Sleeper: sleeper,
+	}
+}
+
 func TestConformance(t *testing.T) {
-	executortest.Run(t, func(*testing.T) executor.Executor { return &local.Executor{} }, sleeper)
+	h := harness(func() *local.Executor { return &local.Executor{} })
+	executortest.Run(t, h)
+	executortest.RunLocal(t, h)
 }
 
 // TestConformanceCgroups holds the executor with a cgroup per attempt to
-// the same suite (where the machine has none, it falls back to the token).
+// the same suite (where the machine has none, it falls back to the token,
+// and the suite's cgroup test is skipped).
 func TestConformanceCgroups(t *testing.T) {
-	executortest.Run(t, func(*testing.T) executor.Executor { return &local.Executor{Cgroups: true} }, sleeper)
+	h := harness(func() *local.Executor { return &local.Executor{Cgroups: true} })
+	executortest.Run(t, h)
+	executortest.RunLocal(t, h)
 }
 
 func TestStartTicks(t *testing.T) {
