@@ -21,7 +21,7 @@ import (
 // Executor runs attempts as local process groups, as local.Executor does,
 // but through the supervisor of RunDir, which outlives this process: an
 // attempt runs on when the scheduler dies, its timeout is still enforced,
-// and how it ends is recorded in its result file (ResultPath). Its handles
+// and how it ends is recorded in the results file (ResultsPath). Its handles
 // are local.Executor's, and so is its name. Its methods are safe for
 // concurrent use; all attempts share one connection to the supervisor.
 type Executor struct {
@@ -99,78 +99,90 @@ func specOf(job executor.Job, cgroups bool) (*jobSpec, error) {
 	return s, nil
 }
 
-// Recover finds orphans, in order: one whose result file is there ended as
-// it says; one the running supervisor still runs is taken over (Wait
-// waits for its end); one that neither knows is Lost, and whatever is left
-// of it is killed (one scan of the processes for all of them). It never
-// starts a supervisor.
+// Recover finds orphans, in order: one the results file has a record of
+// ended as it says; one the running supervisor still runs is taken over
+// (Wait waits for its end); one that neither knows is Lost, and whatever
+// is left of it is killed (one scan of the processes for all of them).
+// It never starts a supervisor.
 func (e *Executor) Recover(orphans []executor.Orphan) []executor.Recovery {
 	out := make([]executor.Recovery, len(orphans))
-	var rest []int // not ended as far as result files tell
+	dir, _ := e.runDir()
+	procs := make([]executor.Process, len(orphans))
+	want := make([]wanted, len(orphans))
 	for i, o := range orphans {
-		if r, ok, _ := ReadResult(o.Job); ok {
-			out[i].Result = r
-			continue
+		procs[i], _ = local.DecodeHandle(o.Handle)
+		want[i] = wanted{id: o.Job.Token, proc: procs[i]}
+	}
+	// ended reports whether the results file says how orphan i ended.
+	ended := func(recs map[string]*resultRecord, i int) bool {
+		if t := orphans[i].Job.Token; t != "" && recs[t] != nil {
+			out[i].Result = recs[t].result()
+			return true
 		}
-		rest = append(rest, i)
+		return false
 	}
-	if len(rest) == 0 {
-		return out
-	}
-	var lost []int
-	jobs := make([]executor.Job, 0, len(rest))
-	ids := make([]string, 0, len(rest))
-	idx := make([]int, 0, len(rest)) // orphan of each id
-	for _, i := range rest {
-		if orphans[i].Job.Token == "" {
-			lost = append(lost, i) // no supervisor knows it by a name
-			continue
+	recs, _ := readResults(dir, want)
+	var ids []string
+	var idx, lostIdx []int // orphan of each id, of each lost one
+	var jobs []executor.Job
+	for i, o := range orphans {
+		switch {
+		case ended(recs, i):
+		case o.Job.Token == "": // no supervisor knows it by a name
+			lostIdx = append(lostIdx, i)
+		default:
+			jobs, ids, idx = append(jobs, o.Job), append(ids, o.Job.Token), append(idx, i)
 		}
-		jobs, ids, idx = append(jobs, orphans[i].Job), append(ids, orphans[i].Job.Token), append(idx, i)
 	}
-	c, ws, err := e.register(false, jobs, ids)
-	if err != nil {
-		lost = append(lost, idx...) // no supervisor: nobody watched them
-	} else {
-		c.send(&message{Type: msgAttach, IDs: attachable(ids, ws)})
-		for k, w := range ws {
-			i := idx[k]
-			if w == nil { // watched through this executor already
-				out[i].Result = executor.Result{Reason: executor.Infrastructure, End: time.Now(),
-					Err: fmt.Errorf("attempt %s is already being watched through this executor", ids[k])}
-				continue
+	if len(ids) > 0 {
+		var recheck []int // not running in the supervisor: ended meanwhile, or lost
+		c, ws, err := e.register(false, jobs, ids)
+		if err != nil {
+			recheck = idx // no supervisor: nobody watched them
+		} else {
+			c.send(&message{Type: msgAttach, IDs: attachable(ids, ws)})
+			for k, w := range ws {
+				i := idx[k]
+				if w == nil {
+					out[i].Result = executor.Result{Reason: executor.Infrastructure, End: time.Now(),
+						Err: fmt.Errorf("attempt %s is already being watched through this executor", ids[k])}
+					continue
+				}
+				ev := <-w.events
+				switch {
+				case ev.end != nil: // the connection broke, and its end was settled
+					out[i].Result = *ev.end
+				case ev.msg.Type == msgDetached:
+					out[i].Result = detachedResult()
+				case ev.msg.Running:
+					m, job := ev.msg, orphans[i].Job
+					out[i].Running = executor.Running{Since: m.Since, PID: m.PID,
+						Handle: local.EncodeHandle(executor.Process{PID: m.PID, PGID: m.PGID, StartTicks: m.StartTicks})}
+					out[i].Wait = func(ctx context.Context) executor.Result { return c.wait(ctx, w, job.KillNow, nil) }
+				default:
+					c.drop(w)
+					recheck = append(recheck, i)
+				}
 			}
-			ev := <-w.events
-			switch {
-			case ev.end != nil: // the connection broke, and its end was settled
-				out[i].Result = *ev.end
-			case ev.msg.Type == msgDetached:
-				out[i].Result = detachedResult()
-			case ev.msg.Running:
-				m, job := ev.msg, orphans[i].Job
-				out[i].Running = executor.Running{Since: m.Since, PID: m.PID,
-					Handle: local.EncodeHandle(executor.Process{PID: m.PID, PGID: m.PGID, StartTicks: m.StartTicks})}
-				out[i].Wait = func(ctx context.Context) executor.Result { return c.wait(ctx, w, job.KillNow, nil) }
-			default:
-				c.drop(w)
-				// It may have ended between the first look and the attach.
-				if r, ok, _ := ReadResult(orphans[i].Job); ok {
-					out[i].Result = r
-				} else {
-					lost = append(lost, i)
+		}
+		if len(recheck) > 0 {
+			// One may have ended between the first read and the attach.
+			recs, _ := readResults(dir, want)
+			for _, i := range recheck {
+				if !ended(recs, i) {
+					lostIdx = append(lostIdx, i)
 				}
 			}
 		}
 	}
-	if len(lost) > 0 {
-		stale := make([]local.Stale, len(lost))
-		for k, i := range lost {
-			p, _ := local.DecodeHandle(orphans[i].Handle)
-			stale[k] = local.Stale{Process: p, Token: orphans[i].Job.Token}
+	if len(lostIdx) > 0 {
+		stale := make([]local.Stale, len(lostIdx))
+		for k, i := range lostIdx {
+			stale[k] = local.Stale{Process: procs[i], Token: orphans[i].Job.Token}
 		}
 		killed, errs := local.KillStaleMany(stale)
 		now := time.Now()
-		for k, i := range lost {
+		for k, i := range lostIdx {
 			out[i].Result = local.LostResult(now, killed[k], errs[k])
 		}
 	}
@@ -233,6 +245,7 @@ func (e *Executor) register(spawn bool, jobs []executor.Job, ids []string) (*con
 // hands each message to the waiter of its attempt.
 type conn struct {
 	nc   *net.UnixConn
+	dir  string        // the run directory
 	pid  int           // the supervisor's
 	dead chan struct{} // closed once the connection is gone and every waiter has its end
 
@@ -381,8 +394,9 @@ func (c *conn) read(sc *bufio.Scanner) {
 
 // fail settles the end of every attempt still waited for once the
 // connection is gone. When Close dropped it, they run on, unwatched. When
-// the supervisor is gone, an attempt ended as its result file says, if it
-// has one; the rest are Lost, killed with whatever they left running.
+// the supervisor is gone, an attempt ended as the results file says, if
+// it has a record there; the rest are Lost, killed with whatever they left
+// running.
 func (c *conn) fail() {
 	defer close(c.dead)
 	c.mu.Lock()
@@ -407,9 +421,15 @@ func (c *conn) fail() {
 		}
 		return
 	}
+	want := make([]wanted, len(ws))
+	for k, w := range ws {
+		want[k] = wanted{id: w.id, proc: w.proc}
+	}
+	recs, _ := readResults(c.dir, want)
 	var lost []*waiter
 	for _, w := range ws {
-		if r, ok, _ := readResult(w.job.LogRoot, w.job.LogPath, w.id); ok {
+		if rec := recs[w.id]; rec != nil {
+			r := rec.result()
 			w.events <- event{end: &r}
 			continue
 		}

@@ -37,7 +37,7 @@ const (
 	msgKill     = "kill"     // kill attempt ID at once (SIGKILL)
 	msgAttach   = "attach"   // take over the attempts IDs; one attached per id answers
 	msgRunning  = "running"  // attempt ID's command runs: PID, PGID, StartTicks, Since
-	msgEnded    = "ended"    // attempt ID ended: Result (its result file is written)
+	msgEnded    = "ended"    // attempt ID ended: Result (already in the results file)
 	msgAttached = "attached" // answer to attach for ID: Running says whether it still runs
 	msgDetached = "detached" // another connection took attempt ID over: no more news of it here
 	msgError    = "error"    // Error says what was wrong with the last message; fatal before hello
@@ -84,14 +84,14 @@ func (s *jobSpec) job() executor.Job {
 		LogPath: s.LogPath, LogRoot: s.LogRoot, Timeout: s.Timeout, KillGrace: s.KillGrace, Token: s.Token}
 }
 
-// resultVersion is the layout of resultRecord in result files.
+// resultVersion is the layout of resultRecord in the results file.
 const resultVersion = 1
 
 // resultRecord is an executor.Result as the ended message carries it and
-// as the result file keeps it.
+// as the results file keeps it.
 type resultRecord struct {
 	Version  int       `json:"version"`
-	ID       string    `json:"id"` // the attempt's token: a file left by another attempt is not this one's
+	ID       string    `json:"id"` // the attempt's token
 	Reason   string    `json:"reason"`
 	Started  bool      `json:"started"`
 	ExitCode int       `json:"exit_code"`
@@ -102,12 +102,18 @@ type resultRecord struct {
 	// Fault is whose fault Error is: "command" (executor.ErrCommand),
 	// "environment" (executor.ErrEnvironment) or "" (neither).
 	Fault string `json:"fault,omitempty"`
+	// PID and StartTicks name the attempt's leading process, when it ran:
+	// a record of an earlier attempt with the same token is not taken for
+	// that of an orphan whose handle names another process.
+	PID        int    `json:"pid,omitempty"`
+	StartTicks uint64 `json:"start_ticks,omitempty"`
 }
 
-// record returns r as a resultRecord of attempt id.
-func record(id string, r executor.Result) *resultRecord {
+// record returns r as a resultRecord of attempt id, whose leading
+// process was p (zero: it did not run).
+func record(id string, r executor.Result, p executor.Process) *resultRecord {
 	rec := &resultRecord{Version: resultVersion, ID: id, Reason: r.Reason.String(), Started: r.Started,
-		ExitCode: r.ExitCode, Start: r.Start, End: r.End}
+		ExitCode: r.ExitCode, Start: r.Start, End: r.End, PID: p.PID, StartTicks: p.StartTicks}
 	if r.Signal != 0 {
 		rec.Signal = executor.SignalName(r.Signal)
 	}

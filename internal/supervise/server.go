@@ -32,6 +32,18 @@ const readyVar = "GPUSCHED_SUPERVISOR_READY_FD"
 // one before it exits.
 const linger = time.Second
 
+// runningDelay is how long the running message of an attempt waits: one
+// that ends sooner has its running and ended messages sent together, in
+// one write, which spares both processes a wake-up (a third of the
+// supervisor's cost for a short task). What the scheduler does on running
+// (persist the handle) is not needed sooner: the supervisor finds its
+// attempts by their tokens.
+const runningDelay = 5 * time.Millisecond
+
+// writeWait bounds how long a write to a client may block (one that does
+// not read): then its connection is dropped.
+const writeWait = 10 * time.Second
+
 // maxMessage bounds one message (a start carries the job's whole
 // environment).
 const maxMessage = 16 << 20
@@ -77,12 +89,18 @@ func serve(dir string) int {
 		return 0
 	}
 	defer lock.Close() // released last, after the socket is gone
+	results, err := openResults(dir)
+	if err != nil {
+		lg.Print(err)
+		return fail(err)
+	}
+	defer results.Close()
 	ln, err := listen(dir)
 	if err != nil {
 		lg.Print(err)
 		return fail(err)
 	}
-	s := &server{dir: dir, log: lg, ln: ln, done: make(chan struct{}),
+	s := &server{dir: dir, log: lg, ln: ln, results: results, done: make(chan struct{}),
 		attempts: map[string]*attempt{}, conns: map[*sconn]struct{}{}}
 	// SIGINT and SIGHUP are caught and dropped rather than ignored: an
 	// ignored signal stays ignored in the tasks started after exec, a
@@ -134,10 +152,11 @@ func tell(f *os.File, word string) {
 
 // server is a running supervisor.
 type server struct {
-	dir  string
-	log  *log.Logger
-	ln   *net.UnixListener
-	done chan struct{} // closed when the supervisor is to exit
+	dir     string
+	log     *log.Logger
+	ln      *net.UnixListener
+	results *os.File      // the results file, appended to
+	done    chan struct{} // closed when the supervisor is to exit
 
 	mu          sync.Mutex // guards the fields below, and attempt.owner and attempt.run
 	attempts    map[string]*attempt
@@ -157,8 +176,12 @@ type attempt struct {
 	killNow chan struct{}           // closed to kill it at once
 	kill    sync.Once               // closes killNow
 
-	owner *sconn   // who hears of it; nil: nobody. Guarded by server.mu.
-	run   *message // its running message once it runs. Guarded by server.mu.
+	// Guarded by server.mu:
+	owner    *sconn      // who hears of it; nil: nobody
+	run      *message    // its running message once it runs
+	runSent  bool        // the owner has heard that it runs
+	runTimer *time.Timer // sends run after runningDelay
+	ended    bool
 }
 
 // maybeIdle starts the linger when nothing is left to do, or exits when
@@ -238,7 +261,7 @@ func (s *server) accept() {
 			nc.Close()
 			continue
 		}
-		c := &sconn{nc: nc, wake: make(chan struct{}, 1), flushed: make(chan struct{})}
+		c := &sconn{nc: nc}
 		s.mu.Lock()
 		if s.exiting {
 			s.mu.Unlock()
@@ -248,13 +271,12 @@ func (s *server) accept() {
 		s.conns[c] = struct{}{}
 		s.busy()
 		s.mu.Unlock()
-		go c.write()
 		go s.serveConn(c)
 	}
 }
 
-// flushAll lets every connection's writer send what it has queued (the
-// ended messages of a SIGTERM), for a second at most.
+// flushAll sends what is queued for every client (the ended messages of
+// a SIGTERM) and hangs up.
 func (s *server) flushAll() {
 	s.mu.Lock()
 	conns := make([]*sconn, 0, len(s.conns))
@@ -262,13 +284,9 @@ func (s *server) flushAll() {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	deadline := time.Now().Add(time.Second)
 	for _, c := range conns {
-		c.nc.SetWriteDeadline(deadline)
-		c.finish()
-	}
-	for _, c := range conns {
-		<-c.flushed
+		c.flush()
+		c.nc.Close()
 	}
 }
 
@@ -286,7 +304,6 @@ func (s *server) serveConn(c *sconn) {
 		}
 		s.maybeIdle()
 		s.mu.Unlock()
-		c.finish()
 	}()
 	sc := bufio.NewScanner(c.nc)
 	sc.Buffer(make([]byte, 0, 64<<10), maxMessage)
@@ -294,16 +311,16 @@ func (s *server) serveConn(c *sconn) {
 	for sc.Scan() {
 		var m message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			c.send(&message{Type: msgError, Error: fmt.Sprintf("read message: %v", err)})
+			c.reply(&message{Type: msgError, Error: fmt.Sprintf("read message: %v", err)})
 			return
 		}
 		if !helloed {
 			if m.Type != msgHello || m.Version != protocolVersion {
-				c.send(&message{Type: msgError, Error: fmt.Sprintf("this supervisor speaks version %d of the protocol; say hello with it first", protocolVersion)})
+				c.reply(&message{Type: msgError, Error: fmt.Sprintf("this supervisor speaks version %d of the protocol; say hello with it first", protocolVersion)})
 				return
 			}
 			helloed = true
-			c.send(&message{Type: msgHello, Version: protocolVersion, PID: os.Getpid()})
+			c.reply(&message{Type: msgHello, Version: protocolVersion, PID: os.Getpid()})
 			continue
 		}
 		s.handle(c, &m)
@@ -332,6 +349,7 @@ func (s *server) handle(c *sconn, m *message) {
 		s.mu.Unlock()
 	case msgAttach:
 		s.mu.Lock()
+		var old []*sconn // who lost attempts
 		for _, id := range m.IDs {
 			a := s.attempts[id]
 			if a == nil {
@@ -340,17 +358,23 @@ func (s *server) handle(c *sconn, m *message) {
 			}
 			if a.owner != nil && a.owner != c {
 				a.owner.send(&message{Type: msgDetached, ID: id})
+				old = append(old, a.owner)
 			}
 			a.owner = c
 			r := &message{Type: msgAttached, ID: id, Running: true}
 			if a.run != nil {
 				r.PID, r.PGID, r.StartTicks, r.Since = a.run.PID, a.run.PGID, a.run.StartTicks, a.run.Since
+				a.runSent = true
 			}
 			c.send(r)
 		}
 		s.mu.Unlock()
+		for _, o := range old {
+			o.flush()
+		}
+		c.flush()
 	default:
-		c.send(&message{Type: msgError, ID: m.ID, Error: fmt.Sprintf("unknown message type %q", m.Type)})
+		c.reply(&message{Type: msgError, ID: m.ID, Error: fmt.Sprintf("unknown message type %q", m.Type)})
 	}
 }
 
@@ -359,28 +383,31 @@ func (s *server) start(c *sconn, m *message) {
 	refuse := func(why string) {
 		now := time.Now()
 		r := executor.Result{Reason: executor.Infrastructure, Start: now, End: now, Err: errors.New(why)}
-		c.send(&message{Type: msgEnded, ID: m.ID, Result: record(m.ID, r)})
+		c.reply(&message{Type: msgEnded, ID: m.ID, Result: record(m.ID, r, executor.Process{})})
 	}
 	if m.ID == "" || m.Job == nil {
-		c.send(&message{Type: msgError, Error: "start: no id or no job"})
+		c.reply(&message{Type: msgError, Error: "start: no id or no job"})
 		return
 	}
 	ctx, stop := context.WithCancelCause(context.Background())
 	a := &attempt{id: m.ID, job: m.Job.job(), cgroups: m.Job.Cgroups, stop: stop, killNow: make(chan struct{}), owner: c}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	why := ""
 	switch {
 	case s.terminating:
-		stop(nil)
-		refuse("the supervisor is stopping: it was told to")
-		return
+		why = "the supervisor is stopping: it was told to"
 	case s.attempts[m.ID] != nil:
+		why = fmt.Sprintf("attempt %s already runs in this supervisor", m.ID)
+	default:
+		s.attempts[m.ID] = a
+		s.busy()
+	}
+	s.mu.Unlock()
+	if why != "" {
 		stop(nil)
-		refuse(fmt.Sprintf("attempt %s already runs in this supervisor", m.ID))
+		refuse(why)
 		return
 	}
-	s.attempts[m.ID] = a
-	s.busy()
 	go s.run(ctx, a)
 }
 
@@ -394,9 +421,7 @@ func (s *server) run(ctx context.Context, a *attempt) {
 		m := &message{Type: msgRunning, ID: a.id, PID: p.PID, PGID: p.PGID, StartTicks: p.StartTicks, Since: r.Since}
 		s.mu.Lock()
 		a.run = m
-		if a.owner != nil {
-			a.owner.send(m)
-		}
+		a.runTimer = time.AfterFunc(runningDelay, func() { s.tellRunning(a) })
 		s.mu.Unlock()
 	}}
 	res := (&local.Executor{Cgroups: a.cgroups}).Execute(ctx, job, hooks)
@@ -404,15 +429,28 @@ func (s *server) run(ctx context.Context, a *attempt) {
 		res.Reason, res.Err = executor.Infrastructure, errTerminated
 	}
 	a.stop(nil)
-	rec := record(a.id, res)
-	// Recorded before anyone is told: whoever hears of the end may die
-	// before it keeps it, and its successor then reads the file.
-	werr := writeResult(job.LogRoot, job.LogPath, rec)
+	var p executor.Process
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	if a.run != nil {
+		p = executor.Process{PID: a.run.PID, PGID: a.run.PGID, StartTicks: a.run.StartTicks}
+	}
+	s.mu.Unlock()
+	rec := record(a.id, res, p)
+	// Recorded before anyone is told: whoever hears of the end may die
+	// before it keeps it, and its successor then reads the record.
+	werr := appendResult(s.results, rec)
+	s.mu.Lock()
 	delete(s.attempts, a.id)
-	if a.owner != nil {
-		a.owner.send(&message{Type: msgEnded, ID: a.id, Result: rec})
+	a.ended = true
+	if a.runTimer != nil {
+		a.runTimer.Stop()
+	}
+	owner := a.owner
+	if owner != nil {
+		if a.run != nil && !a.runSent {
+			owner.send(a.run)
+		}
+		owner.send(&message{Type: msgEnded, ID: a.id, Result: rec})
 	}
 	switch {
 	case werr != nil && a.owner == nil:
@@ -423,75 +461,77 @@ func (s *server) run(ctx context.Context, a *attempt) {
 		s.log.Printf("attempt %s ended (%s) while no client watched", a.id, rec.Reason)
 	}
 	s.maybeIdle()
+	s.mu.Unlock()
+	if owner != nil {
+		owner.flush()
+	}
+}
+
+// tellRunning tells a's owner that it runs, unless it has heard or a has
+// ended (then ended tells).
+func (s *server) tellRunning(a *attempt) {
+	s.mu.Lock()
+	c := a.owner
+	if c == nil || a.runSent || a.ended {
+		s.mu.Unlock()
+		return
+	}
+	a.runSent = true
+	c.send(a.run)
+	s.mu.Unlock()
+	c.flush()
 }
 
 // sconn is a client's connection to the supervisor. Messages to it are
-// queued and written by its own goroutine, in the order queued, so that
-// whoever queues (holding server.mu) never waits for the client.
+// queued while server.mu is held, so that they are in the order of the
+// events they tell, and written after it is released (flush), so that a
+// slow client never holds up the others.
 type sconn struct {
-	nc      *net.UnixConn
-	wake    chan struct{} // a message or the end was queued
-	flushed chan struct{} // closed when the writer is done
+	nc *net.UnixConn
 
-	mu       sync.Mutex // guards the fields below
-	queue    []*message
-	finished bool // nothing more is queued; the writer ends once the queue is written
+	wmu sync.Mutex // held while writing: batches go out in the order they were taken
+	buf []byte     // guarded by wmu
+
+	mu    sync.Mutex // guards queue
+	queue []*message
 }
 
 // send queues m.
 func (c *sconn) send(m *message) {
 	c.mu.Lock()
-	if !c.finished {
-		c.queue = append(c.queue, m)
-	}
+	c.queue = append(c.queue, m)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 }
 
-// finish ends the writer once it has written what is queued.
-func (c *sconn) finish() {
+// reply queues m and writes it with whatever else is queued.
+func (c *sconn) reply(m *message) {
+	c.send(m)
+	c.flush()
+}
+
+// flush writes what is queued, in one write. A client that does not take
+// it within writeWait is dropped.
+func (c *sconn) flush() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	c.mu.Lock()
-	c.finished = true
+	batch := c.queue
+	c.queue = nil
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if len(batch) == 0 {
+		return
 	}
-}
-
-// write writes queued messages, several in one write when they pile up,
-// until finish; then it closes the connection.
-func (c *sconn) write() {
-	defer close(c.flushed)
-	defer c.nc.Close()
-	var buf []byte
-	var batch []*message
-	for {
-		c.mu.Lock()
-		batch, c.queue = c.queue, batch[:0]
-		finished := c.finished
-		c.mu.Unlock()
-		if len(batch) == 0 {
-			if finished {
-				return
-			}
-			<-c.wake
+	buf := c.buf[:0]
+	for _, m := range batch {
+		b, err := json.Marshal(m)
+		if err != nil {
 			continue
 		}
-		buf = buf[:0]
-		for _, m := range batch {
-			b, err := json.Marshal(m)
-			if err != nil {
-				continue
-			}
-			buf = append(append(buf, b...), '\n')
-		}
-		clear(batch)
-		if _, err := c.nc.Write(buf); err != nil {
-			c.nc.Close() // the reader ends, and calls finish
-		}
+		buf = append(append(buf, b...), '\n')
+	}
+	c.buf = buf
+	c.nc.SetWriteDeadline(time.Now().Add(writeWait))
+	if _, err := c.nc.Write(buf); err != nil {
+		c.nc.Close() // the reader ends, and the attempts lose their owner
 	}
 }

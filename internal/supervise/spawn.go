@@ -40,7 +40,7 @@ func (e *Executor) connect(spawn bool) (*conn, error) {
 	for {
 		nc, err := dial(dir)
 		if err == nil {
-			c, herr := handshake(nc)
+			c, herr := handshake(nc, dir)
 			if herr == nil {
 				return c, nil
 			}
@@ -81,7 +81,7 @@ var errHungUp = errors.New("the supervisor hung up")
 
 // handshake says hello on nc and checks the answer; then the connection's
 // reader starts.
-func handshake(nc *net.UnixConn) (*conn, error) {
+func handshake(nc *net.UnixConn, dir string) (*conn, error) {
 	fail := func(err error) (*conn, error) { nc.Close(); return nil, err }
 	nc.SetDeadline(time.Now().Add(connectWait))
 	b, _ := json.Marshal(&message{Type: msgHello, Version: protocolVersion})
@@ -102,7 +102,7 @@ func handshake(nc *net.UnixConn) (*conn, error) {
 			m.Type, m.Error, m.Version, protocolVersion))
 	}
 	nc.SetDeadline(time.Time{})
-	c := &conn{nc: nc, pid: m.PID, dead: make(chan struct{}), waiters: map[string]*waiter{}}
+	c := &conn{nc: nc, dir: dir, pid: m.PID, dead: make(chan struct{}), waiters: map[string]*waiter{}}
 	go c.read(sc)
 	return c, nil
 }

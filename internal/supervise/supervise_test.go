@@ -64,7 +64,7 @@ func newExecutor(t *testing.T, dir string) *supervise.Executor {
 
 // stopSupervisor stops dir's supervisor, if one runs, and waits until it
 // is gone.
-func stopSupervisor(t *testing.T, dir string) {
+func stopSupervisor(t testing.TB, dir string) {
 	t.Helper()
 	if lockFree(dir) {
 		return
@@ -76,7 +76,7 @@ func stopSupervisor(t *testing.T, dir string) {
 }
 
 // supervisorPID returns the PID that dir's lock holds.
-func supervisorPID(t *testing.T, dir string) int {
+func supervisorPID(t testing.TB, dir string) int {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "supervisor.lock"))
 	if err != nil {
@@ -104,13 +104,13 @@ func lockFree(dir string) bool {
 }
 
 // waitLockFree waits until dir's supervisor is gone.
-func waitLockFree(t *testing.T, dir string) {
+func waitLockFree(t testing.TB, dir string) {
 	t.Helper()
 	waitFor(t, "the supervisor to exit", func() bool { return lockFree(dir) })
 }
 
 // waitFor waits, for 10 s at most, until cond holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -178,24 +178,28 @@ func TestConformance(t *testing.T) {
 	executortest.Run(t, func(t *testing.T) executor.Executor { return newExecutor(t, dir) }, sleeper)
 }
 
-func TestResultFileWritten(t *testing.T) {
-	e := newExecutor(t, runDir(t))
+// TestResultRecorded: an attempt's end is in the results file by the
+// time its client hears of it.
+func TestResultRecorded(t *testing.T) {
+	dir := runDir(t)
+	e := newExecutor(t, dir)
 	j := executortest.NewJob(t, sleeper, "-exit", "3")
-	r := e.Execute(context.Background(), j, executor.Hooks{})
+	var run executor.Running
+	r := e.Execute(context.Background(), j, executor.Hooks{Running: func(r executor.Running) { run = r }})
 	if r.Reason != executor.Exited || r.ExitCode != 3 {
 		t.Fatalf("result = %+v, want exited 3", r)
 	}
-	got, ok, err := supervise.ReadResult(j)
+	got, ok, err := supervise.ReadResult(dir, executor.Orphan{Job: j, Handle: run.Handle})
 	if !ok || err != nil {
-		t.Fatalf("ReadResult = %v, %v: the result file must be written before Execute returns", ok, err)
+		t.Fatalf("ReadResult = %v, %v: the end must be recorded before Execute returns", ok, err)
 	}
 	if got.Reason != r.Reason || got.ExitCode != 3 || !got.Started || !got.Start.Equal(r.Start) || !got.End.Equal(r.End) {
-		t.Errorf("result file = %+v, want %+v", got, r)
+		t.Errorf("recorded %+v, want %+v", got, r)
 	}
 	other := j
 	other.Token += "-another"
-	if _, ok, err := supervise.ReadResult(other); ok || err != nil {
-		t.Errorf("ReadResult of another attempt with the same log = %v, %v; want none", ok, err)
+	if _, ok, err := supervise.ReadResult(dir, executor.Orphan{Job: other}); ok || err != nil {
+		t.Errorf("ReadResult of another attempt = %v, %v; want none", ok, err)
 	}
 }
 
@@ -238,7 +242,7 @@ func TestAdoption(t *testing.T) {
 }
 
 // TestEndedUnwatched: an attempt that ends while no client is connected
-// is found in its result file.
+// is found in the results file.
 func TestEndedUnwatched(t *testing.T) {
 	dir := runDir(t)
 	gofile := filepath.Join(t.TempDir(), "go")
@@ -250,7 +254,10 @@ func TestEndedUnwatched(t *testing.T) {
 	if err := os.WriteFile(gofile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the result file", func() bool { _, err := os.Stat(supervise.ResultPath(j.LogPath)); return err == nil })
+	waitFor(t, "the end to be recorded", func() bool {
+		_, ok, _ := supervise.ReadResult(dir, executor.Orphan{Job: j})
+		return ok
+	})
 
 	rec := newExecutor(t, dir).Recover([]executor.Orphan{{Job: j, Handle: run.Handle}})[0]
 	if rec.Wait != nil {
@@ -344,7 +351,7 @@ func TestSupervisorKilledUnwatched(t *testing.T) {
 }
 
 // TestRecoverMany: one Recover call sorts orphans out, in order: ended
-// (result file), still running (attached), and unknown (Lost).
+// (results file), still running (attached), and unknown (Lost).
 func TestRecoverMany(t *testing.T) {
 	dir := runDir(t)
 	tmp := t.TempDir()
@@ -472,8 +479,8 @@ func TestSIGTERM(t *testing.T) {
 	if r.Reason != executor.Infrastructure || r.Err == nil || !strings.Contains(r.Err.Error(), "supervisor was told to stop") || r.Signal != syscall.SIGTERM {
 		t.Errorf("result = %+v, want infrastructure, stopped by SIGTERM", r)
 	}
-	if got, ok, _ := supervise.ReadResult(j); !ok || got.Reason != executor.Infrastructure {
-		t.Errorf("result file = %+v (%v), want infrastructure", got, ok)
+	if got, ok, _ := supervise.ReadResult(dir, executor.Orphan{Job: j}); !ok || got.Reason != executor.Infrastructure {
+		t.Errorf("recorded %+v (%v), want infrastructure", got, ok)
 	}
 	waitLockFree(t, dir)
 }
