@@ -26,8 +26,8 @@ import (
 // concurrent use; all attempts share one connection to the supervisor.
 type Executor struct {
 	// RunDir is the run directory, which must exist: the supervisor's
-	// socket, lock and log live there. A relative path is taken from the
-	// working directory at the first use.
+	// socket, lock, log and results file live there. A relative path is
+	// taken from the working directory.
 	RunDir string
 	// Binary is the program that serves as the supervisor when none runs:
 	// it must call MaybeServe first thing. Empty: this process's own
@@ -64,7 +64,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	if id == "" {
 		id = "untokened-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(anonSeq.Add(1), 10)
 	}
-	c, ws, err := e.register(true, []executor.Job{job}, []string{id})
+	c, ws, err := e.register(true, []string{id}, []string{job.Token})
 	if err != nil {
 		return executor.Result{Reason: executor.Infrastructure, Start: start, End: time.Now(), Err: executor.EnvironmentFault(err)}
 	}
@@ -124,19 +124,18 @@ func (e *Executor) Recover(orphans []executor.Orphan) []executor.Recovery {
 	recs, _ := readResults(dir, want)
 	var ids []string
 	var idx, lostIdx []int // orphan of each id, of each lost one
-	var jobs []executor.Job
 	for i, o := range orphans {
 		switch {
 		case ended(recs, i):
 		case o.Job.Token == "": // no supervisor knows it by a name
 			lostIdx = append(lostIdx, i)
 		default:
-			jobs, ids, idx = append(jobs, o.Job), append(ids, o.Job.Token), append(idx, i)
+			ids, idx = append(ids, o.Job.Token), append(idx, i)
 		}
 	}
 	if len(ids) > 0 {
 		var recheck []int // not running in the supervisor: ended meanwhile, or lost
-		c, ws, err := e.register(false, jobs, ids)
+		c, ws, err := e.register(false, ids, ids)
 		if err != nil {
 			recheck = idx // no supervisor: nobody watched them
 		} else {
@@ -221,9 +220,9 @@ func (e *Executor) Close() error {
 }
 
 // register connects to the supervisor, starting one if spawn allows and
-// none answers, and gives each id a waiter for its messages, to whose
-// attempt job belongs; an id already watched gets nil.
-func (e *Executor) register(spawn bool, jobs []executor.Job, ids []string) (*conn, []*waiter, error) {
+// none answers, and gives each id a waiter for its messages (the attempt's
+// token is tokens[k]); an id already watched gets nil.
+func (e *Executor) register(spawn bool, ids, tokens []string) (*conn, []*waiter, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
@@ -234,7 +233,7 @@ func (e *Executor) register(spawn bool, jobs []executor.Job, ids []string) (*con
 			}
 			e.c = c
 		}
-		if ws, ok := e.c.add(jobs, ids); ok {
+		if ws, ok := e.c.add(ids, tokens); ok {
 			return e.c, ws, nil
 		}
 		e.c = nil // it broke: connect again
@@ -246,7 +245,6 @@ func (e *Executor) register(spawn bool, jobs []executor.Job, ids []string) (*con
 type conn struct {
 	nc   *net.UnixConn
 	dir  string        // the run directory
-	pid  int           // the supervisor's
 	dead chan struct{} // closed once the connection is gone and every waiter has its end
 
 	wmu sync.Mutex // serialises writes
@@ -260,7 +258,7 @@ type conn struct {
 // waiter receives the messages about one attempt.
 type waiter struct {
 	id     string
-	job    executor.Job
+	token  string     // the attempt's token in its processes' environment; "" when none
 	events chan event // attached, running, then the end; buffered for all of them
 
 	proc  executor.Process // from its running message; guarded by conn.mu
@@ -275,7 +273,7 @@ type event struct {
 
 // add gives each id a waiter, nil for one already watched; false when the
 // connection is broken.
-func (c *conn) add(jobs []executor.Job, ids []string) ([]*waiter, bool) {
+func (c *conn) add(ids, tokens []string) ([]*waiter, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
@@ -286,7 +284,7 @@ func (c *conn) add(jobs []executor.Job, ids []string) ([]*waiter, bool) {
 		if c.waiters[id] != nil {
 			continue
 		}
-		ws[k] = &waiter{id: id, job: jobs[k], events: make(chan event, 4)}
+		ws[k] = &waiter{id: id, token: tokens[k], events: make(chan event, 4)}
 		c.waiters[id] = ws[k]
 	}
 	return ws, true
@@ -440,7 +438,7 @@ func (c *conn) fail() {
 	}
 	stale := make([]local.Stale, len(lost))
 	for k, w := range lost {
-		stale[k] = local.Stale{Process: w.proc, Token: w.job.Token}
+		stale[k] = local.Stale{Process: w.proc, Token: w.token}
 	}
 	killed, errs := local.KillStaleMany(stale)
 	now := time.Now()

@@ -41,17 +41,20 @@ func TestPeerOfAnotherUserRefused(t *testing.T) {
 	if err := os.Chmod(sock, 0o666); err != nil { // as a careless person might
 		t.Fatal(err)
 	}
-	if got := helloAs(0, sock); !strings.Contains(got, `\"type\":\"hello\"`) {
+	if got := helloAs(0, sock, hello); !strings.Contains(got, `\"type\":\"hello\"`) {
 		t.Fatalf("as our own user: %s; want the supervisor's hello (else this test proves nothing)", got)
 	}
-	if got := helloAs(65534, sock); !strings.HasPrefix(got, "read 0 bytes") && !strings.Contains(got, "connection reset") {
+	if got := helloAs(65534, sock, hello); !strings.HasPrefix(got, "read 0 bytes") && !strings.Contains(got, "connection reset") {
 		t.Errorf("as uid 65534: %s; want the connection closed without an answer", got)
 	}
 }
 
-// helloAs says hello on the socket at path from a thread that runs as
-// uid, and tells what came back.
-func helloAs(uid int, path string) string {
+// hello is what a client of this version says first.
+const hello = `{"type":"hello","version":1}`
+
+// helloAs says hello (a line) on the socket at path from a thread that
+// runs as uid, and tells what came back.
+func helloAs(uid int, path, hello string) string {
 	got := make(chan string, 1)
 	go func() {
 		// Never unlocked: the thread, with its new identity, ends with
@@ -76,10 +79,22 @@ func helloAs(uid int, path string) string {
 			got <- "connect: " + err.Error()
 			return
 		}
-		unix.Write(fd, []byte(`{"type":"hello","version":1}`+"\n"))
+		unix.Write(fd, []byte(hello+"\n"))
 		buf := make([]byte, 4096)
 		n, err := unix.Read(fd, buf)
 		got <- fmt.Sprintf("read %d bytes (%q), %v", max(n, 0), buf[:max(n, 0)], err)
 	}()
 	return <-got
+}
+
+// TestOtherVersionRefused: a client that speaks another version of the
+// protocol is told so and hung up on.
+func TestOtherVersionRefused(t *testing.T) {
+	dir := runDir(t)
+	a := newExecutor(t, dir)
+	a.Execute(context.Background(), executortest.NewJob(t, sleeper), executor.Hooks{})
+	got := helloAs(os.Getuid(), filepath.Join(dir, "supervisor.sock"), `{"type":"hello","version":99}`)
+	if !strings.Contains(got, `\"type\":\"error\"`) || !strings.Contains(got, "version 1") {
+		t.Errorf("hello with version 99: %s; want an error naming version 1", got)
+	}
 }

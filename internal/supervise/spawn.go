@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpusched/gpusched/internal/executor/local"
 )
 
@@ -37,6 +39,7 @@ func (e *Executor) connect(spawn bool) (*conn, error) {
 		return nil, err
 	}
 	deadline := time.Now().Add(connectWait)
+	pause := 5 * time.Millisecond
 	for {
 		nc, err := dial(dir)
 		if err == nil {
@@ -48,6 +51,8 @@ func (e *Executor) connect(spawn bool) (*conn, error) {
 				return nil, herr
 			}
 			err = herr
+		} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ECONNREFUSED) {
+			return nil, err // not for want of a supervisor: starting one would not help
 		}
 		if !spawn {
 			return nil, fmt.Errorf("%w for %s: %v", errNoSupervisor, dir, err)
@@ -57,7 +62,10 @@ func (e *Executor) connect(spawn bool) (*conn, error) {
 		}
 		switch serr := e.spawn(dir); {
 		case errors.Is(serr, errBusy):
-			time.Sleep(5 * time.Millisecond) // the other one is on its way in or out
+			// Another one holds the lock: on its way in (it will listen)
+			// or out (it will let go).
+			time.Sleep(pause)
+			pause = min(2*pause, 200*time.Millisecond)
 		case serr != nil:
 			return nil, serr
 		}
@@ -102,7 +110,7 @@ func handshake(nc *net.UnixConn, dir string) (*conn, error) {
 			m.Type, m.Error, m.Version, protocolVersion))
 	}
 	nc.SetDeadline(time.Time{})
-	c := &conn{nc: nc, dir: dir, pid: m.PID, dead: make(chan struct{}), waiters: map[string]*waiter{}}
+	c := &conn{nc: nc, dir: dir, dead: make(chan struct{}), waiters: map[string]*waiter{}}
 	go c.read(sc)
 	return c, nil
 }

@@ -428,10 +428,37 @@ func TestIdleExit(t *testing.T) {
 	if lockFree(dir) {
 		t.Fatal("no supervisor holds the lock while a client is connected")
 	}
+	pid := supervisorPID(t, dir)
 	a.Close()
 	waitLockFree(t, dir)
 	if _, err := os.Lstat(filepath.Join(dir, "supervisor.sock")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket is still there after the supervisor exited: %v", err)
+	}
+	waitFor(t, "the supervisor to be reaped", func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+		return errors.Is(err, os.ErrNotExist) // a zombie would still be listed
+	})
+}
+
+// TestResultsLinkRefused: a supervisor does not start on a run directory
+// whose results file is a planted symbolic link; the attempt fails as the
+// infrastructure's fault and the file behind the link is untouched.
+func TestResultsLinkRefused(t *testing.T) {
+	dir := runDir(t)
+	target := filepath.Join(t.TempDir(), "precious")
+	os.WriteFile(target, []byte("precious\n"), 0o644)
+	if err := os.Symlink(target, supervise.ResultsPath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	r := newExecutor(t, dir).Execute(context.Background(), executortest.NewJob(t, sleeper), executor.Hooks{})
+	if r.Reason != executor.Infrastructure || r.Started || r.Err == nil {
+		t.Errorf("result = %+v, want infrastructure, not started", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "supervisor.log")); !strings.Contains(string(b), "symbolic link") {
+		t.Errorf("supervisor.log = %q, want it to say why", b)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "precious\n" {
+		t.Errorf("file behind the link = %q, want it untouched", b)
 	}
 }
 
