@@ -49,6 +49,11 @@ type Harness struct {
 	// at this machine's processes. The files jobs write (their logs, and
 	// files named in their arguments) must be visible here all the same.
 	Remote bool
+	// FindsByToken: the executor finds a running attempt by its token,
+	// without a handle (a supervisor that knows its attempts by token), so
+	// an orphan whose handle was never saved is adopted like any other.
+	// Only with Adopts.
+	FindsByToken bool
 }
 
 func (h Harness) check(t *testing.T) {

@@ -373,7 +373,7 @@ func runRecoverLocal(t *testing.T, h Harness) {
 				o.Handle = executor.Handle{}
 			}
 			rec := recoverOne(t, ex, o)
-			if !h.Adopts || !saved {
+			if !h.Adopts || !saved && !h.FindsByToken {
 				wantLost(t, rec)
 				for _, pid := range pids {
 					waitGone(t, pid)

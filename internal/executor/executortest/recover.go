@@ -172,6 +172,15 @@ func runRecover(t *testing.T, h Harness) {
 		pid := waitPIDs(t, startfile, 1)[0]
 		saved := o.Handle
 		o.Handle = executor.Handle{}
+		if h.Adopts && h.FindsByToken {
+			rec := recoverOne(t, ex, o)
+			wantAdopted(t, ex, rec)
+			writeFileAt(t, gate, "go")
+			if r := wait(t, rec, context.Background(), "its gate opened"); r.Reason != executor.Exited || r.ExitCode != 0 {
+				t.Errorf("adopted attempt without a handle ended %+v, want exited 0", r)
+			}
+			return
+		}
 		wantLost(t, recoverOne(t, ex, o))
 		if !h.Remote {
 			waitGone(t, pid)
