@@ -23,6 +23,10 @@ type PlanItem struct {
 	// args", "artifact missing: out/model.pt", "artifact changed: out/x.bin
 	// (size 10 -> 12)", "upstream prepare reruns", or "complete, kept".
 	Why string `json:"why"`
+	// Adopt is true when the task's attempt, left running by a scheduler
+	// that died, still runs under its supervisor: it would be adopted,
+	// not started again (Why: "adopt (running since ...)").
+	Adopt bool `json:"adopt,omitempty"`
 }
 
 // Plan says, task by task and in the given order, what running tasks on
@@ -80,6 +84,10 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 		switch {
 		case !seen:
 			it.Run, it.Why = true, "never ran"
+		case r.State == task.Running:
+			f := inspectRunning(runDir, r)
+			it.Run, it.Why = !f.Adopt && !(f.Ended && f.Result.Err == nil && f.Result.Signal == 0 && f.Result.ExitCode == 0), f.Note
+			it.Adopt = f.Adopt
 		case r.State != task.Complete:
 			it.Run, it.Why = true, r.State.String()+" before"
 		default:
@@ -101,10 +109,10 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 				}
 			}
 		}
-		if !it.Run {
+		if !it.Run && !it.Adopt && (!seen || r.State != task.Running) {
 			it.Why = "complete, kept"
 		}
-		runs[sp.ID] = it.Run
+		runs[sp.ID] = it.Run || it.Adopt || seen && r.State == task.Running
 		items[i] = it
 	}
 	for i := range specs {

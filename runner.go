@@ -7,6 +7,7 @@ package gpusched
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -150,6 +151,12 @@ func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res execu
 // environment, so that a scheduler resuming after a crash finds them all.
 func (s *Scheduler) token(taskID string, attempt int) string {
 	return s.runTag + "." + taskID + "." + strconv.Itoa(attempt)
+}
+
+// runTag is a short digest of an absolute run directory's path.
+func runTag(absRunDir string) string {
+	sum := sha256.Sum256([]byte(absRunDir))
+	return fmt.Sprintf("%x", sum[:6])
 }
 
 // wantsEvent: a completion produces an outbox event when the kind has a

@@ -2,7 +2,6 @@ package gpusched
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -99,8 +98,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
 		executors: o.executors, defaultExecutor: local.Name}
-	sum := sha256.Sum256([]byte(abs))
-	sc.runTag = fmt.Sprintf("%x", sum[:6])
+	sc.runTag = runTag(abs)
 	if sc.probe == nil {
 		sc.probe, sc.smi = &nvidiasmi.Probe{Timeout: sc.settings.NvidiaSMITimeout}, true
 	}
@@ -184,6 +182,7 @@ func (s *Scheduler) Close() error {
 	if errors.Is(err, ErrClosed) {
 		return nil
 	}
+	s.closeExecutors()
 	// Unlock explicitly: a child being forked by another goroutine holds a
 	// copy of the descriptor until it execs, and closing ours alone would
 	// leave the lock held by that copy for a moment.

@@ -6,10 +6,16 @@ package gpusched
 
 import (
 	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/supervise"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -64,7 +70,34 @@ func WithProbe(p GPUProbe) Option {
 // program can serve as a supervisor (see SupervisorMain); else run inside
 // this process.
 func defaultLocal(runDir string) executor.Executor {
+	if supervisorReady.Load() && os.Getenv(NoSupervisorVar) == "" {
+		if bin, err := os.Executable(); err == nil {
+			return &supervise.Executor{RunDir: runDir, Binary: bin}
+		}
+	}
 	return &local.Executor{}
+}
+
+// NoSupervisorVar, when set in a scheduler's environment, has its local
+// attempts run inside the scheduler's own process, unsupervised: they die
+// with it and cannot be adopted. For measuring what supervision costs.
+const NoSupervisorVar = "GPUSCHED_NO_SUPERVISOR"
+
+// supervisorReady: SupervisorMain was called, so this program can serve as
+// a run directory's supervisor.
+var supervisorReady atomic.Bool
+
+// SupervisorMain makes this program able to supervise attempts, so that
+// they outlive the scheduler that started them (see docs/adoption.md).
+// Call it first thing in main: when the process was started as a run
+// directory's supervisor it serves, then exits, and never returns;
+// otherwise it returns at once, and schedulers created afterwards run
+// their local attempts under a supervisor (this same program, started
+// again). Programs that do not call it run attempts inside their own
+// process: a scheduler that dies takes them with it.
+func SupervisorMain() {
+	supervise.MaybeServe()
+	supervisorReady.Store(true)
 }
 
 // executorFor returns the executor that runs task sp.
@@ -80,4 +113,27 @@ func (s *Scheduler) executorFor(sp *task.Spec) (executor.Executor, error) {
 }
 
 // specExecutor is the executor task sp names; "" when none.
-func specExecutor(sp *task.Spec) string { return "" }
+func specExecutor(sp *task.Spec) string { return sp.Executor }
+
+// checkExecutors refuses tasks that name an executor this scheduler does
+// not have.
+func (s *Scheduler) checkExecutors(specs []*task.Spec) error {
+	for _, sp := range specs {
+		if sp.Executor != "" && s.executors[sp.Executor] == nil {
+			names := slices.Sorted(maps.Keys(s.executors))
+			return &TaskError{TaskID: sp.ID, Field: "executor", Kind: ErrInvalidTask,
+				Reason: fmt.Sprintf("unknown executor %q (known: %s)", sp.Executor, strings.Join(names, ", "))}
+		}
+	}
+	return nil
+}
+
+// closeExecutors lets go of the executors' connections, never stopping
+// an attempt.
+func (s *Scheduler) closeExecutors() {
+	for _, ex := range s.executors {
+		if c, ok := ex.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+	}
+}

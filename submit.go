@@ -44,6 +44,9 @@ func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) err
 	if err := s.checkNvidiaSMI(specs); err != nil {
 		return err
 	}
+	if err := s.checkExecutors(specs); err != nil {
+		return err
+	}
 	sub := engine.Submission{Specs: specs, JSON: blobs,
 		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs))}
 	for i, sp := range specs {

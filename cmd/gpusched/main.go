@@ -5,11 +5,11 @@ package main
 import (
 	"os"
 
+	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/cli"
-	"github.com/gpusched/gpusched/internal/supervise"
 )
 
 func main() {
-	supervise.MaybeServe() // the same binary serves as a run directory's supervisor
+	gpusched.SupervisorMain() // the same binary serves as a run directory's supervisor
 	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -76,18 +76,26 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 		}
 		return nil
 	}
-	runs := 0
+	runs, adopts := 0, 0
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TASK\tACTION\tWHY")
 	for _, it := range items {
 		action := "keep"
-		if it.Run {
+		switch {
+		case it.Adopt:
+			action = "adopt"
+			adopts++
+		case it.Run:
 			action = "run"
 			runs++
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", it.ID, action, it.Why)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\n%d of %d tasks would run (run directory %s)\n", runs, len(items), dir)
+	fmt.Fprintf(w, "\n%d of %d tasks would run", runs, len(items))
+	if adopts > 0 {
+		fmt.Fprintf(w, ", %d still running would be adopted", adopts)
+	}
+	fmt.Fprintf(w, " (run directory %s)\n", dir)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/procfs"
 	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // What the read-only commands (status, gpus, logs, report) read of a run:
@@ -34,6 +36,9 @@ type runView struct {
 	gpuTasks  bool              // the run has GPU tasks
 	taskIndex map[string]int
 	pending   map[string][]store.EventWrite // completion events not yet delivered, by task
+	// fates, while no scheduler runs: what the next run would do with each
+	// task recorded running (adopt it, record its end, run it again).
+	fates map[string]gpusched.RunningFate
 }
 
 // withState opens a run's state database read-only and calls fn with it.
@@ -73,6 +78,9 @@ func loadRun(dir string) (*runView, error) {
 		pending: map[string][]store.EventWrite{}, waiting: map[string]string{}}
 	if err := withState(dir, v.read); err != nil {
 		return nil, err
+	}
+	if v.pid == 0 && slices.ContainsFunc(v.rows, func(r store.Row) bool { return r.State == task.Running }) {
+		v.fates, _ = gpusched.RunningFates(dir) // a note for people: without it, none
 	}
 	return v, nil
 }

@@ -50,7 +50,7 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	case v.pid > 0:
 		fmt.Fprintf(w, "scheduler: running (pid %d)\n\n", v.pid)
 	case counts[task.Running] > 0:
-		fmt.Fprintf(w, "scheduler: not running; the tasks shown running were interrupted and will run again\n\n")
+		fmt.Fprintf(w, "scheduler: not running; the next run adopts the tasks shown running that still run, records those that ended, and runs the others again\n\n")
 	default:
 		fmt.Fprintf(w, "scheduler: not running\n\n")
 	}
@@ -97,6 +97,12 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		note = ""
 		if r.Rerun != "" {
 			note = "runs again: " + r.Rerun
+		}
+		if a := r.LastAttempt(); a != nil && a.Adopted {
+			note = strings.TrimPrefix(note+"; adopted after a restart", "; ")
+		}
+		if f, ok := v.fates[r.ID]; ok {
+			note = f.Note
 		}
 	case task.Pending:
 		note = v.waiting[r.ID]
