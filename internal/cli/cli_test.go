@@ -1345,10 +1345,14 @@ tasks:
 		tk := status(t, wf).task(t, "job")
 		return tk.State == "running" && len(tk.History) == 1 && tk.History[0].PID == orphan
 	})
+	// The scheduler dies, and so does the supervisor that watched the
+	// attempt (a scheduler killed alone leaves its attempts to be adopted:
+	// see adopt_e2e_test.go): the attempt's outcome is lost.
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	killSupervisor(t, status(t, wf).RunDir)
 
 	r := gs(t, "", "run", wf)
 	r.want(t, 0)
@@ -1476,4 +1480,22 @@ func TestMissingDir(t *testing.T) {
 	if !strings.Contains(tk.Error, "no/such/place") {
 		t.Errorf("the error for a missing working directory does not name it: %q", tk.Error)
 	}
+}
+
+// killSupervisor kills, with SIGKILL, the supervisor of run directory dir
+// (its PID is in supervisor.lock) and waits for it to be gone.
+func killSupervisor(t *testing.T, dir string) {
+	t.Helper()
+	lock, err := os.ReadFile(filepath.Join(dir, "supervisor.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := strconv.Atoi(strings.TrimSpace(string(lock)))
+	if err != nil || sup <= 0 {
+		t.Fatalf("supervisor.lock holds %q, want its PID", lock)
+	}
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the supervisor %d: %v", sup, err)
+	}
+	waitFor(t, 10*time.Second, "the supervisor to be gone", func() bool { return !alive(sup) })
 }

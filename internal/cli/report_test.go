@@ -306,6 +306,13 @@ tasks:
 		t.Fatal(err)
 	}
 	<-run.done
+	// Its supervisor too, so slow's outcome is lost: it is recorded
+	// interrupted (not adopted).
+	var s statusJSON
+	if r := reportGS(t, nil, "status", "--json", wf); json.Unmarshal([]byte(r.stdout), &s) != nil {
+		t.Fatalf("status: %s", r.stderr)
+	}
+	killSupervisor(t, s.RunDir)
 	reportGS(t, nil, "run", wf).want(t, 0) // kills the leftover sleep, runs slow again
 
 	r := reportGS(t, nil, "report", "-o", "-", wf)
