@@ -16,6 +16,10 @@
 # BASELINE=path/to/another/gpusched also measures that binary on the same
 # 2,000 tasks, its runs alternating with this checkout's, and prints both:
 # how a change was measured against the commit before it.
+#
+# UNSUPERVISED=1 takes as the baseline this checkout with its attempts run
+# inside the scheduler (GPUSCHED_NO_SUPERVISOR=1): what the supervisor
+# that lets attempts outlive the scheduler costs (docs/adoption.md).
 set -euo pipefail
 n=${1:-2000}
 chain=${2:-200}
@@ -26,6 +30,11 @@ truebin=$(command -v true)
 case $truebin in /*) ;; *) truebin=/bin/true ;; esac
 
 go build -o "$work/gpusched" "$root/cmd/gpusched"
+if [ -n "${UNSUPERVISED:-}" ]; then
+	printf '#!/bin/sh\nGPUSCHED_NO_SUPERVISOR=1 exec %s "$@"\n' "$work/gpusched" >"$work/unsupervised"
+	chmod +x "$work/unsupervised"
+	BASELINE=$work/unsupervised
+fi
 
 {
 	echo "tasks:"
