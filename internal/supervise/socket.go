@@ -131,7 +131,8 @@ func lockRunDir(dir string) (f *os.File, held bool, err error) {
 		}
 		return nil, false, fmt.Errorf("lock %s: %w", p, err)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
