@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
@@ -47,38 +48,52 @@ func RunningFates(runDir string) (map[string]RunningFate, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]RunningFate{}
+	all := make([]*store.Row, len(rows))
 	for i := range rows {
-		if r := &rows[i]; r.State == task.Running {
-			out[r.ID] = inspectRunning(runDir, r)
-		}
+		all[i] = &rows[i]
 	}
-	return out, nil
+	return runningFates(runDir, all), nil
 }
 
-// inspectRunning tells what a scheduler opening runDir would find of the
-// last attempt of task r, recorded running.
-func inspectRunning(runDir string, r *store.Row) RunningFate {
-	rec := r.Record
-	var h executor.Handle
-	if a := rec.LastAttempt(); a != nil {
-		h = r.Handles[a.Number]
-	}
-	a := rec.LastAttempt()
-	if a == nil || a.Ended() {
-		return RunningFate{Note: "interrupted: runs again"}
-	}
+// runningFates tells what a scheduler opening runDir would find of the last
+// attempt of each task of rows recorded running, by task id.
+func runningFates(runDir string, rows []*store.Row) map[string]RunningFate {
 	abs, err := filepath.Abs(runDir)
 	if err != nil {
 		abs = runDir
 	}
-	o := executor.Orphan{Handle: h, Job: executor.Job{TaskID: rec.ID, Attempt: a.Number, LogPath: a.LogPath,
-		Token: runTag(abs) + "." + rec.ID + "." + strconv.Itoa(a.Number)}}
-	if h.Executor != "" && h.Executor != local.Name {
-		return RunningFate{Note: fmt.Sprintf("its executor %s will be asked how it ended", h.Executor)}
+	out := map[string]RunningFate{}
+	var orphans []executor.Orphan
+	var asked []*store.Row
+	for _, r := range rows {
+		if r.State != task.Running {
+			continue
+		}
+		a := r.LastAttempt()
+		if a == nil || a.Ended() {
+			out[r.ID] = RunningFate{Note: "interrupted: runs again"}
+			continue
+		}
+		switch h := r.Handles[a.Number]; {
+		case h.Executor != "" && h.Executor != local.Name:
+			out[r.ID] = RunningFate{Note: fmt.Sprintf("its executor %s will be asked how it ended", h.Executor)}
+		default:
+			orphans = append(orphans, executor.Orphan{Handle: h, Job: executor.Job{TaskID: r.ID, Attempt: a.Number,
+				LogPath: a.LogPath, Token: runTag(abs) + "." + r.ID + "." + strconv.Itoa(a.Number)}})
+			asked = append(asked, r)
+		}
 	}
-	since := a.Start.Local().Format("2006-01-02 15:04:05")
-	switch fate, res := supervise.Inspect(abs, o); fate {
+	fates, results := supervise.Inspect(abs, orphans)
+	for i, r := range asked {
+		out[r.ID] = fateNote(fates[i], results[i], r.LastAttempt().Start)
+	}
+	return out
+}
+
+// fateNote says a fate for a person.
+func fateNote(fate supervise.Fate, res executor.Result, start time.Time) RunningFate {
+	since := start.Local().Format("2006-01-02 15:04:05")
+	switch fate {
 	case supervise.Adoptable:
 		return RunningFate{Adopt: true, Since: since, Note: "adopt (running since " + since + ")"}
 	case supervise.Ended:

@@ -60,6 +60,11 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 		return nil, fmt.Errorf("open state db: %w", err)
 	}
 
+	var running []*store.Row
+	for _, r := range earlier {
+		running = append(running, r)
+	}
+	fates := runningFates(runDir, running) // one look at the supervisor for all of them
 	items := make([]PlanItem, len(specs))
 	runs := map[string]bool{}
 	index := map[string]int{}
@@ -85,7 +90,7 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 		case !seen:
 			it.Run, it.Why = true, "never ran"
 		case r.State == task.Running:
-			f := inspectRunning(runDir, r)
+			f := fates[r.ID]
 			it.Run, it.Why = !f.Adopt && !(f.Ended && f.Result.Err == nil && f.Result.Signal == 0 && f.Result.ExitCode == 0), f.Note
 			it.Adopt = f.Adopt
 		case r.State != task.Complete:

@@ -40,23 +40,18 @@ func (e *Engine) recoverOrphans(rows []store.Row) []adoption {
 		if r.State != task.Running {
 			continue
 		}
-		last := -1
-		for j := range r.Attempts {
-			if !r.Attempts[j].Ended() {
-				last = j
-			}
-		}
+		last := len(r.Attempts) - 1
 		var sp task.Spec
 		err := json.Unmarshal(r.Spec, &sp)
-		if last < 0 || err != nil || sp.ID != r.ID {
-			e.interrupt(r, "interrupted: the scheduler stopped during the attempt")
+		if last < 0 || r.Attempts[last].Ended() || err != nil || sp.ID != r.ID {
+			e.interrupt(r, stoppedDuring)
 			continue
 		}
 		// Attempts before the last that never ended are from a crash
 		// long ago: nothing of them can be found.
 		for j := range last {
 			if a := &r.Attempts[j]; !a.Ended() {
-				e.endInterrupted(r, a, now, "interrupted: the scheduler stopped during the attempt")
+				e.endInterrupted(r, a, now, stoppedDuring)
 			}
 		}
 		a := r.Attempts[last]
@@ -77,7 +72,7 @@ func (e *Engine) recoverOrphans(rows []store.Row) []adoption {
 		r, sp := owners[k], specs[k]
 		if rc.Wait == nil && rc.Result.Reason == executor.Lost {
 			a := &r.Attempts[len(r.Attempts)-1]
-			why := "interrupted: the scheduler stopped during the attempt"
+			why := stoppedDuring
 			if rc.Result.Err != nil {
 				why = "interrupted: " + rc.Result.Err.Error()
 			}
@@ -96,6 +91,10 @@ func (e *Engine) recoverOrphans(rows []store.Row) []adoption {
 	return out
 }
 
+// stoppedDuring is why an attempt whose outcome is lost was interrupted,
+// when its executor says no more.
+const stoppedDuring = "interrupted: the scheduler stopped during the attempt"
+
 // endInterrupted records an attempt of r whose outcome is lost.
 func (e *Engine) endInterrupted(r *store.Row, a *task.Attempt, end time.Time, why string) {
 	a.End, a.Interrupted, a.Error = end, true, why
@@ -103,7 +102,7 @@ func (e *Engine) endInterrupted(r *store.Row, a *task.Attempt, end time.Time, wh
 }
 
 // interrupt makes task r, recorded running, pending again: every attempt of
-// it not ended is recorded interrupted with why (when why is not empty).
+// it not ended is recorded interrupted with why.
 func (e *Engine) interrupt(r *store.Row, why string) {
 	now := e.cfg.Now()
 	for j := range r.Attempts {
@@ -193,9 +192,9 @@ func (e *Engine) watch(ad adoption) {
 // the task was running when its scheduler died and is submitted again. Its
 // running attempt goes on under the definition it started with; when the
 // definition changed, the task runs again once that attempt completes.
-func (e *Engine) claim(n *node, s *task.Spec, specJSON []byte, fingerprint string) {
+func (e *Engine) claim(n *node, s *task.Spec, specJSON []byte, fingerprint string, now time.Time) {
 	delete(e.adopted, s.ID)
-	n.adopted = false
+	n.adopted, n.claimed = false, true
 	if fingerprint != "" && n.fingerprint != "" && fingerprint != n.fingerprint {
 		n.rerunAfter = "definition changed while it ran"
 	}
@@ -205,6 +204,19 @@ func (e *Engine) claim(n *node, s *task.Spec, specJSON []byte, fingerprint strin
 	}
 	if n.spec.Resources.GPU() && n.need.MiB < s.Resources.MemoryMiB {
 		n.need.MiB = s.Resources.MemoryMiB
+	}
+	// It takes its place in submission order; the queues it may be in
+	// (it ended and waits to retry) are ordered by that place.
+	wasReady, wasDelayed, retryAt := n.inReady, n.inDelayed, n.rec.RetryAt
+	e.unready(n)
+	n.seq = e.nextSeq
+	e.nextSeq++
+	n.rec.Submitted = now
+	if wasDelayed {
+		n.rec.RetryAt = retryAt
+		e.delay(n)
+	} else if wasReady {
+		e.makeReady(n)
 	}
 }
 

@@ -198,20 +198,7 @@ func (ev submitEvent) apply(e *Engine) {
 		if n := e.adopted[s.ID]; n != nil {
 			// Running when its scheduler died, adopted since: this
 			// submission takes it over as it is.
-			e.claim(n, s, ev.JSON[i], fp)
-			wasReady, wasDelayed := n.inReady, n.inDelayed
-			retryAt := n.rec.RetryAt
-			e.unready(n) // its place in the queues depends on its seq
-			n.seq = e.nextSeq
-			n.rec.Submitted = now
-			n.claimed = true
-			if wasDelayed {
-				n.rec.RetryAt = retryAt
-				e.delay(n)
-			} else if wasReady {
-				e.makeReady(n)
-			}
-			e.nextSeq++
+			e.claim(n, s, ev.JSON[i], fp, now)
 			e.tasks[s.ID] = n
 			nodes[i] = n
 			ndeps += len(s.Dependencies)
@@ -357,10 +344,7 @@ type cancelEvent struct {
 }
 
 func (ev cancelEvent) apply(e *Engine) {
-	n := e.tasks[ev.id]
-	if n == nil {
-		n = e.adopted[ev.id]
-	}
+	n := e.node(ev.id)
 	if n == nil {
 		switch r, err := e.retiredNode(ev.id); {
 		case err != nil:

@@ -23,8 +23,6 @@ var (
 	ErrClosed = errors.New("scheduler closed")
 	// ErrRunning: Run was called while another Run is in progress.
 	ErrRunning = errors.New("scheduler is already running")
-	// ErrTimeout is the cause of an attempt's context when its timeout hit.
-	ErrTimeout = errors.New("attempt timed out")
 	// ErrCancelled is the cause of an attempt's context when it was
 	// cancelled (Cancel, Run's context, Close).
 	ErrCancelled = errors.New("attempt cancelled")
@@ -438,11 +436,7 @@ func (e *Engine) flush() {
 			e.stopAll(e.broken)
 		}
 	}
-	effects := e.effects
-	e.effects = nil
-	for _, f := range effects {
-		f(err)
-	}
+	e.runEffects(err)
 }
 
 // finishRun ends the Run in progress once nothing runs and nothing more can
@@ -636,7 +630,7 @@ type exitEvent struct {
 	n      *node
 	number int
 	out    Outcome
-	cause  error // the attempt context's cause: nil, ErrTimeout or ErrCancelled
+	cause  error // the attempt context's cause: nil or ErrCancelled (timeouts are the executor's: out.Reason)
 }
 
 func (ev exitEvent) apply(e *Engine) {
@@ -665,7 +659,7 @@ func (ev exitEvent) apply(e *Engine) {
 	case cancelled:
 		a.Cancelled = true
 		a.Error = "cancelled"
-	case errors.Is(ev.cause, ErrTimeout) || out.Reason == executor.TimedOut:
+	case out.Reason == executor.TimedOut:
 		a.TimedOut = true
 		a.Error = "timed out after " + e.timeoutOf(n.spec).String()
 	case out.Verdict != nil:

@@ -29,25 +29,34 @@ const (
 )
 
 // Inspect tells, without touching anything (no connection to the
-// supervisor, no lock taken), what a scheduler would find of orphan o of
-// runDir: for people (status, plan), not for decisions, which Recover
-// makes.
-func Inspect(runDir string, o executor.Orphan) (Fate, executor.Result) {
-	if r, ok, _ := ReadResult(runDir, o); ok {
-		return Ended, r
+// supervisor, no lock taken), what a scheduler would find of each orphan
+// of runDir, reading the results file once: for people (status, plan),
+// not for decisions, which Recover makes. results[i] is set when fates[i]
+// is Ended.
+func Inspect(runDir string, orphans []executor.Orphan) (fates []Fate, results []executor.Result) {
+	fates, results = make([]Fate, len(orphans)), make([]executor.Result, len(orphans))
+	want := make([]wanted, len(orphans))
+	procs := make([]executor.Process, len(orphans))
+	for i, o := range orphans {
+		procs[i], _ = local.DecodeHandle(o.Handle)
+		want[i] = wanted{id: o.Job.Token, proc: procs[i]}
 	}
-	if !supervisorAlive(runDir) {
-		return Unknown, executor.Result{}
+	recs, _ := readResults(runDir, want)
+	alive := supervisorAlive(runDir)
+	for i, o := range orphans {
+		if rec := recs[o.Job.Token]; rec != nil {
+			fates[i], results[i] = Ended, rec.result()
+			continue
+		}
+		fates[i] = Unknown
+		if p := procs[i]; alive && p.PID > 0 {
+			st, ok := procfs.Read(p.PID)
+			if ok && !st.Zombie() && (p.StartTicks == 0 || st.StartTicks == p.StartTicks) {
+				fates[i] = Adoptable
+			}
+		}
 	}
-	p, err := local.DecodeHandle(o.Handle)
-	if err != nil || p.PID <= 0 {
-		return Unknown, executor.Result{}
-	}
-	st, ok := procfs.Read(p.PID)
-	if !ok || st.Zombie() || (p.StartTicks != 0 && st.StartTicks != p.StartTicks) {
-		return Unknown, executor.Result{}
-	}
-	return Adoptable, executor.Result{}
+	return fates, results
 }
 
 // supervisorAlive reports whether the process whose PID the supervisor

@@ -2,6 +2,7 @@ package local
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -74,9 +75,5 @@ func LostResult(now time.Time, killed int, err error) executor.Result {
 	case killed > 0:
 		why += fmt.Sprintf("; killed %d leftover process(es)", killed)
 	}
-	return executor.Result{Reason: executor.Lost, End: now, Err: lostError(why)}
+	return executor.Result{Reason: executor.Lost, End: now, Err: errors.New(why)}
 }
-
-type lostError string
-
-func (e lostError) Error() string { return string(e) }
