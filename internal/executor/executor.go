@@ -47,6 +47,13 @@ type Job struct {
 	// Empty: only the process group (and the executor's own means, such
 	// as a cgroup) bound the attempt.
 	Token string
+	// User, when set, is whom the attempt runs as (a scheduler running
+	// as root runs each user's tasks as that user): its uid, gid and
+	// supplementary groups, HOME, USER and LOGNAME in its environment,
+	// and its log opened with the user's file-system identity, so that
+	// nothing is created or followed with root's rights in folders the
+	// user controls. Nil: as the scheduler's own user.
+	User *User
 }
 
 // TokenVar is the environment variable that carries Job.Token.

@@ -82,7 +82,7 @@ var anonSeq atomic.Uint64
 // specOf returns job on the wire, its paths made absolute.
 func specOf(job executor.Job, cgroups bool) (*jobSpec, error) {
 	s := &jobSpec{Task: job.TaskID, Attempt: job.Attempt, Args: job.Args, Env: job.Env, Dir: job.Dir,
-		LogPath: job.LogPath, LogRoot: job.LogRoot, Timeout: job.Timeout, KillGrace: job.KillGrace, Token: job.Token, Cgroups: cgroups}
+		LogPath: job.LogPath, LogRoot: job.LogRoot, Timeout: job.Timeout, KillGrace: job.KillGrace, Token: job.Token, Cgroups: cgroups, User: job.User}
 	var err error
 	if s.Dir == "" {
 		if s.Dir, err = os.Getwd(); err != nil {

@@ -65,23 +65,24 @@ type message struct {
 // jobSpec is an executor.Job on the wire. Paths are absolute: the
 // supervisor's working directory is not the client's.
 type jobSpec struct {
-	Task      string        `json:"task"`
-	Attempt   int           `json:"attempt"`
-	Args      []string      `json:"args"`
-	Env       []string      `json:"env"`
-	Dir       string        `json:"dir,omitempty"`
-	LogPath   string        `json:"log_path"`
-	LogRoot   string        `json:"log_root,omitempty"`
-	Timeout   time.Duration `json:"timeout,omitempty"`
-	KillGrace time.Duration `json:"kill_grace,omitempty"`
-	Token     string        `json:"token,omitempty"` // the id, unless the job has no token
-	Cgroups   bool          `json:"cgroups,omitempty"`
+	Task      string         `json:"task"`
+	Attempt   int            `json:"attempt"`
+	Args      []string       `json:"args"`
+	Env       []string       `json:"env"`
+	Dir       string         `json:"dir,omitempty"`
+	LogPath   string         `json:"log_path"`
+	LogRoot   string         `json:"log_root,omitempty"`
+	Timeout   time.Duration  `json:"timeout,omitempty"`
+	KillGrace time.Duration  `json:"kill_grace,omitempty"`
+	Token     string         `json:"token,omitempty"` // the id, unless the job has no token
+	Cgroups   bool           `json:"cgroups,omitempty"`
+	User      *executor.User `json:"user,omitempty"`
 }
 
 // job returns the executor.Job that spec describes.
 func (s *jobSpec) job() executor.Job {
 	return executor.Job{TaskID: s.Task, Attempt: s.Attempt, Args: s.Args, Env: s.Env, Dir: s.Dir,
-		LogPath: s.LogPath, LogRoot: s.LogRoot, Timeout: s.Timeout, KillGrace: s.KillGrace, Token: s.Token}
+		LogPath: s.LogPath, LogRoot: s.LogRoot, Timeout: s.Timeout, KillGrace: s.KillGrace, Token: s.Token, User: s.User}
 }
 
 // resultVersion is the layout of resultRecord in the results file.

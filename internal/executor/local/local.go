@@ -50,7 +50,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	if len(job.Args) == 0 {
 		return fail(executor.CommandFault(errors.New("empty command")))
 	}
-	logf, err := OpenLog(job.LogRoot, job.LogPath)
+	logf, err := OpenLogAs(job.LogRoot, job.LogPath, job.User)
 	if err != nil {
 		return fail(executor.EnvironmentFault(err))
 	}
@@ -69,8 +69,14 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		return cannotStart(err)
 	}
 	env := withToken(job.Env, job.Token)
+	if job.User != nil {
+		env = job.User.Env(env)
+	}
 	newCmd := func(cg *cgroup) *exec.Cmd {
 		attr := &syscall.SysProcAttr{Setpgid: true}
+		if u := job.User; u != nil {
+			attr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
+		}
 		if cg != nil {
 			attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
 		}
