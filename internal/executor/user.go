@@ -55,4 +55,6 @@ func (u *User) Env(env []string) []string {
 	return append(out, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 }
 
-func hasKey(kv, key string) bool { return len(kv) > len(key) && kv[len(key)] == '=' && kv[:len(key)] == key }
+func hasKey(kv, key string) bool {
+	return len(kv) > len(key) && kv[len(key)] == '=' && kv[:len(key)] == key
+}
