@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
@@ -95,7 +96,15 @@ is invalid (nothing ran).`,
 			defer stop.release()
 			c.SetContext(stop.ctx)
 			return stop.result(func() error {
-				w, err := loadWorkflowWith(args[0], opts)
+				// A front's scheduler runs the workflow its front read.
+				data, fromFront, err := frontWorkflow()
+				if err == nil && !fromFront {
+					data, err = readWorkflowData(args[0], os.Stdin)
+				}
+				if err != nil {
+					return err
+				}
+				w, err := parseWorkflowData(args[0], data, opts)
 				if err != nil || stop.interrupted() {
 					return err
 				}
@@ -113,6 +122,13 @@ is invalid (nothing ran).`,
 				dir, err := runDirFor(runDir, args[0])
 				if err != nil || stop.interrupted() {
 					return err
+				}
+				if canFront(c.OutOrStdout(), c.ErrOrStderr()) {
+					handed, err := runAsFront(stop, c.ErrOrStderr(), dir, data)
+					if handed {
+						return err
+					}
+					out.inProcess = true
 				}
 				return runWorkflow(stop, c.OutOrStdout(), c.ErrOrStderr(), w.Scheduling, w.Tasks, dir, out)
 			}())
@@ -150,6 +166,7 @@ func executorOptions(c *cobra.Command, name string) (workflow.Options, error) {
 type runOutput struct {
 	noProgress bool   // plain lines even on a terminal
 	events     string // --events: a file, "-" for stdout, "" for none
+	inProcess  bool   // run the tasks in this process, unsupervised (no supervisor could be had)
 }
 
 // runWorkflow runs tasks in the run directory dir to the end, or until
@@ -198,7 +215,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 
 	start := time.Now()
 	completedNow := 0 // touched by the observer only, read after Run
-	sched, err := gpusched.New(dir, s, gpusched.WithObserver(func(ev gpusched.Event) {
+	opts := []gpusched.Option{gpusched.WithObserver(func(ev gpusched.Event) {
 		if ev.Kind == gpusched.EventComplete {
 			completedNow++
 		}
@@ -206,7 +223,11 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 			events.observe(ev)
 		}
 		display.observe(ev)
-	}))
+	})}
+	if o.inProcess {
+		opts = append(opts, gpusched.WithExecutor(&local.Executor{}))
+	}
+	sched, err := gpusched.New(dir, s, opts...)
 	if err != nil {
 		return err
 	}
