@@ -1,0 +1,74 @@
+package supervise
+
+import (
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/executor"
+)
+
+// A journal record reads back as it was written, whatever its id holds;
+// a line cut short (a scheduler that died writing it) is skipped.
+func TestJournalRoundTrip(t *testing.T) {
+	f, err := createJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	since := time.Date(2026, 12, 2, 21, 23, 31, 123456789, time.UTC)
+	want := []journalRecord{
+		{ID: "abc.train.1", Task: "train", Attempt: 1, PID: 4242, PGID: 4242, StartTicks: 987654, Since: since,
+			Timeout: 90 * time.Second, KillGrace: 5 * time.Second},
+		{ID: "we\"ird\\id\n", Task: "t", Attempt: 2, PID: 7, PGID: 7, StartTicks: 1, Since: since, Cgroups: true},
+	}
+	for i := range want {
+		if _, err := f.Write(appendJournalRecord(nil, &want[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Write([]byte(`{"id":"cut","task":"x","attempt":1,"pid":9`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readJournal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// The journal is no file anyone sees in the run directory.
+func TestJournalUnnamed(t *testing.T) {
+	dir := t.TempDir()
+	f, err := createJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Errorf("the run directory holds %v; the journal should have no name", names)
+	}
+}
+
+// BenchmarkJournalNote is what a scheduler spends per attempt on its
+// journal: one record encoded and appended (see docs/benchmarks.md).
+func BenchmarkJournalNote(b *testing.B) {
+	f, err := createJournal(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	e := &Journaled{journal: f}
+	job := executor.Job{TaskID: "t1234", Attempt: 1, Token: "0123456789ab.t1234.1", Timeout: time.Hour, KillGrace: 10 * time.Second}
+	p := executor.Process{PID: 123456, PGID: 123456, StartTicks: 1575879}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.note(job, p, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
