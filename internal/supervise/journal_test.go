@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/executortest"
+	"github.com/gpusched/gpusched/internal/testbin"
 )
 
 // A journal record reads back as it was written, whatever its id holds;
@@ -69,6 +71,37 @@ func BenchmarkJournalNote(b *testing.B) {
 	for b.Loop() {
 		if err := e.note(job, p, now); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Journaled runs attempts in this process as local.Executor does, and
+// holds to the same suite: attempts die with the process that runs them,
+// so Recover, through a supervisor that never heard of them, reports
+// every orphan Lost and kills what is left of it. Every attempt that ran
+// is in the journal.
+func TestJournaledConformance(t *testing.T) {
+	dir := t.TempDir()
+	f, err := createJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := executortest.Harness{
+		New:     func(*testing.T) executor.Executor { return &Journaled{journal: f, sup: Executor{RunDir: dir}} },
+		Sleeper: testbin.MustBuild("cmd/sleeper"),
+	}
+	t.Run("suite", func(t *testing.T) {
+		executortest.Run(t, h)
+		executortest.RunLocal(t, h)
+	})
+	recs, err := readJournal(f)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("the journal holds %d record(s) (%v) after the suite ran its attempts", len(recs), err)
+	}
+	for _, r := range recs {
+		if r.PID <= 0 || r.PGID != r.PID || r.StartTicks == 0 || r.Since.IsZero() {
+			t.Errorf("journal record %+v: want the attempt's process and start", r)
 		}
 	}
 }
