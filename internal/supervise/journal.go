@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -112,7 +113,8 @@ type Journaled struct {
 	journal *os.File
 	sup     Executor // for Recover and Close
 
-	warn sync.Once // the journal cannot be written: said once
+	inFlight atomic.Int64 // Execute calls under way
+	warn     sync.Once    // the journal cannot be written: said once
 }
 
 var _ executor.Executor = (*Journaled)(nil)
@@ -123,6 +125,8 @@ func (e *Journaled) Name() string { return local.Name }
 // Execute runs job as local.Executor does, noting it in the journal as
 // soon as its process runs (before hooks.Running is told).
 func (e *Journaled) Execute(ctx context.Context, job executor.Job, hooks executor.Hooks) executor.Result {
+	e.inFlight.Add(1)
+	defer e.inFlight.Add(-1)
 	running := hooks.Running
 	hooks.Running = func(r executor.Running) {
 		p, _ := local.DecodeHandle(r.Handle)
@@ -180,5 +184,13 @@ func (e *Journaled) Recover(orphans []executor.Orphan) []executor.Recovery {
 	return e.sup.Recover(orphans)
 }
 
-// Close lets go of the connection Recover made to the supervisor, if any.
-func (e *Journaled) Close() error { return e.sup.Close() }
+// Close lets go of the connection Recover made to the supervisor, if any,
+// and, when no attempt runs through e any more (the scheduler stopped
+// them), empties the journal: there is nothing in it to adopt, and the
+// supervisor need not read it.
+func (e *Journaled) Close() error {
+	if e.inFlight.Load() == 0 {
+		_ = e.journal.Truncate(0)
+	}
+	return e.sup.Close()
+}

@@ -1,7 +1,9 @@
 package supervise
 
 import (
+	"context"
 	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -103,5 +105,29 @@ func TestJournaledConformance(t *testing.T) {
 		if r.PID <= 0 || r.PGID != r.PID || r.StartTicks == 0 || r.Since.IsZero() {
 			t.Errorf("journal record %+v: want the attempt's process and start", r)
 		}
+	}
+}
+
+// Once its attempts are over, closing a Journaled empties its journal:
+// the supervisor has nothing to read after a scheduler that ended well.
+func TestJournaledCloseEmpties(t *testing.T) {
+	dir := t.TempDir()
+	f, err := createJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	e := &Journaled{journal: f, sup: Executor{RunDir: dir}}
+	job := executor.Job{TaskID: "t", Attempt: 1, Args: []string{testbin.MustBuild("cmd/sleeper")}, Token: "tok-close",
+		LogPath: filepath.Join(dir, "t.log")}
+	if r := e.Execute(context.Background(), job, executor.Hooks{}); r.Reason != executor.Exited {
+		t.Fatalf("attempt: %+v", r)
+	}
+	if recs, _ := readJournal(f); len(recs) != 1 || recs[0].ID != job.Token {
+		t.Fatalf("journal before Close: %+v; want the attempt", recs)
+	}
+	e.Close()
+	if fi, _ := f.Stat(); fi.Size() != 0 {
+		t.Errorf("journal after Close holds %d bytes; want none", fi.Size())
 	}
 }
