@@ -65,7 +65,7 @@ func (s *server) startScheduler(c *sconn, m *message, fds []int) {
 	}
 	sp := m.Sched
 	if sp == nil || sp.Path == "" || len(sp.Args) == 0 || sp.Files < 0 || len(files) != 4+sp.Files {
-		refuse(fmt.Errorf("a scheduler needs a program, its argv and 4+%d descriptors; got %d", max(0, sp.Files), len(files)))
+		refuse(fmt.Errorf("a scheduler needs a program, its argv, and stdin, stdout, stderr, the status pipe and its files as descriptors (got %d)", len(files)))
 		return
 	}
 	if err := s.becomeSubreaper(); err != nil {
