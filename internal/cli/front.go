@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/supervise"
 )
 
@@ -46,7 +48,7 @@ func canFront(stdout, stderr io.Writer) bool {
 // with data, the workflow's bytes, and waits for it to end. handed is
 // false when no scheduler could be started: the reason is said on stderr
 // and the caller runs the tasks itself.
-func runAsFront(stop *interrupts, stderr io.Writer, dir string, data []byte) (handed bool, err error) {
+func runAsFront(stop *interrupts, stderr io.Writer, dir string, data []byte, events *os.File) (handed bool, err error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardSignals...)
 	defer signal.Stop(sigs)
@@ -57,10 +59,15 @@ func runAsFront(stop *interrupts, stderr io.Writer, dir string, data []byte) (ha
 		fmt.Fprintf(stderr, "gpusched: cannot hand the run to a supervisor (%v); running its tasks in this process: they stop if it is killed\n", err)
 		return false, nil
 	}
+	// A state database that is not gpusched's is refused before anything
+	// is put beside it, as the scheduler would refuse it.
+	if err := store.CheckSQLite(filepath.Join(dir, gpusched.StateFile)); err != nil {
+		return true, err
+	}
 	// The supervisor lives in the run directory: made here, as the
 	// scheduler would make it.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fail(fmt.Errorf("create run directory: %w", err))
+		return true, fmt.Errorf("create run directory: %w", err)
 	}
 	wf, err := workflowCopy(data)
 	if err != nil {
@@ -71,8 +78,12 @@ func runAsFront(stop *interrupts, stderr io.Writer, dir string, data []byte) (ha
 	if err != nil {
 		return fail(err)
 	}
+	files := []*os.File{frontWorkflowFile: wf}
+	if events != nil {
+		files = append(files, events) // frontEvents
+	}
 	front, err := supervise.StartScheduler(dir, supervise.SchedulerSpec{Args: os.Args, Env: os.Environ(), Dir: wd,
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Files: []*os.File{wf}})
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Files: files})
 	if err != nil {
 		return fail(err)
 	}
@@ -108,14 +119,30 @@ func workflowCopy(data []byte) (*os.File, error) {
 	return f, nil
 }
 
+// The files a front passes to its scheduler, by their place in
+// supervise.Scheduler.Files.
+const (
+	frontWorkflowFile = 0 // the workflow's bytes, as the front read them
+	frontEvents       = 1 // the file --events names, opened by the front; only with one
+)
+
+// frontFile returns file i that the front passed, when this process is a
+// front's scheduler and it passed one there.
+func frontFile(i int) (*os.File, bool) {
+	sch := supervise.ThisScheduler()
+	if sch == nil || i >= len(sch.Files) {
+		return nil, false
+	}
+	return sch.Files[i], true
+}
+
 // frontWorkflow returns the workflow's bytes as the front read them, when
 // this process is a front's scheduler; ok is false otherwise.
 func frontWorkflow() (data []byte, ok bool, err error) {
-	sch := supervise.ThisScheduler()
-	if sch == nil || len(sch.Files) == 0 {
+	f, ok := frontFile(frontWorkflowFile)
+	if !ok {
 		return nil, false, nil
 	}
-	f := sch.Files[0]
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, true, fmt.Errorf("read the workflow from the front: %w", err)

@@ -123,8 +123,20 @@ is invalid (nothing ran).`,
 				if err != nil || stop.interrupted() {
 					return err
 				}
+				// --events FILE is opened (and emptied) once, here or by
+				// the front, which passes it on.
+				if out.events != "" && out.events != "-" {
+					f, fromFront := frontFile(frontEvents)
+					if !fromFront {
+						if f, err = os.OpenFile(out.events, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+							return inputf("--events: %w", err)
+						}
+					}
+					defer f.Close()
+					out.eventsFile = f
+				}
 				if canFront(c.OutOrStdout(), c.ErrOrStderr()) {
-					handed, err := runAsFront(stop, c.ErrOrStderr(), dir, data)
+					handed, err := runAsFront(stop, c.ErrOrStderr(), dir, data, out.eventsFile)
 					if handed {
 						return err
 					}
@@ -164,9 +176,10 @@ func executorOptions(c *cobra.Command, name string) (workflow.Options, error) {
 
 // runOutput is how a run reports as it goes.
 type runOutput struct {
-	noProgress bool   // plain lines even on a terminal
-	events     string // --events: a file, "-" for stdout, "" for none
-	inProcess  bool   // run the tasks in this process, unsupervised (no supervisor could be had)
+	noProgress bool     // plain lines even on a terminal
+	events     string   // --events: a file, "-" for stdout, "" for none
+	eventsFile *os.File // the file --events names, open
+	inProcess  bool     // run the tasks in this process, unsupervised (no supervisor could be had)
 }
 
 // runWorkflow runs tasks in the run directory dir to the end, or until
@@ -181,12 +194,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		human = stderr
 		events = newEventLog(newLineQueue(stdout))
 	default:
-		f, err := os.OpenFile(o.events, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return inputf("--events: %w", err)
-		}
-		defer f.Close()
-		events = newEventLog(newLineQueue(f))
+		events = newEventLog(newLineQueue(o.eventsFile))
 	}
 	if events != nil {
 		defer func() {
