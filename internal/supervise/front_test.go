@@ -173,10 +173,13 @@ func TestSchedulerKilled(t *testing.T) {
 	if !procfs.Alive(pid) {
 		t.Fatal("the attempt died with its scheduler")
 	}
+	// The status pipe closes as the scheduler's descriptors go, a moment
+	// before the kernel hands its children over.
 	sup := supervisorPID(t, dir)
-	if st, _ := procfs.Read(pid); st.PPID != sup {
-		t.Errorf("the attempt's parent is %d, want the supervisor %d", st.PPID, sup)
-	}
+	waitFor(t, "the attempt to be the supervisor's child", func() bool {
+		st, _ := procfs.Read(pid)
+		return st.PPID == sup
+	})
 	orphan := executor.Orphan{Job: executor.Job{TaskID: "t", Attempt: 1, Token: h.Token},
 		Handle: local.EncodeHandle(executor.Process{PID: pid, PGID: pid, StartTicks: st.StartTicks})}
 	rec := newExecutor(t, dir).Recover([]executor.Orphan{orphan})[0]
