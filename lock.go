@@ -45,14 +45,14 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-// lockDirWaiting is lockDir, trying again for up to wait while another
-// process holds the lock.
-func lockDirWaiting(dir string, wait time.Duration) (*os.File, error) {
+// lockDirWaiting is lockDir, trying again for up to wait while the
+// process that holds the lock is leaving (see lockPatience).
+func lockDirWaiting(dir string, wait time.Duration, leaving func(pid int) bool) (*os.File, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		f, err := lockDir(dir)
 		var held *LockedError
-		if err == nil || !errors.As(err, &held) || !time.Now().Before(deadline) {
+		if err == nil || !errors.As(err, &held) || !time.Now().Before(deadline) || !leaving(held.PID) {
 			return f, err
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -116,14 +116,15 @@ func SupervisorMain() {
 }
 
 // lockPatience is how long New waits for the run directory's lock when
-// another scheduler holds it: a moment in a scheduler started for a front,
-// since the one before it, whose front was just killed, exits as soon as
-// it notices; else not at all.
-func lockPatience() time.Duration {
+// another scheduler holds it and is leaving (exiting, or a front's
+// scheduler whose front died: it exits as soon as it notices): a moment
+// in a scheduler started for a front, which may come right after such a
+// one (kill -9 of gpusched run, then run again); else not at all.
+func lockPatience() (time.Duration, func(pid int) bool) {
 	if supervise.ThisScheduler() != nil {
-		return time.Second
+		return time.Second, supervise.Leaving
 	}
-	return 0
+	return 0, supervise.Leaving
 }
 
 // executorFor returns the executor that runs task sp.

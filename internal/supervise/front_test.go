@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -244,5 +245,36 @@ func TestOrphanReaped(t *testing.T) {
 	})
 	if !procfs.Alive(front.PID) {
 		t.Error("the scheduler is gone; this test wants the orphan reaped while it runs")
+	}
+}
+
+// Leaving tells a scheduler whose front died, or a process that is gone,
+// from a run in progress.
+func TestLeaving(t *testing.T) {
+	if supervise.Leaving(os.Getpid()) {
+		t.Error("this live process, no front's scheduler, reads as leaving")
+	}
+	gone := exec.Command(sleeper)
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !supervise.Leaving(gone.Process.Pid) {
+		t.Error("a process that exited does not read as leaving")
+	}
+	for _, c := range []struct {
+		front   int
+		leaving bool
+	}{{os.Getpid(), false}, {gone.Process.Pid, true}} {
+		cmd := exec.Command(sleeper, "-sleep", "1h")
+		cmd.Env = []string{supervise.SchedulerVar + "=" + fmt.Sprintf(`{"front":%d,"dir":"/x","status":3,"journal":4}`, c.front)}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the sleeper's environment", func() bool { return procfs.Getenv(cmd.Process.Pid, supervise.SchedulerVar) != "" })
+		if got := supervise.Leaving(cmd.Process.Pid); got != c.leaving {
+			t.Errorf("a scheduler whose front (%d) is alive %v: Leaving = %v", c.front, !c.leaving, got)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
 	}
 }

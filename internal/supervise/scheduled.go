@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/procfs"
 )
 
 // SchedulerVar is set by a supervisor in the environment of a scheduler
@@ -117,6 +118,24 @@ func (s *Scheduler) Done(code int) {
 			return
 		}
 	}
+}
+
+// Leaving reports whether process pid is on its way out as far as a run
+// directory's lock goes: it is exiting, or it is a front's scheduler whose
+// front is gone (it exits as soon as it notices). A scheduler that finds
+// the lock held by such a process waits for it; one held by any other is
+// a run in progress.
+func Leaving(pid int) bool {
+	st, ok := procfs.Read(pid)
+	if !ok || st.Exiting() {
+		return true
+	}
+	var env schedEnv
+	v := procfs.Getenv(pid, SchedulerVar) // as it was started: the variable is gone from its Go environment only
+	if v == "" || json.Unmarshal([]byte(v), &env) != nil || env.Front <= 0 {
+		return false
+	}
+	return !procfs.Alive(env.Front)
 }
 
 // Executor returns the executor of local attempts for a scheduler of
