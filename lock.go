@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // lockDir takes the run directory's lock, an flock released by the kernel
@@ -42,6 +43,20 @@ func lockDir(dir string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// lockDirWaiting is lockDir, trying again for up to wait while the
+// process that holds the lock is leaving (see lockPatience).
+func lockDirWaiting(dir string, wait time.Duration, leaving func(pid int) bool) (*os.File, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		f, err := lockDir(dir)
+		var held *LockedError
+		if err == nil || !errors.As(err, &held) || !time.Now().Before(deadline) || !leaving(held.PID) {
+			return f, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // checkLockFile refuses a lock file that is not a plain file of its own.

@@ -87,7 +87,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)
 	}
-	lock, err := lockDir(abs)
+	wait, leaving := lockPatience()
+	lock, err := lockDirWaiting(abs, wait, leaving)
 	if err != nil {
 		return nil, err
 	}

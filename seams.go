@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
@@ -66,10 +67,18 @@ func WithProbe(p GPUProbe) Option {
 }
 
 // defaultLocal is the local executor a scheduler uses unless told
-// otherwise: supervised, so that attempts outlive the scheduler, when this
-// program can serve as a supervisor (see SupervisorMain); else run inside
-// this process.
+// otherwise. In a scheduler that the run directory's supervisor started
+// for a front (the gpusched command's run), attempts run in this process
+// and are noted in the supervisor's journal, which adopts them if this
+// process dies. Elsewhere, when this program can serve as a supervisor
+// (see SupervisorMain), each attempt runs in the supervisor, over its
+// socket; else inside this process, unsupervised.
 func defaultLocal(runDir string) executor.Executor {
+	if sch := supervise.ThisScheduler(); sch != nil && os.Getenv(NoSupervisorVar) == "" {
+		if ex := sch.Executor(runDir); ex != nil {
+			return ex
+		}
+	}
 	if supervisorReady.Load() && os.Getenv(NoSupervisorVar) == "" {
 		if bin, err := os.Executable(); err == nil {
 			return &supervise.Executor{RunDir: runDir, Binary: bin}
@@ -95,9 +104,27 @@ var supervisorReady atomic.Bool
 // their local attempts under a supervisor (this same program, started
 // again). Programs that do not call it run attempts inside their own
 // process: a scheduler that dies takes them with it.
+//
+// A process that a supervisor started as the scheduler of a front (see
+// docs/adoption.md) is set up here too: it takes its front's umask and
+// exits at once when its front dies, leaving its attempts to the
+// supervisor.
 func SupervisorMain() {
 	supervise.MaybeServe()
+	supervise.MaybeScheduler()
 	supervisorReady.Store(true)
+}
+
+// lockPatience is how long New waits for the run directory's lock when
+// another scheduler holds it and is leaving (exiting, or a front's
+// scheduler whose front died: it exits as soon as it notices): a moment
+// in a scheduler started for a front, which may come right after such a
+// one (kill -9 of gpusched run, then run again); else not at all.
+func lockPatience() (time.Duration, func(pid int) bool) {
+	if supervise.ThisScheduler() != nil {
+		return time.Second, supervise.Leaving
+	}
+	return 0, supervise.Leaving
 }
 
 // executorFor returns the executor that runs task sp.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpusched/gpusched/internal/supervise"
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
@@ -28,7 +29,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "gpusched: "+line)
 		}
 	}
-	return exitCode(err)
+	code := exitCode(err)
+	if sch := supervise.ThisScheduler(); sch != nil {
+		sch.Done(code) // to the front, which exits with it
+	}
+	return code
 }
 
 // errorLines returns the lines to print for err: one, or one per problem

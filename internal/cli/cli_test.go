@@ -414,6 +414,17 @@ func procState(pid int) (state byte, pgrp int) {
 
 // alive reports whether pid is a live process (a zombie awaiting reaping
 // counts as dead).
+// schedulerPID returns the PID in runDir's lock: the scheduler's, which
+// a gpusched run has its run directory's supervisor start; 0 when none.
+func schedulerPID(runDir string) int {
+	b, err := os.ReadFile(filepath.Join(runDir, "lock"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
 func alive(pid int) bool {
 	st, _ := procState(pid)
 	return st != 0 && st != 'Z' && st != 'X'
@@ -1228,9 +1239,11 @@ tasks:
 	if tk := checkTask(t, status(t, wf), "hold", "running", 1, "null"); tk.Ended != nil {
 		t.Errorf("hold ended before the second run failed: %+v", tk)
 	}
+	// The lock names the first run's scheduler (its front's child).
+	sched := schedulerPID(runDir)
 	msg := oneLineError(t, second)
-	if !strings.Contains(msg, runDir) || !strings.Contains(msg, "pid "+strconv.Itoa(first.Process.Pid)) {
-		t.Errorf("second run's error %q does not name %s and pid %d", msg, runDir, first.Process.Pid)
+	if sched <= 0 || !strings.Contains(msg, runDir) || !strings.Contains(msg, "pid "+strconv.Itoa(sched)) {
+		t.Errorf("second run's error %q does not name %s and pid %d", msg, runDir, sched)
 	}
 
 	writeFile(t, filepath.Join(dir, "release"), "")

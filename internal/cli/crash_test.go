@@ -105,14 +105,19 @@ func crashOneSeed(t *testing.T, seed uint64) {
 			}
 			return len(readExecLog(t, dir)) >= before+more
 		})
+		// The scheduler is the child of the run directory's supervisor,
+		// started for the gpusched run this test started (its front); it
+		// exits as soon as its front dies.
+		sched := schedulerPID(rd)
 		if kill == 1 && snapshot == "" {
 			// A crash-consistent image: the scheduler frozen, its files copied.
 			snapshot = filepath.Join(dir, "snapshot")
-			copyStateFrozen(t, cmd.Process.Pid, rd, snapshot)
+			copyStateFrozen(t, sched, rd, snapshot)
 		}
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 		cancel()
+		waitFor(t, 10*time.Second, "the scheduler to exit with its front", func() bool { return sched <= 0 || !alive(sched) })
 
 		s := status(t, "--run-dir", rd)
 		done := map[string]bool{}

@@ -20,6 +20,8 @@ const (
 // errors as they come, wrapped with %w, and never pick a code themselves.
 //
 //   - nil: 0.
+//   - the end of a front (*schedulerExit): its scheduler's exit code;
+//     the scheduler said why.
 //   - a run stopped by a signal (*interruptedError): 1, whatever else went
 //     wrong while it stopped.
 //   - invalid input: a command line that cannot be carried out
@@ -32,9 +34,12 @@ const (
 //     directory in use, an I/O error, a task that did not complete): 1.
 func exitCode(err error) int {
 	var ie *interruptedError
+	var se *schedulerExit
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &se):
+		return se.code
 	case errors.As(err, &ie):
 		return ExitFailed
 	case isInvalidInput(err):
@@ -102,8 +107,9 @@ var errUnfinished = errors.New("not every task completed")
 // message is what Main prints for err: "" when the output already said it.
 func message(err error) string {
 	var ie *interruptedError
+	var se *schedulerExit
 	switch {
-	case err == nil, errors.Is(err, errUnfinished):
+	case err == nil, errors.Is(err, errUnfinished), errors.As(err, &se):
 		return ""
 	case errors.As(err, &ie) && ie.err == nil:
 		return ""

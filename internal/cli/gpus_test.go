@@ -57,7 +57,7 @@ tasks:
 		return ok && len(s.GPUs) == 1 && len(s.GPUs[0].Tasks) == 1
 	})
 	g := gpusOf(t, m.env, wf)
-	if g.Source != "run" || g.SchedulerPID == nil || *g.SchedulerPID != run.cmd.Process.Pid || g.Updated == nil ||
+	if g.Source != "run" || g.SchedulerPID == nil || *g.SchedulerPID != schedulerPID(runDir) || g.Updated == nil ||
 		len(g.Cards) != 1 || len(g.Cards[0].Tasks) != 1 {
 		t.Errorf("gpus during the run: %+v; want the scheduler's view, with its pid and train on card 0", g)
 	}

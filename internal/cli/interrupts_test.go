@@ -72,3 +72,18 @@ func TestInterruptsWhileLoading(t *testing.T) {
 		t.Errorf("said %q, exited %v; want %q, [1]", *said, *exited, want)
 	}
 }
+
+// Once the run is handed to a front's scheduler, the front's own
+// handling does nothing: the scheduler gets the signals and says what
+// they do.
+func TestInterruptsHandedOver(t *testing.T) {
+	t.Parallel()
+	in, said, exited := newTestInterrupts()
+	in.handOver()
+	in.handle(os.Interrupt)
+	in.handle(syscall.SIGTERM)
+	if in.ctx.Err() != nil || in.interrupted() || len(*said) != 0 || len(*exited) != 0 {
+		t.Errorf("after handOver and two signals: ctx %v, interrupted %v, said %q, exits %v; want nothing",
+			in.ctx.Err(), in.interrupted(), *said, *exited)
+	}
+}

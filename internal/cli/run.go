@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
@@ -95,7 +96,15 @@ is invalid (nothing ran).`,
 			defer stop.release()
 			c.SetContext(stop.ctx)
 			return stop.result(func() error {
-				w, err := loadWorkflowWith(args[0], opts)
+				// A front's scheduler runs the workflow its front read.
+				data, fromFront, err := frontWorkflow()
+				if err == nil && !fromFront {
+					data, err = readWorkflowData(args[0], os.Stdin)
+				}
+				if err != nil {
+					return err
+				}
+				w, err := parseWorkflowData(args[0], data, opts)
 				if err != nil || stop.interrupted() {
 					return err
 				}
@@ -113,6 +122,25 @@ is invalid (nothing ran).`,
 				dir, err := runDirFor(runDir, args[0])
 				if err != nil || stop.interrupted() {
 					return err
+				}
+				// --events FILE is opened (and emptied) once, here or by
+				// the front, which passes it on.
+				if out.events != "" && out.events != "-" {
+					f, fromFront := frontFile(frontEvents)
+					if !fromFront {
+						if f, err = os.OpenFile(out.events, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+							return inputf("--events: %w", err)
+						}
+					}
+					defer f.Close()
+					out.eventsFile = f
+				}
+				if canFront(c.OutOrStdout(), c.ErrOrStderr()) {
+					handed, err := runAsFront(stop, c.ErrOrStderr(), dir, data, out.eventsFile)
+					if handed {
+						return err
+					}
+					out.inProcess = true
 				}
 				return runWorkflow(stop, c.OutOrStdout(), c.ErrOrStderr(), w.Scheduling, w.Tasks, dir, out)
 			}())
@@ -148,8 +176,10 @@ func executorOptions(c *cobra.Command, name string) (workflow.Options, error) {
 
 // runOutput is how a run reports as it goes.
 type runOutput struct {
-	noProgress bool   // plain lines even on a terminal
-	events     string // --events: a file, "-" for stdout, "" for none
+	noProgress bool     // plain lines even on a terminal
+	events     string   // --events: a file, "-" for stdout, "" for none
+	eventsFile *os.File // the file --events names, open
+	inProcess  bool     // run the tasks in this process, unsupervised (no supervisor could be had)
 }
 
 // runWorkflow runs tasks in the run directory dir to the end, or until
@@ -164,12 +194,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		human = stderr
 		events = newEventLog(newLineQueue(stdout))
 	default:
-		f, err := os.OpenFile(o.events, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return inputf("--events: %w", err)
-		}
-		defer f.Close()
-		events = newEventLog(newLineQueue(f))
+		events = newEventLog(newLineQueue(o.eventsFile))
 	}
 	if events != nil {
 		defer func() {
@@ -198,7 +223,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 
 	start := time.Now()
 	completedNow := 0 // touched by the observer only, read after Run
-	sched, err := gpusched.New(dir, s, gpusched.WithObserver(func(ev gpusched.Event) {
+	opts := []gpusched.Option{gpusched.WithObserver(func(ev gpusched.Event) {
 		if ev.Kind == gpusched.EventComplete {
 			completedNow++
 		}
@@ -206,7 +231,11 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 			events.observe(ev)
 		}
 		display.observe(ev)
-	}))
+	})}
+	if o.inProcess {
+		opts = append(opts, gpusched.WithExecutor(&local.Executor{}))
+	}
+	sched, err := gpusched.New(dir, s, opts...)
 	if err != nil {
 		return err
 	}

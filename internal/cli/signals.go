@@ -41,6 +41,7 @@ type interrupts struct {
 	done chan struct{} // closed by release: the goroutine returns
 
 	mu      sync.Mutex    // guards the fields below
+	handed  bool          // handOver was called: the signals are another process's to act on
 	got     int           // signals received
 	running bool          // begin was called: tasks may be running
 	grace   time.Duration // the kill grace, for the message
@@ -72,6 +73,10 @@ func (in *interrupts) loop() {
 
 func (in *interrupts) handle(sig os.Signal) {
 	in.mu.Lock()
+	if in.handed {
+		in.mu.Unlock()
+		return
+	}
 	in.got++
 	n, running, grace, say, stopNow := in.got, in.running, in.grace, in.say, in.stopNow
 	in.mu.Unlock()
@@ -107,6 +112,14 @@ func (in *interrupts) begin(grace time.Duration, stopNow func(), say func(msg st
 	}
 	in.running, in.grace, in.stopNow, in.say = true, grace, stopNow, say
 	return true
+}
+
+// handOver stops acting on signals: a front's scheduler gets them now
+// (front.go), and says what they do.
+func (in *interrupts) handOver() {
+	in.mu.Lock()
+	in.handed = true
+	in.mu.Unlock()
 }
 
 // interrupted reports whether a stop signal came.

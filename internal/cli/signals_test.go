@@ -237,12 +237,14 @@ func TestInterruptWhileLoadingBigWorkflow(t *testing.T) {
 	}
 	wf := writeFile(t, filepath.Join(dir, "big.yaml"), b.String())
 	r := startWatched(t, "", "run", wf)
-	// The lock file names gpusched once it has parsed the workflow and
+	// The lock file names the scheduler (started for the gpusched run
+	// this test started, its front) once it has parsed the workflow and
 	// opened the run directory; the tasks are about to be saved.
 	lock := filepath.Join(dir, ".gpusched", "big", "lock")
 	waitFor(t, time.Minute, "the run directory's lock", func() bool {
 		b, _ := os.ReadFile(lock)
-		return strings.TrimSpace(string(b)) == strconv.Itoa(r.cmd.Process.Pid)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && alive(pid)
 	})
 	if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)

@@ -42,17 +42,35 @@ func readWorkflow(arg string, stdin io.Reader) (*workflow.Workflow, error) {
 }
 
 func readWorkflowWith(arg string, stdin io.Reader, opts workflow.Options) (*workflow.Workflow, error) {
+	data, err := readWorkflowData(arg, stdin)
+	if err != nil {
+		return nil, err
+	}
+	return parseWorkflowData(arg, data, opts)
+}
+
+// readWorkflowData reads the bytes of the workflow that arg names.
+func readWorkflowData(arg string, stdin io.Reader) ([]byte, error) {
 	if arg == stdinArg {
 		data, err := io.ReadAll(stdin)
 		if err != nil {
 			return nil, unreadable(stdinName, err)
 		}
-		// A name without a folder: its folder is the current one.
-		return workflow.ParseWith(stdinName, data, opts)
+		return data, nil
 	}
 	data, err := os.ReadFile(arg)
 	if err != nil {
 		return nil, unreadable(arg, err)
+	}
+	return data, nil
+}
+
+// parseWorkflowData parses and validates data, read from the workflow
+// that arg names.
+func parseWorkflowData(arg string, data []byte, opts workflow.Options) (*workflow.Workflow, error) {
+	if arg == stdinArg {
+		// A name without a folder: its folder is the current one.
+		return workflow.ParseWith(stdinName, data, opts)
 	}
 	if hasFolder(arg) {
 		return workflow.ParseWith(arg, data, opts)

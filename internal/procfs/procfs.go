@@ -33,6 +33,11 @@ func (s Stat) Zombie() bool { return s.State == 'Z' || s.State == 'X' }
 // KernelThread reports whether the process is a kernel thread (PF_KTHREAD).
 func (s Stat) KernelThread() bool { return s.Flags&0x00200000 != 0 }
 
+// Exiting reports whether the process has begun to exit (PF_EXITING, set
+// as it enters the kernel's exit path, before its children are handed to
+// another parent) or has exited.
+func (s Stat) Exiting() bool { return s.Zombie() || s.Flags&0x00000004 != 0 }
+
 // Read returns pid's stat, or false if it cannot be read (no such process).
 func Read(pid int) (Stat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

@@ -47,3 +47,33 @@ func TestKernelThread(t *testing.T) {
 		t.Errorf("PID 2 = %+v, a child of PID 0 that is no kernel thread", st)
 	}
 }
+
+// Children lists a child this process started, by either way of reading
+// them, and not this process itself; a live process is not Exiting.
+func TestChildren(t *testing.T) {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	self := os.Getpid()
+	for name, list := range map[string]func(int) ([]int, error){"Children": Children, "childrenByScan": childrenByScan} {
+		kids, err := list(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, k := range kids {
+			found = found || k == cmd.Process.Pid
+			if k == self {
+				t.Errorf("%s(self) lists this process", name)
+			}
+		}
+		if !found {
+			t.Errorf("%s(self) = %v, without the child %d", name, kids, cmd.Process.Pid)
+		}
+	}
+	if st, _ := Read(self); st.Exiting() {
+		t.Errorf("this process reads as exiting: %+v", st)
+	}
+}

@@ -75,3 +75,48 @@ func Forks() (uint64, error) {
 	}
 	return 0, errors.New("read /proc/stat: no processes line")
 }
+
+// Children lists the children of process pid. It reads each thread's
+// /proc/PID/task/TID/children where the kernel has them
+// (CONFIG_PROC_CHILDREN), else every process's parent.
+func Children(pid int) ([]int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	buf := make([]byte, 0, 512)
+	for i, t := range tids {
+		b, err := readFile(dir+"/"+t.Name()+"/children", buf[:0])
+		if err != nil {
+			if i == 0 && errors.Is(err, os.ErrNotExist) {
+				return childrenByScan(pid)
+			}
+			continue // a thread that just exited
+		}
+		buf = b
+		for f := range bytes.FieldsSeq(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
+}
+
+// childrenByScan lists the children of pid by reading every process's
+// parent.
+func childrenByScan(pid int) ([]int, error) {
+	pids, err := PIDs()
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, p := range pids {
+		if st, ok := Read(p); ok && st.PPID == pid {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}

@@ -107,6 +107,27 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 	return s, nil
 }
 
+// CheckSQLite reports, without writing anything, whether OpenSQLite
+// would refuse the state database at path as unsafe (ErrUnsafeFile), not
+// gpusched's (ErrNotState) or too new (ErrTooNew), with the same error;
+// nil when it is not there yet. It does not run quick_check: a damaged
+// database is found only by OpenSQLite. For a command that hands the
+// database to another process and wants to refuse before it starts it.
+func CheckSQLite(path string) error {
+	if err := checkFiles(path); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return nil
+	}
+	s, err := openReadOnly(path, "")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.checkOwner()
+}
+
 // verify checks an existing database before it is opened for writing: it
 // is ours, not too new, and not damaged. It reads through a read-only
 // connection, which never writes the file (a writer's last close would

@@ -256,6 +256,9 @@ func TestSQLiteRefusesFilesNotOurs(t *testing.T) {
 					t.Errorf("error %q does not name the file", err)
 				}
 			}
+			if err := CheckSQLite(path); !errors.Is(err, tt.want) {
+				t.Errorf("CheckSQLite = %v, want %v", err, tt.want)
+			}
 			after, _ := os.ReadFile(path)
 			if !bytes.Equal(before, after) {
 				t.Error("the refused file was modified")
@@ -264,6 +267,27 @@ func TestSQLiteRefusesFilesNotOurs(t *testing.T) {
 				t.Error("a WAL file was created beside the refused file")
 			}
 		})
+	}
+}
+
+// CheckSQLite passes a state database that is not there yet, and one of
+// gpusched's, writing nothing.
+func TestCheckSQLiteAccepts(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	if err := CheckSQLite(path); err != nil {
+		t.Errorf("no database yet: %v", err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Error("CheckSQLite created the database")
+	}
+	s, err := OpenSQLite(path, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := CheckSQLite(path); err != nil {
+		t.Errorf("gpusched's own database: %v", err)
 	}
 }
 

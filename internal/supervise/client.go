@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
 )
@@ -313,6 +315,26 @@ func (c *conn) send(m *message) {
 	if err != nil {
 		c.nc.Close()
 	}
+}
+
+// sendWith writes m with the descriptors fds (SCM_RIGHTS), which the
+// supervisor receives with m's first bytes.
+func (c *conn) sendWith(m *message, fds []int) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	n, _, err := c.nc.WriteMsgUnix(b, unix.UnixRights(fds...), nil)
+	if err == nil && n < len(b) {
+		_, err = c.nc.Write(b[n:])
+	}
+	if err != nil {
+		c.nc.Close()
+	}
+	return err
 }
 
 // wait waits for w's attempt to end, telling running of it when it runs,

@@ -6,8 +6,8 @@ package supervise
 // anything else; a supervisor that speaks another version answers with an
 // error and hangs up.
 //
-//	client → supervisor: hello, start, stop, kill, attach
-//	supervisor → client: hello, running, ended, attached, detached, error
+//	client → supervisor: hello, start, stop, kill, attach, scheduler
+//	supervisor → client: hello, running, ended, attached, detached, scheduled, error
 //
 // An attempt is named by its id (the job's token, unique per attempt). The
 // supervisor sends running and ended only to the connection that owns the
@@ -41,17 +41,26 @@ const (
 	msgAttached = "attached" // answer to attach for ID: Running says whether it still runs
 	msgDetached = "detached" // another connection took attempt ID over: no more news of it here
 	msgError    = "error"    // Error says what was wrong with the last message; fatal before hello
+
+	// msgScheduler starts a scheduler as the supervisor's child for the
+	// front that sends it (front.go): Sched says how, and the message
+	// comes with descriptors (SCM_RIGHTS): stdin, stdout, stderr, the
+	// status pipe, then Sched.Files more. msgScheduled answers with its
+	// PID, or msgError with why it could not start; both carry the ID.
+	msgScheduler = "scheduler"
+	msgScheduled = "scheduled"
 )
 
 // message is every message, told apart by Type; a field is set only in the
 // types its comment names.
 type message struct {
-	Type    string   `json:"type"`
-	Version int      `json:"version,omitempty"` // hello
-	PID     int      `json:"pid,omitempty"`     // hello (the supervisor's), running, attached
-	ID      string   `json:"id,omitempty"`      // all about one attempt
-	IDs     []string `json:"ids,omitempty"`     // attach
-	Job     *jobSpec `json:"job,omitempty"`     // start
+	Type    string     `json:"type"`
+	Version int        `json:"version,omitempty"` // hello
+	PID     int        `json:"pid,omitempty"`     // hello (the supervisor's), running, attached
+	ID      string     `json:"id,omitempty"`      // all about one attempt
+	IDs     []string   `json:"ids,omitempty"`     // attach
+	Job     *jobSpec   `json:"job,omitempty"`     // start
+	Sched   *schedSpec `json:"sched,omitempty"`   // scheduler
 
 	PGID       int       `json:"pgid,omitempty"`        // running, attached
 	StartTicks uint64    `json:"start_ticks,omitempty"` // running, attached
@@ -83,6 +92,18 @@ type jobSpec struct {
 func (s *jobSpec) job() executor.Job {
 	return executor.Job{TaskID: s.Task, Attempt: s.Attempt, Args: s.Args, Env: s.Env, Dir: s.Dir,
 		LogPath: s.LogPath, LogRoot: s.LogRoot, Timeout: s.Timeout, KillGrace: s.KillGrace, Token: s.Token, User: s.User}
+}
+
+// schedSpec is how a front asks its supervisor to start its scheduler:
+// the program, its argv, environment and working directory, and the
+// front's umask, which the scheduler takes first thing.
+type schedSpec struct {
+	Path  string   `json:"path"`
+	Args  []string `json:"args"`
+	Env   []string `json:"env"`
+	Dir   string   `json:"dir"`
+	Umask int      `json:"umask"`
+	Files int      `json:"files,omitempty"` // descriptors after the status pipe
 }
 
 // resultVersion is the layout of resultRecord in the results file.

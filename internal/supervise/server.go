@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,10 +58,19 @@ var errTerminated = errors.New("stopped: the supervisor was told to stop")
 func MaybeServe() {
 	dir, ok := os.LookupEnv(EnvVar)
 	if !ok {
+		canServe.Store(true)
 		return
 	}
 	os.Exit(serve(dir))
 }
+
+// canServe: MaybeServe was called and returned.
+var canServe atomic.Bool
+
+// CanServe reports whether this program serves as a supervisor when
+// started as one: MaybeServe was called (first thing in main) and
+// returned.
+func CanServe() bool { return canServe.Load() }
 
 // serve is the supervisor of dir; it returns the exit code.
 func serve(dir string) int {
@@ -101,7 +111,8 @@ func serve(dir string) int {
 		return fail(err)
 	}
 	s := &server{dir: dir, log: lg, ln: ln, results: results, done: make(chan struct{}),
-		attempts: map[string]*attempt{}, conns: map[*sconn]struct{}{}}
+		attempts: map[string]*attempt{}, conns: map[*sconn]struct{}{},
+		known: map[int]struct{}{}, scheds: map[int]*schedProc{}, reapKick: make(chan os.Signal, 1)}
 	// SIGINT and SIGHUP are caught and dropped rather than ignored: an
 	// ignored signal stays ignored in the tasks started after exec, a
 	// caught one does not. The supervisor has a session of its own, so
@@ -127,6 +138,9 @@ func serve(dir string) int {
 		lg.Printf("remove socket: %v", err)
 	}
 	s.flushAll()
+	if n := s.reaped.Load(); n > 0 {
+		lg.Printf("reaped %d orphaned process(es) of tasks", n)
+	}
 	lg.Print("exiting")
 	return 0
 }
@@ -158,13 +172,24 @@ type server struct {
 	results *os.File      // the results file, appended to
 	done    chan struct{} // closed when the supervisor is to exit
 
+	// forkMu is held for reading from before a child is forked until it
+	// is in known, and for writing while orphans are reaped: a child
+	// just forked is never taken for an orphan (adopt.go).
+	forkMu   sync.RWMutex
+	reapOnce sync.Once      // becomes a subreaper, once
+	reapErr  error          // why it could not
+	reapKick chan os.Signal // SIGCHLD, or a nudge: look for orphans to reap
+	reaped   atomic.Int64   // orphans reaped
+
 	mu          sync.Mutex // guards the fields below, and attempt.owner and attempt.run
 	attempts    map[string]*attempt
 	conns       map[*sconn]struct{}
-	idleGen     int  // counts idle periods, so a stale timer does nothing
-	idling      bool // an idle timer runs
-	terminating bool // SIGTERM came: stop everything, start nothing
-	exiting     bool // done is closed
+	known       map[int]struct{}   // children whose reaping is someone's job: schedulers, attempts' leaders
+	scheds      map[int]*schedProc // schedulers started for fronts, by PID, until their orphans are adopted
+	idleGen     int                // counts idle periods, so a stale timer does nothing
+	idling      bool               // an idle timer runs
+	terminating bool               // SIGTERM came: stop everything, start nothing
+	exiting     bool               // done is closed
 }
 
 // attempt is one attempt the supervisor runs.
@@ -187,7 +212,7 @@ type attempt struct {
 // maybeIdle starts the linger when nothing is left to do, or exits when
 // told to and no attempt is left. s.mu is held.
 func (s *server) maybeIdle() {
-	if s.exiting || len(s.attempts) > 0 {
+	if s.exiting || len(s.attempts) > 0 || len(s.scheds) > 0 {
 		return
 	}
 	if s.terminating {
@@ -232,13 +257,16 @@ func (s *server) terminate() {
 		return
 	}
 	s.terminating = true
-	s.log.Printf("SIGTERM: stopping %d attempt(s)", len(s.attempts))
+	s.log.Printf("SIGTERM: stopping %d attempt(s) and %d scheduler(s)", len(s.attempts), len(s.scheds))
 	for _, a := range s.attempts {
 		a.stop(errTerminated)
 	}
-	if len(s.attempts) == 0 {
-		s.exit()
+	// A scheduler stops its own tasks, as it does when its front is told
+	// to stop.
+	for pid := range s.scheds {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
+	s.maybeIdle()
 }
 
 // accept takes connections until the listener closes.
@@ -256,12 +284,13 @@ func (s *server) accept() {
 			time.Sleep(10 * time.Millisecond) // out of descriptors: let some go
 			continue
 		}
-		if err := checkPeer(nc); err != nil {
+		peer, err := checkPeer(nc)
+		if err != nil {
 			s.log.Printf("refused a connection: %v", err)
 			nc.Close()
 			continue
 		}
-		c := &sconn{nc: nc}
+		c := &sconn{nc: nc, peer: peer}
 		s.mu.Lock()
 		if s.exiting {
 			s.mu.Unlock()
@@ -305,7 +334,9 @@ func (s *server) serveConn(c *sconn) {
 		s.maybeIdle()
 		s.mu.Unlock()
 	}()
-	sc := bufio.NewScanner(c.nc)
+	c.fds = newFDReader(c.nc)
+	defer c.fds.close()
+	sc := bufio.NewScanner(c.fds)
 	sc.Buffer(make([]byte, 0, 64<<10), maxMessage)
 	helloed := false
 	for sc.Scan() {
@@ -347,7 +378,12 @@ func (s *server) handle(c *sconn, m *message) {
 			a.kill.Do(func() { close(a.killNow) })
 		}
 		s.mu.Unlock()
+	case msgScheduler:
+		s.startScheduler(c, m, c.fds.take())
 	case msgAttach:
+		// A scheduler that just died may have left some of these: its
+		// journal is read first.
+		s.settle(c.peer)
 		s.mu.Lock()
 		var old []*sconn // who lost attempts
 		for _, id := range m.IDs {
@@ -416,15 +452,38 @@ func (s *server) start(c *sconn, m *message) {
 func (s *server) run(ctx context.Context, a *attempt) {
 	job := a.job
 	job.KillNow = a.killNow
+	pid := 0
+	forking := true
+	s.forkMu.RLock()
+	forked := func() {
+		if forking {
+			forking = false
+			s.forkMu.RUnlock()
+		}
+	}
 	hooks := executor.Hooks{Running: func(r executor.Running) {
 		p, _ := local.DecodeHandle(r.Handle)
 		m := &message{Type: msgRunning, ID: a.id, PID: p.PID, PGID: p.PGID, StartTicks: p.StartTicks, Since: r.Since}
 		s.mu.Lock()
+		pid = p.PID
+		s.known[pid] = struct{}{}
 		a.run = m
 		a.runTimer = time.AfterFunc(runningDelay, func() { s.tellRunning(a) })
 		s.mu.Unlock()
+		forked()
 	}}
 	res := (&local.Executor{Cgroups: a.cgroups}).Execute(ctx, job, hooks)
+	forked() // when it did not start
+	if pid != 0 {
+		s.mu.Lock()
+		delete(s.known, pid)
+		s.mu.Unlock()
+	}
+	s.finish(ctx, a, res)
+}
+
+// finish records how attempt a ended, then tells its owner, if it has one.
+func (s *server) finish(ctx context.Context, a *attempt, res executor.Result) {
 	if res.Reason == executor.Cancelled && context.Cause(ctx) == errTerminated {
 		res.Reason, res.Err = executor.Infrastructure, errTerminated
 	}
@@ -487,7 +546,9 @@ func (s *server) tellRunning(a *attempt) {
 // events they tell, and written after it is released (flush), so that a
 // slow client never holds up the others.
 type sconn struct {
-	nc *net.UnixConn
+	nc   *net.UnixConn
+	peer int       // the client's PID, when it connected
+	fds  *fdReader // reads nc; the reading goroutine's
 
 	wmu sync.Mutex // held while writing: batches go out in the order they were taken
 	buf []byte     // guarded by wmu

@@ -87,33 +87,34 @@ func dial(dir string) (*net.UnixConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to the supervisor of %s: %w", dir, err)
 	}
-	if err := checkPeer(c); err != nil {
+	if _, err := checkPeer(c); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("connect to the supervisor of %s: %w", dir, err)
 	}
 	return c, nil
 }
 
-// checkPeer makes sure the process at the other end of c runs as our user.
-func checkPeer(c *net.UnixConn) error {
+// checkPeer makes sure the process at the other end of c runs as our
+// user, and returns its PID.
+func checkPeer(c *net.UnixConn) (int, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var cred *unix.Ucred
 	var gerr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, gerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return err
+		return 0, err
 	}
 	if gerr != nil {
-		return fmt.Errorf("read peer credentials: %w", gerr)
+		return 0, fmt.Errorf("read peer credentials: %w", gerr)
 	}
 	if uid := os.Getuid(); int(cred.Uid) != uid {
-		return fmt.Errorf("peer (PID %d) runs as uid %d, not %d", cred.Pid, cred.Uid, uid)
+		return 0, fmt.Errorf("peer (PID %d) runs as uid %d, not %d", cred.Pid, cred.Uid, uid)
 	}
-	return nil
+	return int(cred.Pid), nil
 }
 
 // lockRunDir takes the supervisor lock of dir without waiting and writes

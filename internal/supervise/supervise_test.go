@@ -29,6 +29,10 @@ var (
 
 func TestMain(m *testing.M) {
 	supervise.MaybeServe()
+	supervise.MaybeScheduler()
+	if sch := supervise.ThisScheduler(); sch != nil {
+		os.Exit(schedulerHelper(sch)) // front_test.go
+	}
 	sleeper = testbin.MustBuild("cmd/sleeper")
 	var err error
 	if self, err = filepath.Abs(os.Args[0]); err != nil {

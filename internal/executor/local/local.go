@@ -111,6 +111,25 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		p := executor.Process{PID: pid, PGID: pid, StartTicks: StartTicks(pid)}
 		hooks.Running(executor.Running{Handle: EncodeHandle(p), Since: res.Start, PID: pid})
 	}
+	reap := func() (syscall.WaitStatus, error) {
+		err := cmd.Wait()
+		if cmd.ProcessState == nil {
+			return 0, fmt.Errorf("wait: %w", err)
+		}
+		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !ok {
+			return 0, fmt.Errorf("wait: %w", err)
+		}
+		return ws, nil
+	}
+	return e.follow(ctx, job, pid, tr, res, reap)
+}
+
+// follow waits for the attempt whose leader is pid (also its process
+// group's id) to end, stopping it at its timeout (counted from res.Start),
+// when ctx ends or when job.KillNow closes; kills what is left of it; and
+// reaps the leader with reap. res is the result so far.
+func (e *Executor) follow(ctx context.Context, job executor.Job, pid int, tr *tracker, res executor.Result, reap func() (syscall.WaitStatus, error)) executor.Result {
 	var timeout <-chan time.Time
 	if job.Timeout > 0 {
 		t := time.NewTimer(job.Timeout - time.Since(res.Start))
@@ -152,13 +171,12 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	tr.kill()
 	<-exited
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	waitErr := cmd.Wait()
+	ws, err := reap()
 	tr.close()
 	res.End = time.Now()
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
-	case !ok:
-		res.Err = fmt.Errorf("wait: %w", waitErr)
+	case err != nil:
+		res.Err = err
 		res.Reason = executor.Infrastructure
 	case ws.Signaled():
 		res.Signal = ws.Signal()
