@@ -145,17 +145,17 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 			n.need.MiB = r.GPURequestMiB
 		}
 		if a.GPU != nil {
-			n.card = *a.GPU
+			n.card = int32(*a.GPU)
 			held := n.need
 			if a.MemRequestedMiB > 0 {
 				held.MiB = a.MemRequestedMiB
 			}
-			e.board.Hold(sp.ID, n.card, held)
+			e.board.Hold(sp.ID, int(n.card), held)
 			if e.cfg.Token != nil {
 				e.board.SetToken(sp.ID, e.cfg.Token(sp.ID, number))
 			}
 			if a.PID > 0 {
-				e.board.SetPID(sp.ID, n.card, a.PID)
+				e.board.SetPID(sp.ID, int(n.card), a.PID)
 			}
 			e.gpuRunning++
 			e.cardsDirty = true

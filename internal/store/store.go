@@ -61,6 +61,10 @@ type Batch struct {
 	Samples []Sample
 	// Events are completion events to insert or update (the outbox).
 	Events []EventWrite
+	// ClearWaiting, applied before the batch's task writes, forgets every
+	// stored task's waiting reason: a scheduler that opens the store has
+	// decided nothing yet about the tasks an earlier one left pending.
+	ClearWaiting bool
 }
 
 // EventWrite is one completion event of the outbox: written in the same
@@ -106,6 +110,9 @@ type TaskWrite struct {
 	ExitCode      *int
 	Error         string
 	BlockedBy     string
+	// Waiting is why a pending task has not started (zero: not waiting).
+	// Its Until is not stored apart: it is RetryAt.
+	Waiting task.WaitReason
 }
 
 // AttemptWrite sets one attempt's row.
@@ -123,6 +130,9 @@ func (b *Batch) Len() int {
 	if b.Cards != nil {
 		n++
 	}
+	if b.ClearWaiting {
+		n++
+	}
 	return n
 }
 
@@ -132,7 +142,7 @@ func (b *Batch) Reset() {
 	clear(b.Attempts)
 	b.Tasks = b.Tasks[:0]
 	b.Attempts = b.Attempts[:0]
-	b.Cards, b.Meta, b.Samples = nil, nil, nil
+	b.Cards, b.Meta, b.Samples, b.ClearWaiting = nil, nil, nil, false
 	clear(b.Events)
 	b.Events = b.Events[:0]
 }
@@ -148,3 +158,13 @@ const (
 
 // ErrClosed is returned by a store used after Close.
 var ErrClosed = errors.New("store closed")
+
+// stored returns a waiting reason as a reader gets it back: its Until is
+// the task's RetryAt for the kinds that wait for one, zero for the others.
+func stored(w task.WaitReason, retryAt time.Time) task.WaitReason {
+	w.Until = time.Time{}
+	if w.Kind == task.WaitRetryDelay || w.Kind == task.WaitBackoff {
+		w.Until = retryAt
+	}
+	return w
+}
