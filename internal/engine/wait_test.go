@@ -97,7 +97,7 @@ func TestWaitingNamesTenDependenciesAndCounts(t *testing.T) {
 			t.Errorf("join's detail from the engine = %q, want %q", w.Detail, want)
 		}
 		time.Sleep(refreshEvery - 100*time.Millisecond) // p4..p11 complete meanwhile
-		checkWait(t, h, "join", task.NotWaiting, "")     // it runs
+		checkWait(t, h, "join", task.NotWaiting, "")    // it runs
 		rows, _ := h.store.Load()
 		for _, r := range rows {
 			if r.Waiting.Waiting() {
