@@ -591,6 +591,36 @@ func (s *SQLite) loadSamples() ([]Sample, error) {
 	return out, rows.Err()
 }
 
+// CountWaiting returns how many pending tasks wait for each kind of
+// reason (NotWaiting: those no scheduler has decided about). It reads
+// every task's row: a live display calls it at most every second or so.
+func (s *SQLite) CountWaiting() (map[task.WaitKind]int, error) {
+	out, err := s.countWaiting()
+	return out, s.corrupt(err)
+}
+
+func (s *SQLite) countWaiting() (map[task.WaitKind]int, error) {
+	rows, err := s.db.Query("SELECT waiting_kind, count(*) FROM tasks WHERE state = ? GROUP BY waiting_kind", task.Pending.String())
+	if err != nil {
+		return nil, fmt.Errorf("read waiting tasks from state db %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	out := map[task.WaitKind]int{}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, fmt.Errorf("read waiting tasks from state db %s: %w", s.path, err)
+		}
+		k, err := task.ParseWaitKind(name)
+		if err != nil {
+			return nil, fmt.Errorf("read waiting tasks from state db %s: %w", s.path, err)
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}
+
 // LoadMeta returns the run-wide facts.
 func (s *SQLite) LoadMeta() (map[string]string, error) {
 	out, err := s.loadMeta()

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,5 +126,28 @@ func TestSQLiteMigratesFromVersion6(t *testing.T) {
 	rows, err = ro.Load()
 	if err != nil || len(rows) != 2 || rows[1].Waiting != deps || string(rows[1].Spec) != `{"id":"next"}` {
 		t.Errorf("reader's rows = %+v, %v", rows, err)
+	}
+}
+
+// CountWaiting counts the pending tasks by the kind of their reason; the
+// others do not count.
+func TestCountWaiting(t *testing.T) {
+	s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var b Batch
+	for i, k := range []task.WaitKind{task.WaitSlot, task.WaitSlot, task.WaitGPUMemory, task.WaitDependencies, task.NotWaiting} {
+		b.Tasks = append(b.Tasks, TaskWrite{ID: fmt.Sprint("p", i), Seq: int64(i), State: task.Pending, Waiting: task.WaitReason{Kind: k}})
+	}
+	b.Tasks = append(b.Tasks, TaskWrite{ID: "done", Seq: 9, State: task.Complete})
+	if err := s.Apply(&b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.CountWaiting()
+	want := map[task.WaitKind]int{task.WaitSlot: 2, task.WaitGPUMemory: 1, task.WaitDependencies: 1, task.NotWaiting: 1}
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("CountWaiting = %v, %v; want %v", got, err, want)
 	}
 }
