@@ -336,7 +336,7 @@ func (e *Engine) admit(n *node) {
 			n.rec.Waiting = task.WaitReason{Kind: task.WaitSlot}
 			e.makeReady(n)
 		} else {
-			n.rec.Waiting = depsReason(n)
+			n.rec.Waiting = task.WaitReason{Kind: task.WaitDependencies} // its detail is written from its dependencies
 		}
 	}
 	e.writeTask(n)

@@ -982,7 +982,10 @@ func (e *Engine) writeTask(n *node) {
 		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
 		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun, RetryAt: n.rec.RetryAt,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
-		Waiting: n.rec.Waiting,
+	}
+	if n.rec.Waiting.Waiting() {
+		wr := n.waitReason()
+		w.WaitKind, w.WaitDetail = wr.Kind, wr.Detail
 	}
 	n.specJSON = nil // written once; later writes keep it
 	if i := int(n.writeIdx); i < len(e.batch.Tasks) && e.batch.Tasks[i].ID == n.spec.ID {

@@ -19,12 +19,14 @@ import (
 // written once), and no commit is made for a reason alone.
 //
 // Details change more often than kinds: the dependencies still unfinished,
-// the memory the cards have left. Those are refreshed at most every
+// the memory the cards have left. Those are written at most every
 // refreshEvery, refreshBatch tasks at a time, so that a queue of
 // thousands of GPU tasks over cards whose memory moves at each reading
 // costs a few hundred row writes a second at most, not all of them at
-// every turn. The engine's own answers (Waiting, Records) compute the
-// dependencies' detail afresh.
+// every turn. The detail of a task waiting for dependencies is not kept
+// in memory: it is made from them when the row is written and when the
+// engine answers (Waiting, Records), so it is always current there, and
+// it changes exactly when one of them completes.
 
 const (
 	refreshEvery = time.Second
@@ -103,48 +105,58 @@ func (e *Engine) sweepGPUWaits() {
 	}
 }
 
-// waitReason is n's reason as the engine answers it: the dependencies'
-// detail is computed afresh.
+// waitReason is n's reason with its detail: for dependencies, made from
+// them now.
 func (n *node) waitReason() task.WaitReason {
-	if n.staleWait && n.rec.Waiting.Kind == task.WaitDependencies {
-		return depsReason(n)
+	if n.rec.Waiting.Kind == task.WaitDependencies {
+		return task.WaitReason{Kind: task.WaitDependencies, Detail: depsDetail(n)}
 	}
 	return n.rec.Waiting
 }
 
-// depsReason is the reason of a task waiting for its dependencies: the
-// unfinished ones, in the order the task lists them, the first
-// task.MaxNamedDependencies by name.
-func depsReason(n *node) task.WaitReason {
+// depsDetail names the unfinished dependencies of n, in the order it
+// lists them: the first task.MaxNamedDependencies, then how many more.
+func depsDetail(n *node) string {
 	var first *node
-	var b strings.Builder
-	named, more := 0, 0
+	named, more, size := 0, 0, 0
 	for _, d := range n.deps {
 		switch {
 		case d.rec.State == task.Complete:
 		case named == task.MaxNamedDependencies:
 			more++
-		case named == 0:
-			first, named = d, 1
 		default:
-			if named == 1 {
-				b.WriteString(first.spec.ID)
+			if named == 0 {
+				first = d
 			}
-			b.WriteString(", ")
-			b.WriteString(d.spec.ID)
 			named++
+			size += len(d.spec.ID) + 2
 		}
 	}
 	switch {
 	case named == 0:
-		return task.WaitReason{Kind: task.WaitDependencies}
-	case named == 1:
-		return task.WaitReason{Kind: task.WaitDependencies, Detail: first.spec.ID} // the common case: no copy
+		return ""
+	case named == 1 && more == 0:
+		return first.spec.ID // the common case: no copy
 	}
+	tail := ""
 	if more > 0 {
-		b.WriteString(" and " + strconv.Itoa(more) + " more")
+		tail = " and " + strconv.Itoa(more) + " more"
 	}
-	return task.WaitReason{Kind: task.WaitDependencies, Detail: b.String()}
+	var b strings.Builder
+	b.Grow(size + len(tail)) // one allocation
+	named = 0
+	for _, d := range n.deps {
+		if d.rec.State == task.Complete || named == task.MaxNamedDependencies {
+			continue
+		}
+		if named > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(d.spec.ID)
+		named++
+	}
+	b.WriteString(tail)
+	return b.String()
 }
 
 // gpuReason is the reason of GPU task n, passed over for why, with its
@@ -175,7 +187,7 @@ func (e *Engine) refreshWaits(now time.Time) time.Time {
 		w.stale = w.stale[1:]
 		n.staleWait = false
 		if n.rec.State == task.Pending && n.rec.Waiting.Kind == task.WaitDependencies {
-			e.setWait(n, depsReason(n))
+			e.writeTask(n) // one of its dependencies completed: its detail changed
 			budget--
 		}
 	}

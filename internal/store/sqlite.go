@@ -444,7 +444,7 @@ func (s *SQLite) apply(b *Batch) error {
 			spec = []byte{} // empty: keep the stored definition
 		}
 		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), w.Waiting.Kind.String(), w.Waiting.Detail)
+			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail)
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -720,11 +720,12 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		if retryAt.Valid {
 			r.RetryAt = time.Unix(0, retryAt.Int64)
 		}
-		if r.Waiting.Kind, err = task.ParseWaitKind(waitKind); err != nil {
+		kind, err := task.ParseWaitKind(waitKind)
+		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
 		}
-		r.Waiting = stored(r.Waiting, r.RetryAt)
+		r.Waiting = stored(kind, r.Waiting.Detail, r.RetryAt)
 		byID[r.ID] = len(out)
 		out = append(out, r)
 	}
@@ -871,6 +872,22 @@ func (s *SQLite) absLog(p string) string {
 		return p
 	}
 	return filepath.Join(s.runDir, p)
+}
+
+// waitKindArgs are the kinds' names as statement arguments, boxed once:
+// a row write boxes no new string for its kind.
+var waitKindArgs = func() (args []any) {
+	for k := task.NotWaiting; k.String() != fmt.Sprintf("wait(%d)", uint8(k)); k++ {
+		args = append(args, k.String())
+	}
+	return args
+}()
+
+func waitKindArg(k task.WaitKind) any {
+	if int(k) < len(waitKindArgs) {
+		return waitKindArgs[k]
+	}
+	return k.String()
 }
 
 func intOrNil(p *int) any {

@@ -110,9 +110,12 @@ type TaskWrite struct {
 	ExitCode      *int
 	Error         string
 	BlockedBy     string
-	// Waiting is why a pending task has not started (zero: not waiting).
-	// Its Until is not stored apart: it is RetryAt.
-	Waiting task.WaitReason
+	// WaitKind and WaitDetail are why a pending task has not started
+	// (NotWaiting: it does not wait). A reader gets them back as the
+	// row's Waiting, its Until being RetryAt for the kinds that wait for
+	// one.
+	WaitKind   task.WaitKind
+	WaitDetail string
 }
 
 // AttemptWrite sets one attempt's row.
@@ -161,9 +164,9 @@ var ErrClosed = errors.New("store closed")
 
 // stored returns a waiting reason as a reader gets it back: its Until is
 // the task's RetryAt for the kinds that wait for one, zero for the others.
-func stored(w task.WaitReason, retryAt time.Time) task.WaitReason {
-	w.Until = time.Time{}
-	if w.Kind == task.WaitRetryDelay || w.Kind == task.WaitBackoff {
+func stored(kind task.WaitKind, detail string, retryAt time.Time) task.WaitReason {
+	w := task.WaitReason{Kind: kind, Detail: detail}
+	if kind == task.WaitRetryDelay || kind == task.WaitBackoff {
 		w.Until = retryAt
 	}
 	return w

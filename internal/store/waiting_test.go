@@ -31,15 +31,14 @@ func TestWaitingRoundTrip(t *testing.T) {
 			defer s.Close()
 			retryAt := time.Unix(1700000100, 0)
 			w := func(id string, seq int64, wr task.WaitReason) TaskWrite {
-				tw := TaskWrite{ID: id, Seq: seq, Kind: "command", Spec: []byte(`{}`), State: task.Pending, Waiting: wr}
+				tw := TaskWrite{ID: id, Seq: seq, Kind: "command", Spec: []byte(`{}`), State: task.Pending, WaitKind: wr.Kind, WaitDetail: wr.Detail}
 				if wr.Kind == task.WaitRetryDelay {
 					tw.RetryAt = retryAt
 				}
 				return tw
 			}
 			deps := task.WaitReason{Kind: task.WaitDependencies, Detail: "prep, fetch"}
-			gpuWait := task.WaitReason{Kind: task.WaitGPUMemory, Detail: "needs 24000 MiB; best card 1 has 5047 MiB left",
-				Until: time.Unix(5, 0)} // an Until on a kind that has none is not kept
+			gpuWait := task.WaitReason{Kind: task.WaitGPUMemory, Detail: "needs 24000 MiB; best card 1 has 5047 MiB left"}
 			retry := task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 1"}
 			if err := s.Apply(&Batch{Tasks: []TaskWrite{w("a", 1, deps), w("b", 2, gpuWait), w("c", 3, retry), w("d", 4, task.WaitReason{})}}); err != nil {
 				t.Fatal(err)
@@ -114,7 +113,7 @@ func TestSQLiteMigratesFromVersion6(t *testing.T) {
 		t.Fatalf("rows after migration = %+v", rows)
 	}
 	deps := task.WaitReason{Kind: task.WaitDependencies, Detail: "old"}
-	if err := s.Apply(&Batch{Tasks: []TaskWrite{{ID: "next", Seq: 2, Kind: "command", State: task.Pending, Waiting: deps}}}); err != nil {
+	if err := s.Apply(&Batch{Tasks: []TaskWrite{{ID: "next", Seq: 2, Kind: "command", State: task.Pending, WaitKind: deps.Kind, WaitDetail: deps.Detail}}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -139,7 +138,7 @@ func TestCountWaiting(t *testing.T) {
 	defer s.Close()
 	var b Batch
 	for i, k := range []task.WaitKind{task.WaitSlot, task.WaitSlot, task.WaitGPUMemory, task.WaitDependencies, task.NotWaiting} {
-		b.Tasks = append(b.Tasks, TaskWrite{ID: fmt.Sprint("p", i), Seq: int64(i), State: task.Pending, Waiting: task.WaitReason{Kind: k}})
+		b.Tasks = append(b.Tasks, TaskWrite{ID: fmt.Sprint("p", i), Seq: int64(i), State: task.Pending, WaitKind: k})
 	}
 	b.Tasks = append(b.Tasks, TaskWrite{ID: "done", Seq: 9, State: task.Complete})
 	if err := s.Apply(&b); err != nil {
