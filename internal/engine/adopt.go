@@ -125,6 +125,7 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 	n.rec.Artifacts = slices.Clone(r.Artifacts)
 	n.handles = maps.Clone(r.Handles)
 	n.rec.State = task.Running
+	n.rec.Waiting = task.WaitReason{} // an earlier scheduler's, if any: it runs
 	number := len(n.rec.Attempts)
 	a := &n.rec.Attempts[number-1]
 	a.Adopted = true

@@ -116,27 +116,30 @@ func (n *node) waitReason() task.WaitReason {
 
 // depsDetail names the unfinished dependencies of n, in the order it
 // lists them: the first task.MaxNamedDependencies, then how many more.
+// The names are n's own list's (n.deps follows it), not read from each
+// dependency: fewer cache misses when 100,000 tasks are submitted.
 func depsDetail(n *node) string {
-	var first *node
+	ids := n.spec.Dependencies
+	first := ""
 	named, more, size := 0, 0, 0
-	for _, d := range n.deps {
+	for i, d := range n.deps {
 		switch {
 		case d.rec.State == task.Complete:
 		case named == task.MaxNamedDependencies:
 			more++
 		default:
 			if named == 0 {
-				first = d
+				first = ids[i]
 			}
 			named++
-			size += len(d.spec.ID) + 2
+			size += len(ids[i]) + 2
 		}
 	}
 	switch {
 	case named == 0:
 		return ""
 	case named == 1 && more == 0:
-		return first.spec.ID // the common case: no copy
+		return first // the common case: no copy
 	}
 	tail := ""
 	if more > 0 {
@@ -145,14 +148,14 @@ func depsDetail(n *node) string {
 	var b strings.Builder
 	b.Grow(size + len(tail)) // one allocation
 	named = 0
-	for _, d := range n.deps {
+	for i, d := range n.deps {
 		if d.rec.State == task.Complete || named == task.MaxNamedDependencies {
 			continue
 		}
 		if named > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(d.spec.ID)
+		b.WriteString(ids[i])
 		named++
 	}
 	b.WriteString(tail)
