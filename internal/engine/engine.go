@@ -243,8 +243,8 @@ type node struct {
 	// adopted: its attempt outlived the scheduler that started it, and no
 	// submission has claimed the task yet (it is in Engine.adopted).
 	adopted bool
-	// staleWait: it is in waits.stale, the detail of its reason (its
-	// unfinished dependencies) may be out of date (wait.go).
+	// staleWait: it is in waits.stale: a dependency completed since its
+	// row, which names the unfinished ones, was written (wait.go).
 	staleWait bool
 
 	// Counts, in 32 bits.

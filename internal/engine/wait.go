@@ -73,8 +73,8 @@ func (e *Engine) trackGPUWait(n *node, from, to task.WaitKind) {
 		e.waits.gpu = append(e.waits.gpu, n)
 		n.gpuWaitAt = int32(len(e.waits.gpu))
 	case from.GPU() && !to.GPU() && n.gpuWaitAt > 0:
-		// Swap with the last. A sweep in progress may miss the one moved
-		// (the next sweep reads it).
+		// Swap with the last. (A sweep that spans turns may miss the one
+		// moved, when it had passed its new place: the next sweep reads it.)
 		i, last := int(n.gpuWaitAt)-1, len(e.waits.gpu)-1
 		m := e.waits.gpu[last]
 		e.waits.gpu[i], m.gpuWaitAt = m, int32(i+1)
@@ -201,6 +201,9 @@ func (e *Engine) refreshWaits(now time.Time) time.Time {
 			n := w.gpu[w.at]
 			w.at++
 			e.setWait(n, e.rereadGPU(n, cards, kept))
+			if n.gpuWaitAt == 0 {
+				w.at-- // it left the set; the last one took its place
+			}
 			budget--
 		}
 		if w.at >= len(w.gpu) {

@@ -294,3 +294,56 @@ func TestOpenForgetsEarlierReasons(t *testing.T) {
 		}
 	})
 }
+
+// When the cards change under hundreds of waiting GPU tasks, their saved
+// details follow refreshBatch at a time, at most every refreshEvery: never
+// all of them in one commit.
+func TestWaitingGPUDetailsAreThrottled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := newFakeProbe(40500)
+		h := newGPUHarness(t, probe, Config{MaxParallel: 1000})
+		defer h.Close()
+		h.runner.script["hog"] = []step{{dur: time.Hour}}
+		h.mustSubmit(t, gspec("hog", 30000))
+		stop := serve(h.Engine)
+		defer stop()
+		time.Sleep(time.Second)
+		const n = refreshBatch + 88
+		var specs []*task.Spec
+		for i := range n {
+			specs = append(specs, gspec(fmt.Sprint("w", i), 20000))
+		}
+		h.mustSubmit(t, specs...)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		updated := func() (k int) {
+			rows, _ := h.store.Load()
+			for _, r := range rows {
+				if r.Waiting.Kind == task.WaitGPUMemory && strings.Contains(r.Waiting.Detail, "(foreign 4000, hog holds 30000)") {
+					k++
+				}
+			}
+			return k
+		}
+		probe.set(func(p *fakeProbe) { p.foreign[0] = 4000 })
+		var seen []int
+		for range 100 {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			if k := updated(); len(seen) == 0 || k != seen[len(seen)-1] {
+				seen = append(seen, k)
+			}
+		}
+		if len(seen) < 3 || seen[len(seen)-1] != n {
+			t.Fatalf("tasks with the new detail in the store, as it changed: %v; want 0, then %d at most at a time, up to %d", seen, refreshBatch, n)
+		}
+		for i := 1; i < len(seen); i++ {
+			if seen[i]-seen[i-1] > refreshBatch {
+				t.Errorf("%d details written at once (%v); at most %d", seen[i]-seen[i-1], seen, refreshBatch)
+			}
+		}
+		if w := h.Waiting("w0")["w0"]; !strings.Contains(w.Detail, "foreign 4000") {
+			t.Errorf("w0 waits %+v", w)
+		}
+	})
+}
