@@ -290,6 +290,46 @@ func TestDecidePassesOverForTheReservationItMakes(t *testing.T) {
 	}
 }
 
+// decide's constant-time reason for a task that is not exclusive is the
+// one passedWhy finds card by card, on random cards: reserved, cooling,
+// quarantined, held exclusively, with room or not.
+func TestDecideWhyAgreesWithPassedWhy(t *testing.T) {
+	seed := uint64(7)
+	rnd := func(n int64) int64 { seed = seed*6364136223846793005 + 1442695040888963407; return int64(seed>>33) % n }
+	states := []gpu.CardState{gpu.CardOK, gpu.CardOK, gpu.CardCooling, gpu.CardQuarantined, gpu.CardUnknown}
+	for round := range 5000 {
+		var cards []gpu.CardView
+		for i := range 1 + rnd(5) {
+			c := inState(card(int(i), 80000, rnd(80000)), states[rnd(int64(len(states)))])
+			if rnd(3) == 0 {
+				c.ReservedFor = "other"
+			}
+			c.Exclusive = rnd(6) == 0
+			cards = append(cards, c)
+		}
+		d := &decision{cards: cards, kept: keptCards(nil, cards), stale: true}
+		d.measureKept()
+		for range 10 {
+			need := gpu.Need{MiB: rnd(90000)}
+			want := passedWhy(cards, d.kept, need)
+			if got := roomWhy(need.MiB, d.roomReserved, d.roomResting); len(d.kept) > 0 && got != want {
+				t.Fatalf("round %d: %d MiB on %+v: roomWhy %s, passedWhy %s", round, need.MiB, cards, got, want)
+			}
+		}
+	}
+	for _, c := range []struct {
+		mib, reserved, resting int64
+		want                   task.WaitKind
+	}{
+		{10, -1, -1, task.WaitGPUMemory}, {10, 10, -1, task.WaitCardReserved}, {10, 9, 10, task.WaitCardUnavailable},
+		{10, 20, 20, task.WaitCardReserved}, {0, -1, 0, task.WaitCardUnavailable}, {1 << 40, 1<<40 - 1, 1 << 41, task.WaitCardUnavailable},
+	} {
+		if got := roomWhy(c.mib, c.reserved, c.resting); got != c.want {
+			t.Errorf("roomWhy(%d, %d, %d) = %s, want %s", c.mib, c.reserved, c.resting, got, c.want)
+		}
+	}
+}
+
 // settle gives every ready task the reason decide gives it, as the engine
 // does after a decision: the steady state of a queue that waits.
 func settle(tb testing.TB, t *btree.BTreeG[*node], p Plan) {

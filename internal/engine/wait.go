@@ -228,7 +228,7 @@ func (e *Engine) rereadGPU(n *node, cards []gpu.CardView, kept []int) task.WaitR
 	if gpu.Fit(cards, n.need, e.board.Settings().Placement, n.spec.ID) >= 0 {
 		return task.WaitReason{Kind: task.WaitSlot}
 	}
-	return e.gpuReason(n, passedWhy(cards, kept, n.need, n.spec.ID), cards)
+	return e.gpuReason(n, passedWhy(cards, kept, n.need), cards)
 }
 
 // cardViews is the cards as admission sees them now, with the
