@@ -917,6 +917,7 @@ func (e *Engine) makeReady(n *node) {
 		e.setWait(n, task.WaitReason{Kind: task.WaitSlot})
 		if n.spec.Resources.GPU() {
 			e.gpuReady++
+			e.addGPUWait(n)
 			if !e.board.Known() {
 				e.cardsDirty = true // status says why GPU tasks wait
 			}
@@ -937,6 +938,7 @@ func (e *Engine) unready(n *node) {
 		n.inReady = false
 		if n.spec.Resources.GPU() {
 			e.gpuReady--
+			e.dropGPUWait(n)
 		}
 	}
 }

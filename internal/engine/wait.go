@@ -12,7 +12,9 @@ import (
 // Why each pending task waits. The loop sets a task's reason where it
 // decides: at submission (its dependencies, or a slot), when it becomes
 // ready (a slot), when decide passes it over (the GPUs), when its attempt
-// fails (a retry delay or a back-off). A reason lives in the node
+// fails (a retry delay or a back-off). A ready GPU task's reason is also
+// read again as the cards change, by decide's rules (rereadGPU): while
+// every slot is taken no decision looks at it. A reason lives in the node
 // (node.rec.Waiting) and goes to the store with the task's row: a change
 // of kind is written in the turn's commit (in the row the turn writes
 // anyway when there is one: a task that becomes ready and starts is
@@ -36,7 +38,7 @@ const (
 // waits is the loop's bookkeeping of reasons whose detail may go stale.
 type waits struct {
 	stale []*node // waiting for dependencies, one of which completed since its detail was written; oldest first
-	gpu   []*node // ready tasks with a GPU reason, re-read as the cards change
+	gpu   []*node // ready GPU tasks, whose reasons are read again as the cards change
 	// A sweep re-reads the GPU reasons, gpu[at:] still to do; again: the
 	// cards changed during it, so another follows.
 	sweeping, again bool
@@ -52,7 +54,6 @@ func (e *Engine) setWait(n *node, w task.WaitReason) {
 		return
 	}
 	n.rec.Waiting = w
-	e.trackGPUWait(n, old.Kind, w.Kind)
 	if n.rec.State == task.Pending {
 		e.writeTask(n)
 	}
@@ -60,28 +61,31 @@ func (e *Engine) setWait(n *node, w task.WaitReason) {
 
 // forgetWait drops the reason of a task that no longer waits.
 func (e *Engine) forgetWait(n *node) {
-	old := n.rec.Waiting.Kind
 	n.rec.Waiting = task.WaitReason{}
-	e.trackGPUWait(n, old, task.NotWaiting)
 }
 
-// trackGPUWait keeps waits.gpu the set of tasks whose reason is about the
-// GPUs.
-func (e *Engine) trackGPUWait(n *node, from, to task.WaitKind) {
-	switch {
-	case !from.GPU() && to.GPU():
-		e.waits.gpu = append(e.waits.gpu, n)
-		n.gpuWaitAt = int32(len(e.waits.gpu))
-	case from.GPU() && !to.GPU() && n.gpuWaitAt > 0:
-		// Swap with the last. (A sweep that spans turns may miss the one
-		// moved, when it had passed its new place: the next sweep reads it.)
-		i, last := int(n.gpuWaitAt)-1, len(e.waits.gpu)-1
-		m := e.waits.gpu[last]
-		e.waits.gpu[i], m.gpuWaitAt = m, int32(i+1)
-		e.waits.gpu[last] = nil
-		e.waits.gpu = e.waits.gpu[:last]
-		n.gpuWaitAt = 0
+// addGPUWait puts a GPU task that became ready in waits.gpu: its reason
+// is read again as the cards change, whatever it is (one that waits for
+// a slot while every slot is taken may stop fitting, and then it waits
+// for the GPU whatever the slots do).
+func (e *Engine) addGPUWait(n *node) {
+	e.waits.gpu = append(e.waits.gpu, n)
+	n.gpuWaitAt = int32(len(e.waits.gpu))
+}
+
+// dropGPUWait takes a GPU task that is no longer ready out of waits.gpu.
+func (e *Engine) dropGPUWait(n *node) {
+	if n.gpuWaitAt == 0 {
+		return
 	}
+	// Swap with the last. (A sweep that spans turns may miss the one
+	// moved, when it had passed its new place: the next sweep reads it.)
+	i, last := int(n.gpuWaitAt)-1, len(e.waits.gpu)-1
+	m := e.waits.gpu[last]
+	e.waits.gpu[i], m.gpuWaitAt = m, int32(i+1)
+	e.waits.gpu[last] = nil
+	e.waits.gpu = e.waits.gpu[:last]
+	n.gpuWaitAt = 0
 }
 
 // staleDeps notes that one of n's dependencies completed: the detail of
@@ -201,9 +205,6 @@ func (e *Engine) refreshWaits(now time.Time) time.Time {
 			n := w.gpu[w.at]
 			w.at++
 			e.setWait(n, e.rereadGPU(n, cards, kept))
-			if n.gpuWaitAt == 0 {
-				w.at-- // it left the set; the last one took its place
-			}
 			budget--
 		}
 		if w.at >= len(w.gpu) {

@@ -347,3 +347,26 @@ func TestWaitingGPUDetailsAreThrottled(t *testing.T) {
 		}
 	})
 }
+
+// While every slot is taken no decision looks at a ready GPU task; its
+// reason still follows the cards: a slot while it would fit, the GPU
+// memory while it would not (a free slot would not start it then).
+func TestWaitingGPUTaskBehindFullSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		probe := newFakeProbe(40500)
+		h := newGPUHarness(t, probe, Config{MaxParallel: 1})
+		defer h.Close()
+		h.runner.script["busy"] = []step{{dur: time.Hour}}
+		h.mustSubmit(t, spec("busy"), gspec("g", 20000))
+		stop := serve(h.Engine)
+		defer stop()
+		time.Sleep(5 * time.Second)
+		checkWait(t, h, "g", task.WaitSlot, "")
+		probe.set(func(p *fakeProbe) { p.foreign[0] = 30000 })
+		time.Sleep(5 * time.Second)
+		checkWait(t, h, "g", task.WaitGPUMemory, "needs 20000 MiB; best card 0 has 10000 MiB left (foreign 30000)")
+		probe.set(func(p *fakeProbe) { p.foreign[0] = 0 })
+		time.Sleep(5 * time.Second)
+		checkWait(t, h, "g", task.WaitSlot, "")
+	})
+}

@@ -65,18 +65,6 @@ func (k WaitKind) String() string {
 	return fmt.Sprintf("wait(%d)", uint8(k))
 }
 
-// GPU reports whether the kind is about the GPUs: the reasons the loop
-// re-reads as the cards change.
-func (k WaitKind) GPU() bool {
-	switch k {
-	case WaitGPUMemory, WaitCardReserved, WaitCardUnavailable, WaitGPUUnknown:
-		return true
-	case NotWaiting, WaitDependencies, WaitSlot, WaitRetryDelay, WaitBackoff:
-		return false
-	}
-	return false
-}
-
 // ParseWaitKind returns the kind named s, as written by String.
 func ParseWaitKind(s string) (WaitKind, error) {
 	for i, n := range waitNames {
