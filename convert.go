@@ -40,7 +40,7 @@ func publicSpec(sp *task.Spec) *TaskSpec {
 // publicRecord converts a record; its slices are its own.
 func publicRecord(r task.Record) Record {
 	out := Record{ID: r.ID, State: State(r.State), ExitCode: r.ExitCode, Error: r.Error, BlockedBy: r.BlockedBy,
-		Submitted: r.Submitted, RetryAt: r.RetryAt, Rerun: r.Rerun}
+		Submitted: r.Submitted, RetryAt: r.RetryAt, Rerun: r.Rerun, Waiting: publicWait(r.Waiting)}
 	out.Attempts = make([]Attempt, len(r.Attempts))
 	for i, a := range r.Attempts {
 		out.Attempts[i] = Attempt(a)
@@ -50,6 +50,25 @@ func publicRecord(r task.Record) Record {
 		for i, a := range r.Artifacts {
 			out.Artifacts[i] = Artifact(a)
 		}
+	}
+	return out
+}
+
+func publicWait(w task.WaitReason) WaitReason {
+	return WaitReason{Kind: WaitKind(w.Kind), Detail: w.Detail, Until: w.Until}
+}
+
+func (w WaitReason) internal() task.WaitReason {
+	return task.WaitReason{Kind: task.WaitKind(w.Kind), Detail: w.Detail, Until: w.Until}
+}
+
+func publicWaits(m map[string]task.WaitReason) map[string]WaitReason {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]WaitReason, len(m))
+	for id, w := range m {
+		out[id] = publicWait(w)
 	}
 	return out
 }

@@ -107,3 +107,54 @@ func TestCardConversion(t *testing.T) {
 		t.Errorf("JSON differs:\ninternal %s\npublic   %s", a, b)
 	}
 }
+
+// Every field of the engine's record crosses to the public one, which
+// encodes to the same JSON; a field added to one and not the other fails.
+func TestRecordConversionKeepsEveryField(t *testing.T) {
+	code, card := 3, 1
+	t0 := time.Unix(1700000000, 0).UTC()
+	in := task.Record{ID: "train", State: task.Failed, ExitCode: &code, Error: "exit code 3", BlockedBy: "prep",
+		Submitted: t0, RetryAt: t0.Add(time.Minute), Rerun: "definition changed: args",
+		Artifacts: []task.Artifact{{Path: "out/model.pt", Size: 7, ModTime: t0, SHA256: "ab"}},
+		Waiting:   task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: t0.Add(time.Minute)},
+		Attempts: []task.Attempt{{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: &code, Signal: "SIGKILL", TimedOut: true,
+			Cancelled: true, Interrupted: true, NotCharged: true, Adopted: true, EndReason: "exited", Error: "e", LogPath: "l", PID: 9,
+			GPU: &card, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0}}}
+	for _, v := range []reflect.Value{reflect.ValueOf(in), reflect.ValueOf(in.Attempts[0]), reflect.ValueOf(in.Waiting)} {
+		for i := range v.NumField() {
+			if v.Field(i).IsZero() {
+				t.Errorf("the test leaves %s.%s unset: set it", v.Type().Name(), v.Type().Field(i).Name)
+			}
+		}
+	}
+	out := publicRecord(in)
+	a, _ := json.Marshal(in)
+	b, _ := json.Marshal(out)
+	if string(a) != string(b) {
+		t.Errorf("JSON differs:\ninternal %s\npublic   %s", a, b)
+	}
+	if reflect.TypeOf(in).NumField() != reflect.TypeOf(out).NumField() {
+		t.Errorf("task.Record has %d fields, Record %d", reflect.TypeOf(in).NumField(), reflect.TypeOf(out).NumField())
+	}
+	if reflect.TypeOf(in.Waiting).NumField() != reflect.TypeOf(out.Waiting).NumField() || out.Waiting.internal() != in.Waiting {
+		t.Errorf("waiting reason %+v crosses as %+v", in.Waiting, out.Waiting)
+	}
+}
+
+// Every waiting kind is public under the same name, and says the same.
+func TestEveryWaitKindIsPublic(t *testing.T) {
+	for k := task.NotWaiting; k <= task.WaitBackoff; k++ {
+		w := task.WaitReason{Kind: k, Detail: "d", Until: time.Unix(100, 0)}
+		p := publicWait(w)
+		if p.Kind.String() != k.String() || p.String() != w.Text(time.Time{}) {
+			t.Errorf("kind %s: public %q says %q, want %q", k, p.Kind, p, w.Text(time.Time{}))
+		}
+		var back WaitKind
+		if err := back.UnmarshalText([]byte(k.String())); err != nil || back != p.Kind {
+			t.Errorf("kind %q reads back as %v, %v", k, back, err)
+		}
+	}
+	if s := task.WaitKind(task.WaitBackoff + 1).String(); s != "wait(9)" {
+		t.Errorf("there is a waiting kind after WaitBackoff (%s): make it public in task.go", s)
+	}
+}

@@ -176,6 +176,15 @@ func (s *Scheduler) StopNow() { s.engine.StopNow() }
 // Records returns every submitted task's record, in submission order.
 func (s *Scheduler) Records() []Record { return publicRecords(s.engine.Records()) }
 
+// Waiting returns why each task named waits, as the scheduler decided:
+// for those that are pending; with no ids, for every pending task. The
+// same reasons are saved in the run directory's state database, where
+// "gpusched status" reads them; the detail of a GPU reason there follows
+// the cards within seconds.
+func (s *Scheduler) Waiting(ids ...string) map[string]WaitReason {
+	return publicWaits(s.engine.Waiting(ids...))
+}
+
 // Close stops running attempts, waits for them, closes the state database
 // and releases the run directory.
 func (s *Scheduler) Close() error {

@@ -431,3 +431,46 @@ func TestSubmitManyContextCancelled(t *testing.T) {
 		t.Errorf("%d tasks submitted by a cancelled SubmitManyContext", n)
 	}
 }
+
+// While a task runs, the scheduler says why the others wait: the one that
+// depends on it for it, the one behind it for the single slot; its
+// records say the same.
+func TestSchedulerSaysWhyTasksWait(t *testing.T) {
+	t.Parallel()
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	s := newScheduler(t, gpusched.Scheduling{MaxParallelTasks: 1, KillGrace: 100 * time.Millisecond})
+	err := s.SubmitMany([]gpusched.TaskSpec{
+		{ID: "long", Payload: []string{sleeper, "-pidfile", pidfile, "-sleep", "1h"}},
+		{ID: "after", Dependencies: []string{"long"}, Payload: []string{"true"}},
+		{ID: "other", Payload: []string{"true"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []gpusched.Record, 1)
+	go func() { recs, _ := s.Run(ctx); done <- recs }()
+	readPIDs(t, pidfile, 1)
+	want := map[string]gpusched.WaitReason{
+		"after": {Kind: gpusched.WaitDependencies, Detail: "long"},
+		"other": {Kind: gpusched.WaitSlot},
+	}
+	got := s.Waiting()
+	if len(got) != 2 || got["after"] != want["after"] || got["other"] != want["other"] {
+		t.Errorf("Waiting() = %+v, want %+v", got, want)
+	}
+	if w := s.Waiting("other", "long", "nope"); len(w) != 1 || w["other"].String() != "waiting for a free slot" {
+		t.Errorf(`Waiting("other", "long", "nope") = %+v`, w)
+	}
+	for _, r := range s.Records() {
+		if r.Waiting != want[r.ID] {
+			t.Errorf("%s's record waits %+v, want %+v", r.ID, r.Waiting, want[r.ID])
+		}
+	}
+	cancel()
+	for _, r := range <-done {
+		if r.State == gpusched.StatePending && r.Waiting != want[r.ID] {
+			t.Errorf("after the run, %s waits %+v, want %+v", r.ID, r.Waiting, want[r.ID])
+		}
+	}
+}

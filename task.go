@@ -127,6 +127,9 @@ type Record struct {
 	// (or runs) again in the latest run ("definition changed: args",
 	// "artifact missing: out/x", ...); empty when it was kept or is new.
 	Rerun string `json:"rerun,omitempty"`
+	// Waiting says why a pending task has not started, as the scheduler
+	// decided it; the zero value for a task that is not pending.
+	Waiting WaitReason `json:"waiting,omitzero"`
 }
 
 // LastAttempt returns the most recent attempt, or nil if none ran.
@@ -237,6 +240,72 @@ func (s *State) UnmarshalText(b []byte) error {
 	*s = State(v)
 	return err
 }
+
+// WaitKind says why a pending task has not started. Kinds are saved and
+// printed as the lowercase names String returns ("dependencies", "slot",
+// "gpu-memory", ...), which other tools may rely on; new kinds may be added.
+type WaitKind uint8
+
+// The kinds of waiting.
+const (
+	// NotWaiting: the task is not pending, or no scheduler has decided
+	// about it yet.
+	NotWaiting = WaitKind(task.NotWaiting)
+	// WaitDependencies: dependencies are not complete yet; Detail names
+	// them (the first ten, then a count).
+	WaitDependencies = WaitKind(task.WaitDependencies)
+	// WaitSlot: it is ready, and every parallel slot is taken.
+	WaitSlot = WaitKind(task.WaitSlot)
+	// WaitGPUMemory: no card that takes work has room for it now; Detail
+	// says what it needs and what the best card has left.
+	WaitGPUMemory = WaitKind(task.WaitGPUMemory)
+	// WaitCardReserved: a card would hold it, but is reserved for a task
+	// that has waited longer.
+	WaitCardReserved = WaitKind(task.WaitCardReserved)
+	// WaitCardUnavailable: a card would hold it, but is cooling down after
+	// a task left it, or quarantined after repeated failures.
+	WaitCardUnavailable = WaitKind(task.WaitCardUnavailable)
+	// WaitGPUUnknown: the GPUs cannot be read (Detail says why); no GPU
+	// task starts meanwhile.
+	WaitGPUUnknown = WaitKind(task.WaitGPUUnknown)
+	// WaitRetryDelay: its last attempt failed; it waits out its retry
+	// delay until Until. Detail is the attempt's error.
+	WaitRetryDelay = WaitKind(task.WaitRetryDelay)
+	// WaitBackoff: its last attempt failed for a fault of the environment,
+	// not charged to its retries; it backs off until Until. Detail is the
+	// attempt's error.
+	WaitBackoff = WaitKind(task.WaitBackoff)
+)
+
+// String returns the kind's name, e.g. "gpu-memory"; "" for NotWaiting.
+func (k WaitKind) String() string { return task.WaitKind(k).String() }
+
+// MarshalText writes the kind's name.
+func (k WaitKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a kind's name.
+func (k *WaitKind) UnmarshalText(b []byte) error {
+	v, err := task.ParseWaitKind(string(b))
+	*k = WaitKind(v)
+	return err
+}
+
+// WaitReason is why a pending task has not started, from where the
+// scheduler decided it: its dependencies, its place in the queue, the
+// admission of GPU tasks, its retry delay.
+type WaitReason struct {
+	Kind WaitKind `json:"kind"`
+	// Detail says more, for a person (see the kinds).
+	Detail string `json:"detail,omitempty"`
+	// Until, for WaitRetryDelay and WaitBackoff, is when the task may
+	// start again.
+	Until time.Time `json:"until,omitzero"`
+}
+
+// String says why the task waits, for a person: "waiting for prep,
+// fetch", "waiting for a free slot", "needs 24000 MiB; best card 1 has
+// 5047 MiB left (...)", "retry at 10:14:49 after: exit code 1".
+func (w WaitReason) String() string { return w.internal().Text(time.Time{}) }
 
 // Event is a committed transition, as given to an observer (WithObserver).
 type Event struct {

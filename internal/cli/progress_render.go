@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // What the live display draws: a snapshot of progressState (a frame),
@@ -26,6 +27,8 @@ type progressFrame struct {
 	charged    map[string]int64 // GPU memory charged per running task, when known
 	stopping   bool
 	gpuUnknown string // why the GPUs cannot be read, while they cannot
+	// waits counts the waiting tasks by the scheduler's reason, when read.
+	waits map[task.WaitKind]int
 }
 
 func (s *progressState) frame(now, start time.Time) progressFrame {
@@ -104,12 +107,19 @@ func (f progressFrame) render(width, height int) string {
 	if n := c[gpusched.StateCancelled]; n > 0 {
 		parts = append(parts, fmt.Sprintf("cancelled %d", n))
 	}
-	parts = append(parts, fmt.Sprintf("running %d", c[gpusched.StateRunning]), fmt.Sprintf("waiting %d", c[gpusched.StatePending]))
-	b.WriteString(strings.Join(parts, " · "))
-	if f.stopping && c[gpusched.StateRunning] > 0 {
-		b.WriteString(" · stopping: waiting for the running tasks to end")
+	waiting := fmt.Sprintf("waiting %d", c[gpusched.StatePending])
+	if why := waitBreakdown(f.waits); why != "" && c[gpusched.StatePending] > 0 {
+		waiting += " (" + why + ")"
 	}
-	b.WriteString("\n")
+	parts = append(parts, fmt.Sprintf("running %d", c[gpusched.StateRunning]), waiting)
+	line := strings.Join(parts, " · ")
+	if f.stopping && c[gpusched.StateRunning] > 0 {
+		line += " · stopping: waiting for the running tasks to end"
+	}
+	if width > 0 {
+		line = ansi.Truncate(line, width, "…")
+	}
+	b.WriteString(line + "\n")
 	if f.gpuUnknown != "" {
 		line := "GPU: " + f.gpuUnknown
 		if width > 0 {

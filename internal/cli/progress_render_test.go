@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // The frame: bar, counts, a line per running task with its card and memory
@@ -126,5 +127,28 @@ func TestProgressFrameSweepIDs(t *testing.T) {
 		"  preprocess…name-0043  cpu          1s\n"
 	if got := strings.SplitN(f.render(68, 20), "\n", 3)[2]; got != want {
 		t.Errorf("task lines at 68 columns:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// The count of waiting tasks says what they wait for, as the scheduler
+// decided (in the kinds' order, without the kinds no task waits for); a
+// narrow terminal cuts the line rather than wrap it.
+func TestProgressWaitingBreakdown(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	s := newProgressState(0)
+	s.reset(pendingRecords(6))
+	f := s.frame(now, now.Add(-time.Minute))
+	f.waits = map[task.WaitKind]int{task.WaitGPUMemory: 2, task.WaitSlot: 3, task.WaitDependencies: 1, task.WaitBackoff: 0, task.NotWaiting: 4}
+	counts := strings.Split(f.render(0, 20), "\n")[1]
+	if want := "complete 0 · failed 0 · running 0 · waiting 6 (1 for dependencies, 3 for a slot, 2 for GPU memory)"; counts != want {
+		t.Errorf("counts line:\n got %q\nwant %q", counts, want)
+	}
+	if counts := strings.Split(f.render(60, 20), "\n")[1]; counts != "complete 0 · failed 0 · running 0 · waiting 6 (1 for depend…" {
+		t.Errorf("counts line at 60 columns: %q", counts)
+	}
+	f.waits = map[task.WaitKind]int{task.NotWaiting: 6}
+	if counts := strings.Split(f.render(0, 20), "\n")[1]; counts != "complete 0 · failed 0 · running 0 · waiting 6" {
+		t.Errorf("counts line without reasons: %q", counts)
 	}
 }

@@ -121,6 +121,8 @@ func (d *liveDisplay) drive(ran <-chan struct{}) {
 	defer close(d.done)
 	charges := &chargeReader{runDir: d.runDir}
 	defer charges.close()
+	waits := &waitReader{runDir: d.runDir}
+	defer waits.close()
 	ticks := d.ticks
 	if ticks == nil {
 		tick := time.NewTicker(frameInterval)
@@ -130,9 +132,9 @@ func (d *liveDisplay) drive(ran <-chan struct{}) {
 	for {
 		select {
 		case <-ticks:
-			d.frame(charges)
+			d.frame(charges, waits)
 		case <-d.stopReq:
-			d.frame(charges)
+			d.frame(charges, waits)
 			d.prog.Quit() // draws the last frame, shows the cursor
 			<-ran
 			return
@@ -152,7 +154,7 @@ func (d *liveDisplay) drive(ran <-chan struct{}) {
 	}
 }
 
-func (d *liveDisplay) frame(charges *chargeReader) {
+func (d *liveDisplay) frame(charges *chargeReader, waits *waitReader) {
 	now := time.Now()
 	d.mu.Lock()
 	f := d.st.frame(now, d.start)
@@ -160,6 +162,9 @@ func (d *liveDisplay) frame(charges *chargeReader) {
 	d.mu.Unlock()
 	if f.gpuRunning() {
 		f.charged = charges.read(now)
+	}
+	if f.counts[gpusched.StatePending] > 0 {
+		f.waits = waits.read(now)
 	}
 	if len(lines) > 0 {
 		d.prog.Send(tea.Println(strings.Join(lines, "\n"))())

@@ -304,7 +304,7 @@ tasks:
 	if stopping < 0 || cancelled < 0 || final < 0 || stopping > final || cancelled > final {
 		t.Fatalf("want the Ctrl-C line and long's cancellation above a final frame:\n%s", screen)
 	}
-	if !regexp.MustCompile(`^complete 0 · failed 0 · (blocked 1 · )?cancelled 1 · running 0 · waiting [01]$`).MatchString(lines[final+1]) ||
+	if !regexp.MustCompile(`^complete 0 · failed 0 · (blocked 1 · )?cancelled 1 · running 0 · waiting (0|1( \(1 for dependencies\))?)$`).MatchString(lines[final+1]) ||
 		lines[final+2] != "" || !strings.HasPrefix(lines[final+3], "2 tasks in ") {
 		t.Errorf("final frame and summary:\n%s", strings.Join(lines[final:], "\n"))
 	}

@@ -14,8 +14,10 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status [WORKFLOW] [--run-dir DIR] [--json | --watch [--interval 1s]]",
 		Short: "Show the state of every task of a run",
 		Long: `Show every task of a run: state, attempts, last exit code, card, time, why
-it failed or is blocked, and why a pending task is still waiting (for a GPU
-task: what it needs and what stands in the way on the best card). With GPU
+it failed or is blocked, and why a pending task is still waiting, as the
+scheduler decided it (its dependencies, a free slot, GPU memory: what it
+needs and what stands in the way on the best card, a reserved or cooling
+card, its retry delay; see docs/states.md). With GPU
 tasks, the cards are shown too: the scheduler's last view of them and how
 old it is (after the run, how they were when it ended). Name the run with
 --run-dir, or give the workflow file to use its default run directory
@@ -24,8 +26,10 @@ one run under ./.gpusched is shown. It reads the state database without
 locking it, so it works while "gpusched run" is going.
 
 --json prints {"run_dir": ..., "scheduler_pid": ..., "tasks": [{"id",
-"state", "attempts", "exit_code", "gpu", "waiting", ...}], "gpus": [...],
-"gpus_as_of": ...}; exit_code and gpu are null when not known.
+"state", "attempts", "exit_code", "gpu", "waiting", "waiting_kind", ...}],
+"gpus": [...], "gpus_as_of": ...}; exit_code and gpu are null when not
+known; waiting_kind ("dependencies", "slot", "gpu-memory", ...) is there
+while a scheduler runs.
 
 --watch shows it again every --interval (1s) until Ctrl-C, or until the run
 is over (no scheduler uses the run directory), when it prints the final

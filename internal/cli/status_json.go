@@ -12,14 +12,17 @@ import (
 // "gpusched status --json": the run's tasks and cards for other programs.
 
 type taskJSON struct {
-	ID           string         `json:"id"`
-	State        task.State     `json:"state"`
-	Attempts     int            `json:"attempts"`
-	ExitCode     *int           `json:"exit_code"`
-	GPU          *int           `json:"gpu"`
-	Error        string         `json:"error,omitempty"`
-	BlockedBy    string         `json:"blocked_by,omitempty"`
-	Waiting      string         `json:"waiting,omitempty"`
+	ID        string     `json:"id"`
+	State     task.State `json:"state"`
+	Attempts  int        `json:"attempts"`
+	ExitCode  *int       `json:"exit_code"`
+	GPU       *int       `json:"gpu"`
+	Error     string     `json:"error,omitempty"`
+	BlockedBy string     `json:"blocked_by,omitempty"`
+	Waiting   string     `json:"waiting,omitempty"`
+	// WaitingKind is the kind of the scheduler's reason ("dependencies",
+	// "slot", "gpu-memory", ...), while a scheduler runs.
+	WaitingKind  task.WaitKind  `json:"waiting_kind,omitempty"`
 	RetryAt      *time.Time     `json:"retry_at,omitempty"` // pending after a failure: its next attempt starts no earlier
 	Rerun        string         `json:"rerun,omitempty"`
 	Events       []eventJSON    `json:"events_pending,omitempty"`
@@ -68,7 +71,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		spec := v.specs[r.ID]
 		t := taskJSON{
 			ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
-			Error: r.Error, BlockedBy: r.BlockedBy, Waiting: v.waiting[r.ID], Rerun: r.Rerun,
+			Error: r.Error, BlockedBy: r.BlockedBy, Waiting: v.waiting[r.ID], WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
 			Dependencies: spec.Dependencies, Priority: spec.Priority, History: r.Attempts,
 		}
 		if spec.Resources.GPU() {

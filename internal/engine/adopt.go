@@ -125,6 +125,7 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 	n.rec.Artifacts = slices.Clone(r.Artifacts)
 	n.handles = maps.Clone(r.Handles)
 	n.rec.State = task.Running
+	n.rec.Waiting = task.WaitReason{} // an earlier scheduler's, if any: it runs
 	number := len(n.rec.Attempts)
 	a := &n.rec.Attempts[number-1]
 	a.Adopted = true
@@ -145,17 +146,17 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 			n.need.MiB = r.GPURequestMiB
 		}
 		if a.GPU != nil {
-			n.card = *a.GPU
+			n.card = int32(*a.GPU)
 			held := n.need
 			if a.MemRequestedMiB > 0 {
 				held.MiB = a.MemRequestedMiB
 			}
-			e.board.Hold(sp.ID, n.card, held)
+			e.board.Hold(sp.ID, int(n.card), held)
 			if e.cfg.Token != nil {
 				e.board.SetToken(sp.ID, e.cfg.Token(sp.ID, number))
 			}
 			if a.PID > 0 {
-				e.board.SetPID(sp.ID, n.card, a.PID)
+				e.board.SetPID(sp.ID, int(n.card), a.PID)
 			}
 			e.gpuRunning++
 			e.cardsDirty = true

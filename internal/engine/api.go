@@ -253,7 +253,7 @@ func (ev submitEvent) apply(e *Engine) {
 	}
 	dependentsArr := make([]*node, ndeps)
 	for _, n := range nodes {
-		k := n.inBatchDependents
+		k := int(n.inBatchDependents)
 		n.dependents, dependentsArr = dependentsArr[:0:k], dependentsArr[k:]
 	}
 	for _, n := range nodes {
@@ -331,8 +331,12 @@ func (e *Engine) admit(n *node) {
 		n.kept = false
 		n.rec.State = task.Pending
 		n.rec.Error = ""
+		// Its reason goes in the row written below (the batch's INSERT).
 		if n.waiting == 0 {
+			n.rec.Waiting = task.WaitReason{Kind: task.WaitSlot}
 			e.makeReady(n)
+		} else {
+			n.rec.Waiting = task.WaitReason{Kind: task.WaitDependencies} // its detail is written from its dependencies
 		}
 	}
 	e.writeTask(n)

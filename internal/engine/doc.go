@@ -39,6 +39,15 @@
 // A batch with a key (Submission.Key) submitted again adds nothing; the
 // key is saved with the batch, so a restarted engine knows it too.
 //
+// # Why tasks wait
+//
+// The loop gives each pending task a reason (task.WaitReason: its
+// dependencies, a slot, GPU memory, a reserved or resting card, the GPU
+// state, a retry delay or back-off) where it decides; decide reports, in
+// Plan.Passed, the GPU tasks it passed over whose reason changed. Reasons
+// go to the store with the tasks' rows, in the turn's commit (wait.go says
+// how details are throttled); Waiting and Records answer in process.
+//
 // With Config.Retire, finished tasks leave memory once their end is
 // committed and their completion event delivered; later submissions,
 // Cancel and Wait find them in the store, so a long-lived engine's heap

@@ -204,43 +204,64 @@ type Engine struct {
 	// Subscribers, waiters, submit keys and retirement, owned by the loop
 	// too (subscribe.go, serve.go, keys.go, retire.go).
 	svc service
+
+	// Why pending tasks wait, owned by the loop too (wait.go).
+	waits waits
 }
 
-// node is a task inside the loop.
+// node is a task inside the loop. (Its fields are grouped so that the
+// struct stays small: the heap of a run holds one per task, and the
+// garbage collector reads them all.)
 type node struct {
-	spec              *task.Spec
-	specJSON          []byte
-	seq               int64
-	rec               task.Record
-	handles           map[int]executor.Handle // by attempt number: the executor's handle, as persisted
-	deps              []*node                 // what it depends on, in Dependencies order
-	dependents        []*node
-	waiting           int  // dependencies not yet complete
-	inBatch           int  // while being submitted: dependencies of its batch not yet admitted
-	inBatchDependents int  // while being submitted: tasks of its batch that depend on it
-	kept              bool // complete from an earlier run, not run again in this one
-	fingerprint       string
-	failures          int // failed attempts charged to the task in this engine's life
-	envFaults         int // attempts in a row that failed for a fault of the environment
-	inReady           bool
-	inDelayed         bool                    // in e.delayed, until rec.RetryAt
-	cancel            context.CancelCauseFunc // while running
-	cancelled         bool                    // a cancellation was requested while running
-	userCancelled     bool                    // by Cancel, not because the run stops: dependents are blocked
-	cancelReplies     []chan error            // Cancel calls to answer once the attempt's end is committed
-	claimed           bool                    // while being submitted: an adopted node this batch takes over
-	// adopted: its attempt outlived the scheduler that started it, and no
-	// submission has claimed the task yet (it is in Engine.adopted).
-	adopted bool
+	// First what the ready queue reads of each task it hands decide (the
+	// tree's order, Candidate), and the record, whose Waiting ends its
+	// next cache line: a walk of thousands of waiting GPU tasks touches
+	// as few lines as it can.
+	spec       *task.Spec
+	seq        int64
+	need       gpu.Need    // GPU tasks: its request; grows after an out-of-memory failure
+	readySince time.Time   // when it last became ready
+	rec        task.Record // with rec.Waiting: why it waits while pending (wait.go)
+
+	specJSON      []byte
+	handles       map[int]executor.Handle // by attempt number: the executor's handle, as persisted
+	deps          []*node                 // what it depends on, in Dependencies order
+	dependents    []*node
+	fingerprint   string
+	cancel        context.CancelCauseFunc // while running
+	cancelReplies []chan error            // Cancel calls to answer once the attempt's end is committed
 	// rerunAfter, when set, is why the task runs again once its adopted
 	// attempt completes: its definition changed meanwhile.
 	rerunAfter string
 
+	kept          bool // complete from an earlier run, not run again in this one
+	inReady       bool
+	inDelayed     bool // in e.delayed, until rec.RetryAt
+	cancelled     bool // a cancellation was requested while running
+	userCancelled bool // by Cancel, not because the run stops: dependents are blocked
+	claimed       bool // while being submitted: an adopted node this batch takes over
+	// adopted: its attempt outlived the scheduler that started it, and no
+	// submission has claimed the task yet (it is in Engine.adopted).
+	adopted bool
+	// staleWait: it is in waits.stale: a dependency completed since its
+	// row, which names the unfinished ones, was written (wait.go).
+	staleWait bool
+
+	// Counts, in 32 bits.
+	waiting           int32 // dependencies not yet complete
+	inBatch           int32 // while being submitted: dependencies of its batch not yet admitted
+	inBatchDependents int32 // while being submitted: tasks of its batch that depend on it
+	failures          int32 // failed attempts charged to the task in this engine's life
+	envFaults         int32 // attempts in a row that failed for a fault of the environment
+	// writeIdx is where its last write is in the batch, while the batch
+	// holds it (writeTask checks the id there).
+	writeIdx int32
+	// gpuWaitAt is its place in waits.gpu, plus one; 0: not there.
+	gpuWaitAt int32
+	card      int32 // GPU tasks: the card of its running attempt; -1 when none
+
 	// GPU tasks only.
-	need       gpu.Need  // its request; grows after an out-of-memory failure
-	readySince time.Time // when it last became ready (all tasks)
-	card       int       // the card of its running attempt; -1 when none
-	outgrown   string    // why its grown request fits no card, if it does not
+	outgrown string // why its grown request fits no card, if it does not
 	// foreignAtStart is the memory foreign to us on its card when its
 	// attempt was admitted: growth since then tells an out-of-memory
 	// failure caused by someone else.
@@ -313,6 +334,9 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.loadOutbox(rows); err != nil {
 		return nil, err
 	}
+	// Reasons an earlier scheduler saved are its own: this one decides
+	// again about the tasks submitted to it.
+	e.batch.ClearWaiting = slices.ContainsFunc(rows, func(r store.Row) bool { return r.Waiting.Waiting() })
 	adoptions := e.recoverOrphans(rows)
 	if err := cfg.Store.Apply(&e.batch); err != nil {
 		return nil, err
@@ -381,8 +405,9 @@ func (e *Engine) loop() {
 		e.releaseDue()
 		e.schedule()
 		gpuNext := e.pollGPUs()
+		waitNext := e.refreshWaits(e.cfg.Now())
 		e.flush()
-		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry())
+		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext)
 		e.finishRun()
 		e.afterTurn()
 		if e.closing != nil && e.running == 0 && !e.delivering {
@@ -419,6 +444,10 @@ func (e *Engine) schedule() {
 			card = &v.Cards[a.Card]
 		}
 		e.start(e.tasks[a.TaskID], card)
+	}
+	for _, p := range plan.Passed {
+		n := e.tasks[p.TaskID]
+		e.setWait(n, e.gpuReason(n, p.Why, v.Cards))
 	}
 	if e.gpuReady > 0 || len(e.reserved) > 0 {
 		e.setReserved(plan.Reserved)
@@ -501,7 +530,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 		idx := card.Index
 		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
 		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
-		n.card = idx
+		n.card = int32(idx)
 		n.foreignAtStart = card.ForeignMiB
 		e.board.Hold(n.spec.ID, idx, n.need)
 		if e.cfg.Token != nil {
@@ -614,7 +643,7 @@ func (ev runningEvent) apply(e *Engine) {
 	}
 	n.setHandle(ev.number, ev.run.Handle)
 	if n.card >= 0 && ev.run.PID > 0 {
-		e.board.SetPID(n.spec.ID, n.card, ev.run.PID)
+		e.board.SetPID(n.spec.ID, int(n.card), ev.run.PID)
 	}
 	e.writeAttempt(n, ev.number)
 }
@@ -688,7 +717,7 @@ func (ev exitEvent) apply(e *Engine) {
 		n.rec.Artifacts = out.Artifacts
 		e.writeTask(n)
 		if len(n.spec.Artifacts) > 0 {
-			w := &e.batch.Tasks[len(e.batch.Tasks)-1]
+			w := &e.batch.Tasks[n.writeIdx]
 			w.Artifacts, w.ArtifactsSet = out.Artifacts, true
 		}
 		e.queueEvent(n, ev.number)
@@ -709,8 +738,12 @@ func (ev exitEvent) apply(e *Engine) {
 	case Completed:
 		for _, d := range n.dependents {
 			d.waiting--
-			if d.waiting == 0 && d.rec.State == task.Pending {
+			switch {
+			case d.rec.State != task.Pending:
+			case d.waiting == 0:
 				e.makeReady(d)
+			default:
+				e.staleDeps(d) // its reason names what it still waits for
 			}
 		}
 	case TaskCancelled:
@@ -769,7 +802,7 @@ func (e *Engine) failed(n *node, a *task.Attempt, out Outcome, oom oomCase) (Eve
 		n.failures++
 		codes := n.spec.RetryOnExitCodes
 		switch {
-		case n.failures > e.retriesOf(n.spec):
+		case int(n.failures) > e.retriesOf(n.spec):
 			final = "-" // no retries left: the error says enough
 		case a.TimedOut && !n.spec.RetryOnTimeout:
 			final = "not retried after a timeout (retry_on_timeout is off)"
@@ -792,12 +825,17 @@ func (e *Engine) failed(n *node, a *task.Attempt, out Outcome, oom oomCase) (Eve
 	}
 	delay := e.retryDelay(n)
 	if a.NotCharged {
-		delay = doubling(time.Second, n.envFaults, time.Minute)
+		delay = doubling(time.Second, int(n.envFaults), time.Minute)
 	}
 	n.rec.State, n.rec.Error = task.Pending, a.Error
 	if delay > 0 {
 		n.rec.RetryAt = e.cfg.Now().Add(delay)
 		e.delay(n)
+		why := task.WaitRetryDelay
+		if a.NotCharged {
+			why = task.WaitBackoff
+		}
+		e.setWait(n, task.WaitReason{Kind: why, Detail: a.Error, Until: n.rec.RetryAt})
 	} else {
 		e.makeReady(n)
 	}
@@ -820,7 +858,7 @@ func howEnded(a *task.Attempt) string {
 // the queue's), doubled for each failure before the last, capped.
 func (e *Engine) retryDelay(n *node) time.Duration {
 	base := orQueueDefault(n.spec.RetryDelay, task.NoRetryDelay, e.cfg.DefaultRetryDelay)
-	return doubling(base, n.failures, e.cfg.RetryDelayMax)
+	return doubling(base, int(n.failures), e.cfg.RetryDelayMax)
 }
 
 // doubling returns base doubled k-1 times, at most limit.
@@ -862,10 +900,11 @@ func (e *Engine) nextRetry() time.Time {
 	return time.Time{}
 }
 
-// record returns a copy of the task's record.
+// record returns a copy of the task's record, with its waiting reason.
 func (n *node) record() task.Record {
 	r := n.rec
 	r.Attempts = slices.Clone(n.rec.Attempts)
+	r.Waiting = n.waitReason() // a dependencies' detail computed afresh
 	return r
 }
 
@@ -875,8 +914,10 @@ func (e *Engine) makeReady(n *node) {
 		e.ready.ReplaceOrInsert(n)
 		n.inReady = true
 		n.readySince = e.cfg.Now()
+		e.setWait(n, task.WaitReason{Kind: task.WaitSlot})
 		if n.spec.Resources.GPU() {
 			e.gpuReady++
+			e.addGPUWait(n)
 			if !e.board.Known() {
 				e.cardsDirty = true // status says why GPU tasks wait
 			}
@@ -897,6 +938,7 @@ func (e *Engine) unready(n *node) {
 		n.inReady = false
 		if n.spec.Resources.GPU() {
 			e.gpuReady--
+			e.dropGPUWait(n)
 		}
 	}
 }
@@ -925,17 +967,40 @@ func (e *Engine) block(d, by *node) {
 	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: by.spec.ID})
 }
 
+// writeTask queues the task's row, as it is now, for the next commit. A
+// row written already in the same batch is replaced, keeping what only
+// the earlier write carried (the definition, the artifacts): a commit
+// writes each row once, however many changes the turn made to it. A task
+// that is not pending has no waiting reason.
 func (e *Engine) writeTask(n *node) {
+	if n.rec.State != task.Pending && n.rec.Waiting.Waiting() {
+		e.forgetWait(n)
+	}
 	var grown int64
 	if n.need.MiB != n.spec.Resources.MemoryMiB {
 		grown = n.need.MiB
 	}
-	e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{
+	w := store.TaskWrite{
 		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
 		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun, RetryAt: n.rec.RetryAt,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
-	})
+	}
+	if n.rec.Waiting.Waiting() {
+		wr := n.waitReason()
+		w.WaitKind, w.WaitDetail = wr.Kind, wr.Detail
+	}
 	n.specJSON = nil // written once; later writes keep it
+	if i := int(n.writeIdx); i < len(e.batch.Tasks) && e.batch.Tasks[i].ID == n.spec.ID {
+		old := &e.batch.Tasks[i]
+		if w.Spec == nil {
+			w.Spec = old.Spec
+		}
+		w.Artifacts, w.ArtifactsSet = old.Artifacts, old.ArtifactsSet
+		*old = w
+		return
+	}
+	n.writeIdx = int32(len(e.batch.Tasks))
+	e.batch.Tasks = append(e.batch.Tasks, w)
 }
 
 func (e *Engine) writeAttempt(n *node, number int) {
@@ -979,6 +1044,6 @@ type readyQueue struct{ t *btree.BTreeG[*node] }
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
 	q.t.Ascend(func(n *node) bool {
 		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq,
-			GPU: n.spec.Resources.GPU(), Need: n.need, ReadySince: n.readySince})
+			GPU: n.spec.Resources.GPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
 	})
 }

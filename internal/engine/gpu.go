@@ -162,6 +162,7 @@ func (e *Engine) pollGPUs() time.Time {
 	now := e.cfg.Now()
 	if e.cardsDirty {
 		e.saveCards(now)
+		e.sweepGPUWaits()
 	}
 	active := e.cfg.GPU.Probe != nil && e.run != nil && e.run.stop == nil && e.closing == nil && e.broken == nil &&
 		(e.gpuReady > 0 || e.gpuRunning > 0)
@@ -205,10 +206,7 @@ func (e *Engine) arm(times ...time.Time) {
 // saveCards queues the cards' view, with reservations, for the state
 // database, where `gpusched status` and `gpusched gpus` read it.
 func (e *Engine) saveCards(now time.Time) {
-	views := e.board.Views(now)
-	for i := range views {
-		views[i].ReservedFor = e.reserved[views[i].Index]
-	}
+	views := e.cardViews(now)
 	if views == nil {
 		views = []gpu.CardView{}
 	}
@@ -261,21 +259,21 @@ func (e *Engine) releaseGPU(n *node, failed bool, out Outcome) oomCase {
 	now := e.cfg.Now()
 	oc := oomCase{oom: failed && out.OOM, tried: out.OOMTriedMiB, request: n.need.MiB}
 	if oc.oom {
-		if held, ok := e.board.Holding(n.spec.ID, n.card); ok {
+		if held, ok := e.board.Holding(n.spec.ID, int(n.card)); ok {
 			oc.peak, oc.request = held.PeakMiB, held.RequestMiB
 			foreignNow, othersOver := e.cardPressure(n)
 			oc.foreign = [2]int64{n.foreignAtStart, foreignNow}
 			oc.contention = held.PeakMiB+oc.tried <= held.RequestMiB && (foreignNow > n.foreignAtStart || othersOver > 0)
 		}
 	}
-	h := e.board.Release(n.spec.ID, n.card, failed && !oc.contention, now)
+	h := e.board.Release(n.spec.ID, int(n.card), failed && !oc.contention, now)
 	e.noticeQuarantines()
 	n.rec.Attempts[len(n.rec.Attempts)-1].MemPeakMiB = h.PeakMiB
 	e.gpuRunning--
 	e.cardsDirty = true
 	e.nextPoll = now // read the cards again right away
-	if failed && !oc.contention && !slices.Contains(n.need.Avoid, n.card) {
-		n.need.Avoid = append(n.need.Avoid, n.card)
+	if failed && !oc.contention && !slices.Contains(n.need.Avoid, int(n.card)) {
+		n.need.Avoid = append(n.need.Avoid, int(n.card))
 	}
 	n.card = -1
 	n.outgrown = ""
@@ -291,7 +289,7 @@ func (e *Engine) releaseGPU(n *node, failed bool, out Outcome) oomCase {
 // to us now and how far our other tasks there are above their requests.
 func (e *Engine) cardPressure(n *node) (foreign, othersOver int64) {
 	for _, v := range e.board.Views(e.cfg.Now()) {
-		if v.Index != n.card {
+		if v.Index != int(n.card) {
 			continue
 		}
 		for _, h := range v.Holders {

@@ -587,6 +587,8 @@ func BenchmarkDecide10kWaitingMixed(b *testing.B) {
 			name = "reserve=never"
 		}
 		b.Run(name, func(b *testing.B) {
+			// The reasons of the tasks passed over, as the engine keeps them.
+			settle(b, e.ready, decide(View{Free: 64, Ready: q, Now: t0, GPUKnown: true, Cards: slices.Clone(cards), ReserveAfter: reserve}))
 			b.ReportAllocs()
 			var starts int
 			for b.Loop() {

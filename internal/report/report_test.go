@@ -234,3 +234,40 @@ func benchmarkWrite(b *testing.B, n int) {
 
 func BenchmarkWrite1000(b *testing.B)  { benchmarkWrite(b, 1000) }
 func BenchmarkWrite10000(b *testing.B) { benchmarkWrite(b, 10000) }
+
+// A pending task of a live run shows why it waits, as the scheduler
+// decided and saved it; once no scheduler runs, its saved reason is of the
+// past and the table shows its error as before.
+func TestPendingShowsTheSchedulersReason(t *testing.T) {
+	deps := row("join", task.Pending, 0)
+	deps.Waiting = task.WaitReason{Kind: task.WaitDependencies, Detail: "a, b"}
+	retry := row("flaky", task.Pending, 0, att(1, 0, 0, 1, 3))
+	retry.Error = "exit code 3"
+	retry.RetryAt = at(65)
+	retry.Waiting = task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: at(65)}
+	gpuWait := row("big", task.Pending, 30000)
+	gpuWait.Waiting = task.WaitReason{Kind: task.WaitGPUMemory, Detail: "needs 30000 MiB; best card 0 has 1000 MiB left (foreign 0)"}
+	d := Data{RunDir: "/runs/w", Rows: []store.Row{deps, retry, gpuWait}, Live: true, Now: at(5), Location: time.UTC}
+	want := map[string]string{
+		"join":  "waiting for a, b",
+		"flaky": "retry at " + at(65).Format(time.TimeOnly) + " (in 1m0s) after: exit code 3",
+		"big":   "needs 30000 MiB; best card 0 has 1000 MiB left (foreign 0)",
+	}
+	for _, r := range Build(d).Rows {
+		if r.ErrorShort != want[r.ID] {
+			t.Errorf("live: %s's note = %q, want %q", r.ID, r.ErrorShort, want[r.ID])
+		}
+	}
+	p := render(t, d)
+	checkPage(t, d, p)
+	if !strings.Contains(p.html, "waiting for a, b") {
+		t.Error("the page does not say why join waits")
+	}
+	d.Live = false
+	want = map[string]string{"join": "", "flaky": "exit code 3", "big": ""}
+	for _, r := range Build(d).Rows {
+		if r.ErrorShort != want[r.ID] {
+			t.Errorf("not live: %s's note = %q, want %q", r.ID, r.ErrorShort, want[r.ID])
+		}
+	}
+}

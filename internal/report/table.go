@@ -24,7 +24,7 @@ type TableRow struct {
 	Requested  Cell // MiB
 	Peak       Cell // MiB
 	Exit       string
-	Error      string // full text, shown on hover when shortened
+	Error      string // full text, shown on hover when shortened: why it failed, was blocked, or waits
 	ErrorShort string
 }
 
@@ -123,11 +123,16 @@ func buildRows(d Data, items []item) []TableRow {
 		if r.BlockedBy != "" && !strings.Contains(msg, r.BlockedBy) {
 			msg = strings.TrimPrefix(msg+"; blocked by "+r.BlockedBy, "; ")
 		}
-		if r.State == task.Complete {
+		switch {
+		case r.State == task.Complete:
 			msg = ""
 			if r.Rerun != "" {
 				msg = "ran again: " + r.Rerun
 			}
+		case r.State == task.Pending && d.Live && r.Waiting.Waiting():
+			// Why it waits, as the running scheduler decided it (a
+			// retry's says after what error).
+			msg = r.Waiting.Text(d.Now)
 		}
 		tr.Error = oneLine(msg)
 		tr.ErrorShort = shorten(tr.Error, errorShort)

@@ -93,6 +93,11 @@ func (m *Memory) Apply(b *Batch) error {
 	if m.closed {
 		return ErrClosed
 	}
+	if b.ClearWaiting {
+		for _, r := range m.rows {
+			r.Waiting = task.WaitReason{}
+		}
+	}
 	for _, w := range b.Tasks {
 		r := m.rows[w.ID]
 		if r == nil {
@@ -101,6 +106,7 @@ func (m *Memory) Apply(b *Batch) error {
 		}
 		r.ID, r.Seq, r.Kind, r.State, r.ExitCode, r.Error, r.BlockedBy, r.GPURequestMiB = w.ID, w.Seq, w.Kind, w.State, w.ExitCode, w.Error, w.BlockedBy, w.GPURequestMiB
 		r.Rerun, r.RetryAt = w.Rerun, w.RetryAt
+		r.Waiting = stored(w.WaitKind, w.WaitDetail, w.RetryAt)
 		if w.Fingerprint != "" {
 			r.Fingerprint = w.Fingerprint
 		}

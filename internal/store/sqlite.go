@@ -323,6 +323,11 @@ var migrations = []string{
 		WHERE pid IS NOT NULL;
 	ALTER TABLE attempts DROP COLUMN pgid;
 	ALTER TABLE attempts DROP COLUMN proc_start;`,
+	// 7: why each pending task waits, as the scheduler's loop decided
+	// (its kind's name and a detail for people); empty in rows written
+	// before, which no scheduler has decided about since.
+	`ALTER TABLE tasks ADD COLUMN waiting_kind TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN waiting TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -364,11 +369,11 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 14
+const taskColumns = 16
 
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
-	fingerprint, rerun, retry_at) VALUES ` +
+	fingerprint, rerun, retry_at, waiting_kind, waiting) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
@@ -378,7 +383,8 @@ ON CONFLICT (id) DO UPDATE SET
 	updated_at = excluded.updated_at, gpu_request = excluded.gpu_request,
 	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at),
 	fingerprint = CASE WHEN excluded.fingerprint = '' THEN tasks.fingerprint ELSE excluded.fingerprint END,
-	rerun = excluded.rerun, retry_at = excluded.retry_at`
+	rerun = excluded.rerun, retry_at = excluded.retry_at,
+	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting`
 }
 
 const attemptColumns = 23
@@ -445,6 +451,11 @@ func (s *SQLite) apply(b *Batch) error {
 		return fmt.Errorf("write state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
+	if b.ClearWaiting {
+		if _, err := tx.Exec("UPDATE tasks SET waiting_kind = '', waiting = '' WHERE waiting_kind != ''"); err != nil {
+			return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
+		}
+	}
 	now := time.Now().UnixNano()
 	args := make([]any, 0, max(len(b.Tasks)*taskColumns, len(b.Attempts)*attemptColumns))
 	for i := range b.Tasks {
@@ -454,7 +465,7 @@ func (s *SQLite) apply(b *Batch) error {
 			spec = []byte{} // empty: keep the stored definition
 		}
 		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt))
+			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail)
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -601,6 +612,36 @@ func (s *SQLite) loadSamples() ([]Sample, error) {
 	return out, rows.Err()
 }
 
+// CountWaiting returns how many pending tasks wait for each kind of
+// reason (NotWaiting: those no scheduler has decided about). It reads
+// every task's row: a live display calls it at most every second or so.
+func (s *SQLite) CountWaiting() (map[task.WaitKind]int, error) {
+	out, err := s.countWaiting()
+	return out, s.corrupt(err)
+}
+
+func (s *SQLite) countWaiting() (map[task.WaitKind]int, error) {
+	rows, err := s.db.Query("SELECT waiting_kind, count(*) FROM tasks WHERE state = ? GROUP BY waiting_kind", task.Pending.String())
+	if err != nil {
+		return nil, fmt.Errorf("read waiting tasks from state db %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	out := map[task.WaitKind]int{}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, fmt.Errorf("read waiting tasks from state db %s: %w", s.path, err)
+		}
+		k, err := task.ParseWaitKind(name)
+		if err != nil {
+			return nil, fmt.Errorf("read waiting tasks from state db %s: %w", s.path, err)
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}
+
 // LoadMeta returns the run-wide facts.
 func (s *SQLite) LoadMeta() (map[string]string, error) {
 	out, err := s.loadMeta()
@@ -673,7 +714,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at FROM tasks"+where+" ORDER BY seq, id", args...)
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting FROM tasks"+where+" ORDER BY seq, id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -681,9 +722,10 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	byID := map[string]int{}
 	for rows.Next() {
 		var r Row
-		var state string
+		var state, waitKind string
 		var exit, gpuReq, submitted, retryAt sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt); err != nil {
+		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt,
+			&waitKind, &r.Waiting.Detail); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
@@ -699,6 +741,12 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		if retryAt.Valid {
 			r.RetryAt = time.Unix(0, retryAt.Int64)
 		}
+		kind, err := task.ParseWaitKind(waitKind)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
+		}
+		r.Waiting = stored(kind, r.Waiting.Detail, r.RetryAt)
 		byID[r.ID] = len(out)
 		out = append(out, r)
 	}
@@ -845,6 +893,22 @@ func (s *SQLite) absLog(p string) string {
 		return p
 	}
 	return filepath.Join(s.runDir, p)
+}
+
+// waitKindArgs are the kinds' names as statement arguments, boxed once:
+// a row write boxes no new string for its kind.
+var waitKindArgs = func() (args []any) {
+	for k := task.NotWaiting; k.String() != fmt.Sprintf("wait(%d)", uint8(k)); k++ {
+		args = append(args, k.String())
+	}
+	return args
+}()
+
+func waitKindArg(k task.WaitKind) any {
+	if int(k) < len(waitKindArgs) {
+		return waitKindArgs[k]
+	}
+	return k.String()
 }
 
 func intOrNil(p *int) any {

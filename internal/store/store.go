@@ -61,6 +61,10 @@ type Batch struct {
 	Samples []Sample
 	// Events are completion events to insert or update (the outbox).
 	Events []EventWrite
+	// ClearWaiting, applied before the batch's task writes, forgets every
+	// stored task's waiting reason: a scheduler that opens the store has
+	// decided nothing yet about the tasks an earlier one left pending.
+	ClearWaiting bool
 }
 
 // EventWrite is one completion event of the outbox: written in the same
@@ -106,6 +110,12 @@ type TaskWrite struct {
 	ExitCode      *int
 	Error         string
 	BlockedBy     string
+	// WaitKind and WaitDetail are why a pending task has not started
+	// (NotWaiting: it does not wait). A reader gets them back as the
+	// row's Waiting, its Until being RetryAt for the kinds that wait for
+	// one.
+	WaitKind   task.WaitKind
+	WaitDetail string
 }
 
 // AttemptWrite sets one attempt's row.
@@ -123,6 +133,9 @@ func (b *Batch) Len() int {
 	if b.Cards != nil {
 		n++
 	}
+	if b.ClearWaiting {
+		n++
+	}
 	return n
 }
 
@@ -132,7 +145,7 @@ func (b *Batch) Reset() {
 	clear(b.Attempts)
 	b.Tasks = b.Tasks[:0]
 	b.Attempts = b.Attempts[:0]
-	b.Cards, b.Meta, b.Samples = nil, nil, nil
+	b.Cards, b.Meta, b.Samples, b.ClearWaiting = nil, nil, nil, false
 	clear(b.Events)
 	b.Events = b.Events[:0]
 }
@@ -148,3 +161,13 @@ const (
 
 // ErrClosed is returned by a store used after Close.
 var ErrClosed = errors.New("store closed")
+
+// stored returns a waiting reason as a reader gets it back: its Until is
+// the task's RetryAt for the kinds that wait for one, zero for the others.
+func stored(kind task.WaitKind, detail string, retryAt time.Time) task.WaitReason {
+	w := task.WaitReason{Kind: kind, Detail: detail}
+	if kind == task.WaitRetryDelay || kind == task.WaitBackoff {
+		w.Until = retryAt
+	}
+	return w
+}

@@ -87,6 +87,9 @@ type Record struct {
 	// (or runs) again in the latest run ("definition changed: args",
 	// "artifact missing: out/x", ...); empty when it was kept or is new.
 	Rerun string `json:"rerun,omitempty"`
+	// Waiting is why a pending task has not started, as the scheduler's
+	// loop last decided; the zero value for a task that is not pending.
+	Waiting WaitReason `json:"waiting,omitzero"`
 }
 
 // Artifact is a file a task produced, as it was when the task completed.
