@@ -201,4 +201,3 @@ func TestStoredAfterReopen(t *testing.T) {
 		t.Errorf("a submitted again: %+v, want kept complete with its one attempt", recs)
 	}
 }
-
