@@ -80,6 +80,8 @@ func (d *Daemon) allow(a access, p peer) error {
 		return nil
 	case a == admins && p.uid == 0:
 		return nil
+	case a == admins && d.uid == 0:
+		return errorf(http.StatusForbidden, "only root may stop this daemon")
 	case a == admins:
 		return errorf(http.StatusForbidden, "only %s and root may stop this daemon", d.userName(d.uid))
 	case !d.cfg.System:
