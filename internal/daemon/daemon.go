@@ -95,6 +95,9 @@ type Daemon struct {
 	stopping chan struct{} // closed when the daemon starts stopping: streams end
 	stopOnce sync.Once
 	stopReq  chan bool // a shutdown request: kill the running tasks?
+	// stopServe ends the scheduler's Serve, stopping the running tasks:
+	// only when the daemon stops with them.
+	stopServe context.CancelFunc
 
 	users sync.Map // uid -> user name
 }
@@ -202,8 +205,10 @@ func (d *Daemon) serve(ctx context.Context, sock *socket) error {
 		ConnContext:       d.withPeer,
 		ErrorLog:          d.log,
 	}
-	serveCtx, stopServe := context.WithCancel(context.Background())
-	defer stopServe()
+	// Not cancelled when serve returns without killing the tasks: that
+	// would stop them.
+	var serveCtx context.Context
+	serveCtx, d.stopServe = context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- d.sched.Serve(serveCtx) }()
 	httpDone := make(chan error, 1)
@@ -229,6 +234,7 @@ func (d *Daemon) serve(ctx context.Context, sock *socket) error {
 	cancel()
 	srv.Close()
 	if fatal != nil {
+		d.stopServe()
 		d.sched.Close()
 		d.runs.close()
 		return fatal
@@ -237,7 +243,7 @@ func (d *Daemon) serve(ctx context.Context, sock *socket) error {
 		d.log.Printf("stopped; running tasks go on under their supervisor and the next daemon adopts them")
 		return ErrStopped
 	}
-	stopServe()
+	d.stopServe()
 	if err := <-served; err != nil && !errors.Is(err, context.Canceled) {
 		d.log.Printf("scheduler: %v", err)
 	}

@@ -550,3 +550,62 @@ func TestCommandLineVersionSkew(t *testing.T) {
 		t.Errorf("queue on a daemon of another version: %q %d", errOut, code)
 	}
 }
+
+// A daemon stopped without --kill-tasks leaves its running task to the
+// next, which also shows what had finished, waits for it at once, and
+// takes a task after a completed one but not after a failed one. A
+// followed log goes on across a retry.
+func TestRestartKeepsHistory(t *testing.T) {
+	w := newWorld(t)
+	w.start(t)
+	c := w.client(t)
+	ctx := context.Background()
+	env := map[string]string{"PATH": os.Getenv("PATH")}
+	gate, marker := filepath.Join(w.dir, "go"), filepath.Join(w.dir, "marker")
+	retries := 1
+	for _, cmd := range []client.Command{
+		{Args: []string{"true"}},
+		{Args: []string{"false"}},
+		{Args: []string{"sh", "-c", "while [ ! -e " + gate + " ]; do sleep 0.05; done"}},
+		{Args: []string{"sh", "-c", "if [ -e " + marker + " ]; then echo second; else touch " + marker + "; echo first; exit 1; fi"}, Retries: &retries},
+	} {
+		cmd.Env, cmd.Dir = env, w.dir
+		if _, err := c.Submit(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log strings.Builder
+	if state, err := c.Logs(ctx, "4", client.LogOptions{Follow: true}, &log); err != nil || state != "complete" || log.String() != "first\n--- attempt 2 ---\nsecond\n" {
+		t.Errorf("logs -f across a retry: %q, %q, %v", log.String(), state, err)
+	}
+	c.Wait(ctx, []string{"1", "2"}, nil)
+	waitState(t, c, "3", "running")
+	if _, _, code := w.gs(t, "/", nil, "daemon", "stop"); code != 0 {
+		t.Fatal("daemon stop failed")
+	}
+	w.start(t)
+	c = w.client(t)
+	q, err := c.Queue(ctx, client.QueueOptions{All: true})
+	var got []string
+	for _, tk := range q {
+		got = append(got, tk.ID+"="+tk.State)
+	}
+	if err != nil || strings.Join(got, " ") != "1=complete 2=failed 3=running 4=complete" {
+		t.Errorf("queue after the restart: %v %v", got, err)
+	}
+	if _, err := c.Submit(ctx, client.Command{Args: []string{"true"}, After: []string{"1", "3"}, Env: env}); err != nil {
+		t.Errorf("after a task completed before the restart: %v", err)
+	}
+	if _, err := c.Submit(ctx, client.Command{Args: []string{"true"}, After: []string{"2"}, Env: env}); err == nil || !strings.Contains(err.Error(), "task 2 failed") {
+		t.Errorf("after a task failed before the restart: %v", err)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	ended, err := c.Wait(ctx, []string{"1", "2", "3", "5"}, nil)
+	states := map[string]string{}
+	for _, e := range ended {
+		states[e.ID] = e.State
+	}
+	if err != nil || states["1"] != "complete" || states["2"] != "failed" || states["3"] != "complete" || states["5"] != "complete" {
+		t.Errorf("wait after the restart: %v %v", states, err)
+	}
+}
