@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -69,6 +71,27 @@ func (c *Client) submit(ctx context.Context, r RunRequest) (Submitted, error) {
 
 // Queue lists tasks (GET /v1/tasks), in submission order.
 func (c *Client) Queue(ctx context.Context, o QueueOptions) ([]TaskInfo, error) {
+	var out Queue
+	err := c.do(ctx, http.MethodGet, "/v1/tasks", o.query(), nil, &out)
+	return out.Tasks, err
+}
+
+// QueueJSON writes the daemon's answer to GET /v1/tasks, {"tasks": [...]}
+// (see Queue), to w as it comes, without decoding it: for a program that
+// passes it on.
+func (c *Client) QueueJSON(ctx context.Context, o QueueOptions, w io.Writer) error {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/tasks", o.query(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("read the daemon's queue: %w", err)
+	}
+	return nil
+}
+
+func (o QueueOptions) query() url.Values {
 	q := url.Values{}
 	if o.All {
 		q.Set("all", "1")
@@ -82,9 +105,7 @@ func (c *Client) Queue(ctx context.Context, o QueueOptions) ([]TaskInfo, error) 
 	for _, id := range o.IDs {
 		q.Add("id", id)
 	}
-	var out Queue
-	err := c.do(ctx, http.MethodGet, "/v1/tasks", q, nil, &out)
-	return out.Tasks, err
+	return q
 }
 
 // Runs lists the runs (GET /v1/runs), oldest first.

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
+	"bufio"
 	"fmt"
 	"io"
 	"strconv"
@@ -45,15 +45,17 @@ the reason is not known.`,
 				return err
 			}
 			defer cl.Close()
+			if asJSON {
+				// The daemon's answer is the output: passed on as it comes.
+				out := bufio.NewWriterSize(c.OutOrStdout(), 256<<10)
+				if err := cl.QueueJSON(c.Context(), o, out); err != nil {
+					return refusal(fmt.Errorf("queue: %w", err))
+				}
+				return out.Flush()
+			}
 			tasks, err := cl.Queue(c.Context(), o)
 			if err != nil {
 				return refusal(fmt.Errorf("queue: %w", err))
-			}
-			if asJSON {
-				if tasks == nil {
-					tasks = []client.TaskInfo{}
-				}
-				return json.NewEncoder(c.OutOrStdout()).Encode(client.Queue{Tasks: tasks})
 			}
 			writeQueue(c.OutOrStdout(), tasks, time.Now())
 			return nil

@@ -74,7 +74,11 @@ func (d *Daemon) queue(w http.ResponseWriter, r *http.Request, p peer) error {
 			out.Tasks = append(out.Tasks, d.info(p, rn, m, rec, recs))
 		}
 	}
-	return writeJSON(w, http.StatusOK, out)
+	w.Header().Set("Content-Type", "application/json")
+	if err := writeQueue(w, out.Tasks); err != nil {
+		d.log.Printf("queue: %v", err)
+	}
+	return nil
 }
 
 // liveRecords returns the scheduler's records by id.
