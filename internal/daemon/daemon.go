@@ -83,6 +83,9 @@ type Daemon struct {
 	sched   *gpusched.Scheduler
 	runs    *runs
 	tasks   *taskIndex
+	// lock holds the state directory (LockFile) while the daemon lives;
+	// referenced so that the garbage collector never closes it.
+	lock *os.File
 
 	// peerOf reads a connection's peer; a seam for tests, which cannot
 	// connect as another user without creating one.
@@ -186,9 +189,7 @@ func start(cfg Config) (*Daemon, *socket, error) {
 		d.runs.close()
 		return failSock(err)
 	}
-	// The state directory's lock stays held, by this descriptor, until
-	// the process exits.
-	_ = lock
+	d.lock = lock // held until the process exits
 	return d, sock, nil
 }
 
