@@ -58,6 +58,9 @@ func TestServeWaitQualifiedIDs(t *testing.T) {
 	if r, ok := s.Record("1/b"); !ok || r.ExitCode == nil || *r.ExitCode != 3 {
 		t.Errorf("Record(1/b) = %+v, %v", r, ok)
 	}
+	if cards, known := s.Cards(); known || cards != nil {
+		t.Errorf("Cards() = %v, %v with no GPU task run: want unknown", cards, known)
+	}
 	if _, ok := s.Record("3/x"); ok {
 		t.Error("Record of a task never submitted says it is held")
 	}
