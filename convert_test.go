@@ -158,3 +158,26 @@ func TestEveryWaitKindIsPublic(t *testing.T) {
 		t.Errorf("there is a waiting kind after WaitBackoff (%s): make it public in task.go", s)
 	}
 }
+
+// Every field of the engine's event reaches the public one, the sequence
+// number that subscribers resume from included.
+func TestEventConversionKeepsEveryField(t *testing.T) {
+	code := 3
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ev := engine.Event{Seq: 42, Time: at, Kind: engine.Retrying, TaskID: "1/a",
+		Attempt:   task.Attempt{Number: 2, Start: at, ExitCode: &code},
+		BlockedBy: "1/b", Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at}
+	got := publicEvent(ev)
+	v := reflect.ValueOf(got)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Errorf("public Event.%s is not set from the engine's event", v.Type().Field(i).Name)
+		}
+	}
+	if reflect.TypeOf(got).NumField() != reflect.TypeOf(ev).NumField() {
+		t.Errorf("Event has %d fields, engine.Event %d", reflect.TypeOf(got).NumField(), reflect.TypeOf(ev).NumField())
+	}
+	if got.Seq != 42 || got.Attempt.Number != 2 || *got.Attempt.ExitCode != 3 {
+		t.Errorf("converted %+v", got)
+	}
+}

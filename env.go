@@ -31,6 +31,10 @@ func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string
 		// No card: a CPU task must not take GPU memory nobody accounts for.
 		vars = append(vars, "CUDA_VISIBLE_DEVICES=")
 	}
+	if req.Spec.CleanEnv {
+		// The task's own environment in place of the scheduler's.
+		return environFrom(nil, vars, req.Spec.Env, extra)
+	}
 	return environ(vars, extra)
 }
 
@@ -38,7 +42,13 @@ func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string
 // the variables of each map in turn, then vars (KEY=VALUE), which always
 // win; a variable set twice keeps its last value.
 func environ(vars []string, extras ...map[string]string) []string {
-	env := os.Environ()
+	return environFrom(os.Environ(), vars, extras...)
+}
+
+// environFrom is environ with base in place of gpusched's own
+// environment.
+func environFrom(base, vars []string, extras ...map[string]string) []string {
+	env := base
 	for _, extra := range extras {
 		for k, v := range extra {
 			env = append(env, k+"="+v)

@@ -153,8 +153,12 @@ func (CommandHandler) OnComplete(ctx context.Context, ev CompletionEvent) error 
 	if len(argv) == 0 {
 		return nil
 	}
-	env := environ([]string{"GPUSCHED_TASK_ID=" + ev.TaskID, "GPUSCHED_EVENT_ID=" + strconv.FormatInt(ev.ID, 10),
-		"GPUSCHED_ATTEMPT=" + strconv.Itoa(ev.Attempt), "CUDA_VISIBLE_DEVICES="}, ev.Spec.Env, ev.Env)
+	vars := []string{"GPUSCHED_TASK_ID=" + ev.TaskID, "GPUSCHED_EVENT_ID=" + strconv.FormatInt(ev.ID, 10),
+		"GPUSCHED_ATTEMPT=" + strconv.Itoa(ev.Attempt), "CUDA_VISIBLE_DEVICES="}
+	env := environ(vars, ev.Spec.Env, ev.Env)
+	if ev.Spec.CleanEnv {
+		env = environFrom(nil, vars, ev.Spec.Env, ev.Env)
+	}
 	res := (&local.Executor{}).Execute(ctx, executor.Job{
 		TaskID: ev.TaskID, Args: argv, Env: env, Dir: ev.Spec.Dir, LogPath: ev.LogPath, LogRoot: ev.RunDir, KillGrace: 10 * time.Second,
 	}, executor.Hooks{})

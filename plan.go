@@ -34,7 +34,7 @@ type PlanItem struct {
 // directory's lock: the same checks and the same rules as Run. A run
 // directory that does not exist yet means everything runs.
 func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
-	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}})
+	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,7 @@ type Scheduler struct {
 	smi             bool // probe is the real nvidia-smi
 	engine          *engine.Engine
 	lock            *os.File
+	qualified       bool // task ids may be RUN/TASK (WithQualifiedIDs)
 }
 
 // Option configures a Scheduler.
@@ -50,6 +51,7 @@ type options struct {
 	observer  func(Event)
 	executors map[string]executor.Executor
 	probe     gpu.Probe // nil: nvidia-smi
+	qualified bool      // WithQualifiedIDs
 }
 
 // WithHandler registers h for tasks of the given kind, replacing any
@@ -98,7 +100,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		return nil, err
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
-		executors: o.executors, defaultExecutor: local.Name}
+		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified}
 	sc.runTag = runTag(abs)
 	if sc.probe == nil {
 		sc.probe, sc.smi = &nvidiasmi.Probe{Timeout: sc.settings.NvidiaSMITimeout}, true

@@ -37,7 +37,12 @@ func (s *Scheduler) SubmitMany(tasks []TaskSpec) error {
 // hash) their artifacts, which can take a while. When ctx is done first,
 // nothing is submitted and the error wraps ctx's cause.
 func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) error {
-	specs, blobs, err := prepare(tasks, s.handlers)
+	return s.submit(ctx, "", tasks)
+}
+
+// submit is SubmitManyContext with an idempotency key (SubmitKeyed).
+func (s *Scheduler) submit(ctx context.Context, key string, tasks []TaskSpec) error {
+	specs, blobs, err := prepare(tasks, s.handlers, s.qualified)
 	if err != nil {
 		return err
 	}
@@ -47,7 +52,7 @@ func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) err
 	if err := s.checkExecutors(specs); err != nil {
 		return err
 	}
-	sub := engine.Submission{Specs: specs, JSON: blobs,
+	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key,
 		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs))}
 	for i, sp := range specs {
 		sub.Fingerprint[i] = sp.Fingerprint()
@@ -115,7 +120,7 @@ func (s *Scheduler) checkNvidiaSMI(specs []*task.Spec) error {
 // nothing is written and nothing runs. It returns the first problem found,
 // as SubmitMany would.
 func ValidateTasks(tasks []TaskSpec) error {
-	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}})
+	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
 	if err != nil {
 		return err
 	}
@@ -129,8 +134,9 @@ func ValidateTasks(tasks []TaskSpec) error {
 }
 
 // prepare copies, normalizes and validates each spec on its own, and
-// encodes it for the state database.
-func prepare(tasks []TaskSpec, handlers map[string]Handler) ([]*task.Spec, [][]byte, error) {
+// encodes it for the state database. qualified accepts RUN/TASK ids
+// (WithQualifiedIDs).
+func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*task.Spec, [][]byte, error) {
 	all := make([]task.Spec, len(tasks)) // one allocation for the batch
 	specs := make([]*task.Spec, len(tasks))
 	blobs := make([][]byte, len(tasks))
@@ -138,7 +144,11 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler) ([]*task.Spec, [][]b
 		sp := &all[i]
 		*sp = tasks[i].spec() // a copy: the caller may reuse its own
 		sp.Normalize()
-		if err := sp.Validate(); err != nil {
+		validate := sp.Validate
+		if qualified {
+			validate = sp.ValidateQualified
+		}
+		if err := validate(); err != nil {
 			return nil, nil, publicError(err)
 		}
 		h, ok := handlers[sp.Kind]

@@ -53,7 +53,7 @@ type TaskSpec struct {
 	// they are not retried.
 	RetryOnTimeout bool `json:"retry_on_timeout,omitempty"`
 	// Env is added to the environment gpusched was started with, for every
-	// attempt.
+	// attempt; with CleanEnv it is the whole environment.
 	Env map[string]string `json:"env,omitempty"`
 	// Dir is the attempts' working directory; empty means the scheduler's.
 	Dir string `json:"dir,omitempty"`
@@ -69,6 +69,12 @@ type TaskSpec struct {
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
 	OnComplete []string `json:"on_complete,omitempty"`
+	// CleanEnv makes Env the attempts' whole environment: nothing is
+	// inherited from the scheduler's own (gpusched's variables, such as
+	// GPUSCHED_TASK_ID and CUDA_VISIBLE_DEVICES, are still set). A daemon
+	// runs a task with its submitter's environment so. It is part of the
+	// task's definition: changing it makes a completed task run again.
+	CleanEnv bool `json:"clean_env,omitempty"`
 }
 
 // ResourceRequest is what a task needs to start: its device, for a CUDA
@@ -309,6 +315,10 @@ func (w WaitReason) String() string { return w.internal().Text(time.Time{}) }
 
 // Event is a committed transition, as given to an observer (WithObserver).
 type Event struct {
+	// Seq numbers the events of a scheduler's life in commit order (1, 2,
+	// 3...; a scheduler opened again starts at 1). A subscriber resumes
+	// after the last one it read (Scheduler.Subscribe).
+	Seq  uint64
 	Time time.Time
 	Kind EventKind
 	// TaskID is the task concerned; empty for the events about GPUs.

@@ -80,6 +80,7 @@ workflow or the command line is invalid, and nothing ran.`,
 	})
 	root.AddCommand(newRunCmd(), newValidateCmd(), newStatusCmd(), newLogsCmd(), newGPUsCmd(), newPlanCmd())
 	root.AddCommand(newReportCmd())
+	root.AddCommand(newDaemonCmd(), newSubmitCmd(), newQueueCmd(), newCancelCmd(), newWaitCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

@@ -18,7 +18,7 @@ import (
 )
 
 func newGPUsCmd() *cobra.Command {
-	var runDir string
+	var runDir, socket string
 	var asJSON, live bool
 	c := &cobra.Command{
 		Use:   "gpus [WORKFLOW] [--run-dir DIR] [--json] [--live]",
@@ -38,10 +38,20 @@ its age. The first line says where the numbers come from.
 --json prints {"source": "live" or "run", "run_dir", "scheduler_pid",
 "updated" (when the run's view was saved), "live_error" (why nvidia-smi
 could not be read, when a run's last view is shown instead), "unknown",
-"cards": [...]}.`,
+"cards": [...]}.
+
+With neither a run nor --live, when a daemon answers (see gpusched
+submit for which), its ledger is shown: the cards as its admission sees
+them, every user's tasks on them. --json prints {"source": "daemon" (or
+"live" while it has not read the cards), "error", "cards": [...]}.`,
 		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
 			wf := firstArg(args)
+			if wf == "" && runDir == "" && !live {
+				if handled, err := daemonGPUs(c, socket, asJSON); handled {
+					return err
+				}
+			}
 			var settings gpusched.Scheduling
 			if wf != "" {
 				w, err := loadWorkflow(wf)
@@ -91,6 +101,7 @@ could not be read, when a run's last view is shown instead), "unknown",
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
 	c.Flags().BoolVar(&live, "live", false, "read nvidia-smi now even when a scheduler runs")
+	c.Flags().StringVar(&socket, "socket", "", "the daemon's socket")
 	return c
 }
 

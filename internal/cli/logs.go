@@ -14,7 +14,7 @@ import (
 )
 
 func newLogsCmd() *cobra.Command {
-	var runDir, wfFlag string
+	var runDir, wfFlag, socket string
 	var attempt int
 	var follow bool
 	c := &cobra.Command{
@@ -31,7 +31,13 @@ for the task to start if it has not yet). When the attempt ends and the task
 runs again, it goes on with the next attempt's log after a line
 "--- attempt N ---". It exits once the task is complete, failed, blocked or
 cancelled, or when no scheduler uses the run directory any more, after
-printing the rest of the log.`,
+printing the rest of the log.
+
+A task of the daemon: gpusched logs ID, with ID as the daemon prints it
+(12, 13/train), no workflow and no --run-dir, reads the daemon's log of
+the task when a daemon answers (see gpusched submit for which). Only the
+task's owner and root may read it. To read task 12 of a run directory
+while a daemon is up, name the run: gpusched logs --run-dir DIR 12.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return inputf("%s takes a task id, after the workflow file if one is given (got %d arguments); see %s --help",
@@ -40,6 +46,11 @@ printing the rest of the log.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 && runDir == "" && wfFlag == "" && isDaemonID(args[0]) {
+				if handled, err := daemonLogs(c, socket, args[0], attempt, follow); handled {
+					return err
+				}
+			}
 			wf, task := "", args[len(args)-1]
 			if len(args) == 2 {
 				wf = args[0]
@@ -82,6 +93,7 @@ printing the rest of the log.`,
 	_ = c.Flags().MarkHidden("workflow")
 	c.Flags().IntVar(&attempt, "attempt", 0, "attempt number (default: the last)")
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "follow the log as it is written, across the task's attempts, until the task ends")
+	c.Flags().StringVar(&socket, "socket", "", "the daemon's socket, for a daemon's task")
 	return c
 }
 

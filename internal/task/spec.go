@@ -94,7 +94,8 @@ type Spec struct {
 	// they are not: a task that ran out of time usually runs out again, and
 	// each try costs the whole timeout.
 	RetryOnTimeout bool `json:"retry_on_timeout,omitempty"`
-	// Env is added to the inherited environment of every attempt.
+	// Env is added to the inherited environment of every attempt; with
+	// CleanEnv it is the whole environment.
 	Env map[string]string `json:"env,omitempty"`
 	// Dir is the attempt's working directory; empty means the scheduler's.
 	Dir string `json:"dir,omitempty"`
@@ -110,6 +111,11 @@ type Spec struct {
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
 	OnComplete []string `json:"on_complete,omitempty"`
+	// CleanEnv makes Env the attempts' whole environment (besides the
+	// variables gpusched sets): nothing is inherited from the scheduler's.
+	// A daemon gives a task its submitter's environment so. It is part of
+	// the definition.
+	CleanEnv bool `json:"clean_env,omitempty"`
 }
 
 // ArtifactPath returns artifact a's path, resolved against the task's Dir.
@@ -130,10 +136,11 @@ type definition struct {
 	Resources     ResourceRequest   `json:"resources"`
 	Artifacts     []string          `json:"artifacts"`
 	HashArtifacts bool              `json:"hash_artifacts"`
+	CleanEnv      bool              `json:"clean_env"`
 }
 
 func (s *Spec) definition() definition {
-	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources, s.Artifacts, s.HashArtifacts}
+	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources, s.Artifacts, s.HashArtifacts, s.CleanEnv}
 }
 
 // Fingerprint is a digest of the task's definition: kind, payload, env,
@@ -175,6 +182,11 @@ func (s *Spec) Fingerprint() string {
 		str(a)
 	}
 	num(boolInt(s.HashArtifacts))
+	if s.CleanEnv {
+		// Only when set, so that the fingerprints of every task defined
+		// before the field existed stay as they were.
+		str("clean_env")
+	}
 	sum := sha256.Sum256(buf)
 	return hex.EncodeToString(sum[:16])
 }
@@ -209,6 +221,7 @@ func (s *Spec) Changed(old *Spec) []string {
 	field("resources", a.Resources, b.Resources)
 	field("artifacts", a.Artifacts, b.Artifacts)
 	field("hash_artifacts", a.HashArtifacts, b.HashArtifacts)
+	field("clean_env", a.CleanEnv, b.CleanEnv)
 	return out
 }
 
@@ -259,6 +272,29 @@ func ValidID(id string) (string, bool) {
 	return "", true
 }
 
+// ValidQualifiedID reports whether id may name a task of a scheduler that
+// groups tasks into runs, and if not, why: either a valid id (ValidID) or
+// two joined by exactly one "/" (RUN/TASK), at most MaxIDLen bytes in all.
+func ValidQualifiedID(id string) (string, bool) {
+	run, inner, ok := strings.Cut(id, "/")
+	if !ok {
+		return ValidID(id)
+	}
+	if len(id) > MaxIDLen {
+		return fmt.Sprintf("is %d bytes long; the limit is %d", len(id), MaxIDLen), false
+	}
+	if why, ok := ValidID(run); !ok {
+		return "run part " + strconv.Quote(run) + " " + why, false
+	}
+	if strings.IndexByte(inner, '/') >= 0 {
+		return "has more than one '/'; a qualified id is RUN/TASK", false
+	}
+	if why, ok := ValidID(inner); !ok {
+		return "task part " + strconv.Quote(inner) + " " + why, false
+	}
+	return "", true
+}
+
 // idByte reports whether c may appear in a task id.
 func idByte(c byte) bool {
 	switch {
@@ -295,8 +331,18 @@ func (s *Spec) Normalize() {
 // dag) or at the kind's payload (the kind's handler does). The spec should
 // be normalized first.
 func (s *Spec) Validate() error {
+	return s.validate(ValidID)
+}
+
+// ValidateQualified is Validate for a scheduler that groups tasks into
+// runs: the id may also be RUN/TASK (ValidQualifiedID).
+func (s *Spec) ValidateQualified() error {
+	return s.validate(ValidQualifiedID)
+}
+
+func (s *Spec) validate(validID func(string) (string, bool)) error {
 	var first error
-	s.check(func(err error) bool {
+	s.check(validID, func(err error) bool {
 		first = err
 		return false
 	})
@@ -307,7 +353,7 @@ func (s *Spec) Validate() error {
 // the spec's fields (an env's variables by name); nil if there is none.
 func (s *Spec) Problems() []error {
 	var errs []error
-	s.check(func(err error) bool {
+	s.check(ValidID, func(err error) bool {
 		errs = append(errs, err)
 		return true
 	})
@@ -316,8 +362,8 @@ func (s *Spec) Problems() []error {
 
 // check reports each problem of the spec to report, and stops when report
 // returns false.
-func (s *Spec) check(report func(error) bool) {
-	if why, ok := ValidID(s.ID); !ok {
+func (s *Spec) check(validID func(string) (string, bool), report func(error) bool) {
+	if why, ok := validID(s.ID); !ok {
 		if !report(&Error{TaskID: s.ID, Field: "id", Reason: why, Kind: ErrInvalidTask}) {
 			return
 		}

@@ -108,6 +108,11 @@ func TestFingerprint(t *testing.T) {
 	base := Spec{ID: "a", Kind: "command", Payload: []string{"python3", "train.py"}, Env: map[string]string{"A": "1", "B": "2"},
 		Dir: "/w", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10}, Artifacts: []string{"m.pt"}}
 	fp := base.Fingerprint()
+	// Fingerprints are saved in run directories: the definition's digest
+	// must not change between versions, or every completed task reruns.
+	if want := "88420e08cc8026b3271d38bceacff6de"; fp != want {
+		t.Errorf("fingerprint %s, want %s as in earlier versions", fp, want)
+	}
 	same := base
 	same.ID, same.Priority, same.Dependencies, same.Timeout, same.Retries = "b", 9, []string{"x"}, time.Hour, 3
 	same.Env = map[string]string{"B": "2", "A": "1"}
@@ -136,6 +141,7 @@ func TestFingerprint(t *testing.T) {
 		func(s *Spec) { s.Artifacts = nil },
 		func(s *Spec) { s.HashArtifacts = true },
 		func(s *Spec) { s.Payload = map[string]any{"args": []string{"python3", "train.py"}} },
+		func(s *Spec) { s.CleanEnv = true },
 	}
 	seen := map[string]int{fp: -1}
 	for i, change := range changes {

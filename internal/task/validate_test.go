@@ -223,3 +223,35 @@ func TestMessagesOfHostileSpecsAreShortLines(t *testing.T) {
 		}
 	}
 }
+
+func TestValidQualifiedID(t *testing.T) {
+	long := strings.Repeat("a", 150)
+	for _, c := range []struct {
+		id   string
+		ok   bool
+		want string // part of the reason
+	}{
+		{"train", true, ""},
+		{"12/train", true, ""},
+		{"run-a/b.c", true, ""},
+		{"1/a/b", false, "more than one '/'"},
+		{"/a", false, "run part"},
+		{"1/", false, "task part"},
+		{"1/.a", false, "task part"},
+		{"-1/a", false, "run part"},
+		{"1/a b", false, "task part"},
+		{long + "/" + long, false, "limit is 200"},
+	} {
+		why, ok := ValidQualifiedID(c.id)
+		if ok != c.ok || !strings.Contains(why, c.want) {
+			t.Errorf("ValidQualifiedID(%q) = %q, %v; want ok %v, reason with %q", c.id, why, ok, c.ok, c.want)
+		}
+	}
+	s := Spec{ID: "1/a", Kind: DefaultKind, Resources: ResourceRequest{Device: CPU}}
+	if err := s.Validate(); err == nil {
+		t.Error("Validate took a qualified id")
+	}
+	if err := s.ValidateQualified(); err != nil {
+		t.Errorf("ValidateQualified: %v", err)
+	}
+}

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/client"
+	"github.com/gpusched/gpusched/internal/daemon"
+)
+
+func newDaemonCmd() *cobra.Command {
+	var cfg daemon.Config
+	var jobs int
+	var ioTimeout time.Duration
+	c := &cobra.Command{
+		Use:   "daemon [--socket PATH] [--state-dir DIR] [--system] [-j N]",
+		Short: "Run the daemon that queues everyone's tasks on this machine",
+		Long: `Run a gpusched daemon in the foreground: one scheduler, one GPU ledger
+and one state database for every task submitted to it (gpusched submit,
+queue, cancel, wait, logs, gpus). See docs/daemon.md.
+
+By default it is your own: its socket is $XDG_RUNTIME_DIR/gpusched/gpusched.sock
+(or /tmp/gpusched-UID/gpusched.sock without XDG_RUNTIME_DIR; the folder is
+mode 0700), its state $XDG_STATE_HOME/gpusched (~/.local/state/gpusched),
+and it serves nobody but you. --system runs the machine's daemon, as root:
+socket /run/gpusched/gpusched.sock (mode 0660, group gpusched when it
+exists), state /var/lib/gpusched. A socket passed by systemd (socket
+activation) is used instead of --socket.
+
+One daemon per state directory: a second refuses at once, naming the
+first's PID. A socket left by a daemon that died is removed; one that
+answers is never taken over. Nothing listens on TCP.
+
+SIGINT, SIGTERM and SIGHUP stop the daemon but not its running tasks:
+they run on under their supervisor and the next daemon on the state
+directory adopts them. gpusched daemon stop --kill-tasks stops them too.
+Pending tasks stay queued either way.`,
+		Args: exactArgs(0, "no arguments (or the subcommand stop)"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if jobs < 0 {
+				return inputf("-j/--jobs must be at least 1, got %d", jobs)
+			}
+			cfg.Scheduling.MaxParallelTasks = jobs
+			cfg.Build = Version
+			cfg.Log = c.ErrOrStderr()
+			cfg.Timeouts = daemon.Timeouts{ReadHeader: ioTimeout, Read: ioTimeout}
+			ctx, stop := signal.NotifyContext(c.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
+			err := daemon.Run(ctx, cfg)
+			if errors.Is(err, daemon.ErrStopped) {
+				// The running tasks are their supervisor's now: exit
+				// without closing the scheduler, which would stop them.
+				return nil
+			}
+			var se *gpusched.SchedulingError
+			if errors.As(err, &se) {
+				return invalid(err)
+			}
+			return err
+		},
+	}
+	c.Flags().StringVar(&cfg.Socket, "socket", "", "listen on this unix socket")
+	c.Flags().StringVar(&cfg.StateDir, "state-dir", "", "keep state, runs and logs in this folder")
+	c.Flags().BoolVar(&cfg.System, "system", false, "run the machine's daemon (as root)")
+	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "tasks running at once (default: the number of CPUs)")
+	c.Flags().DurationVar(&ioTimeout, "io-timeout", 0, "time a client has to send a request (default 5s for its headers, 30s in all)")
+	_ = c.Flags().MarkHidden("io-timeout")
+	c.AddCommand(newDaemonStopCmd())
+	return c
+}
+
+func newDaemonStopCmd() *cobra.Command {
+	var socket string
+	var kill bool
+	c := &cobra.Command{
+		Use:   "stop [--socket PATH] [--kill-tasks]",
+		Short: "Stop the daemon",
+		Long: `Stop the daemon (found as gpusched submit finds it) and wait until it has
+gone. Its running tasks keep running, supervised, and the next daemon on
+its state directory adopts them; with --kill-tasks they are stopped first
+(SIGTERM, then SIGKILL after the kill grace) and recorded cancelled.
+Pending tasks stay queued either way, for the next daemon.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			cl, err := dialAny(ctx, socket)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			pid, err := cl.Shutdown(ctx, kill)
+			if err != nil {
+				return fmt.Errorf("stop the daemon on %s: %w", cl.Socket(), err)
+			}
+			if err := waitGone(ctx, pid); err != nil {
+				return err
+			}
+			how := "its running tasks go on and the next daemon adopts them"
+			if kill {
+				how = "its running tasks were stopped"
+			}
+			fmt.Fprintf(c.ErrOrStderr(), "gpusched: daemon (pid %d) on %s stopped; %s\n", pid, cl.Socket(), how)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&socket, "socket", "", "the daemon's socket")
+	c.Flags().BoolVar(&kill, "kill-tasks", false, "stop the running tasks too")
+	return c
+}
+
+// dialAny connects to a daemon without checking its API version: stopping
+// works whatever version it speaks.
+func dialAny(ctx context.Context, socket string) (*client.Client, error) {
+	c, err := client.Dial(ctx, socket)
+	var ve *client.VersionError
+	if errors.As(err, &ve) {
+		return client.DialUnchecked(ve.Socket), nil
+	}
+	return c, daemonErrorOrNil(err)
+}
+
+// waitGone waits until the daemon's process, pid, has exited.
+func waitGone(ctx context.Context, pid int) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the daemon (pid %d) is still running after 2 minutes", pid)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}

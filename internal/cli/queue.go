@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched/client"
+	"github.com/gpusched/gpusched/internal/elide"
+)
+
+func newQueueCmd() *cobra.Command {
+	var o client.QueueOptions
+	var states string
+	var asJSON bool
+	var socket string
+	c := &cobra.Command{
+		Use:   "queue [--json] [--all] [--user U] [--state S]",
+		Short: "Show the daemon's tasks",
+		Long: `Show the daemon's tasks not finished yet (--all: every task), in submission
+order: id, owner, state (and why a pending one waits, when known), card,
+time (running for, or how long its last attempt took), and the command
+(your own tasks; others' show their run's name).
+
+--user U shows one user's tasks (a name or a uid); --state S (pending,
+running, complete, failed, blocked, cancelled; comma-separated) tasks in
+these states. --json prints {"tasks": [{"id", "run", "kind", "name",
+"owner", "uid", "state", "attempts", "exit_code", "gpu", "waiting",
+"error", "blocked_by", "submitted", "started", "ended", "command",
+"dir"}]}; exit_code and gpu are null when not known, waiting is "" when
+the reason is not known.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if states != "" {
+				o.States = strings.Split(states, ",")
+			}
+			cl, err := dialDaemon(c.Context(), socket)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if asJSON {
+				// The daemon's answer is the output: passed on as it comes.
+				out := bufio.NewWriterSize(c.OutOrStdout(), 256<<10)
+				if err := cl.QueueJSON(c.Context(), o, out); err != nil {
+					return refusal(fmt.Errorf("queue: %w", err))
+				}
+				return out.Flush()
+			}
+			tasks, err := cl.Queue(c.Context(), o)
+			if err != nil {
+				return refusal(fmt.Errorf("queue: %w", err))
+			}
+			writeQueue(c.OutOrStdout(), tasks, time.Now())
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&o.All, "all", false, "finished tasks too")
+	c.Flags().StringVar(&o.User, "user", "", "only this user's tasks")
+	c.Flags().StringVar(&states, "state", "", "only tasks in these states (comma-separated)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
+	c.Flags().StringVar(&socket, "socket", "", "the daemon's socket")
+	return c
+}
+
+// writeQueue prints the queue as a table.
+func writeQueue(w io.Writer, tasks []client.TaskInfo, now time.Time) {
+	if len(tasks) == 0 {
+		fmt.Fprintln(w, "no tasks")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tCARD\tTIME\tCOMMAND")
+	for _, t := range tasks {
+		state := t.State
+		if t.Waiting != "" {
+			state += ": " + t.Waiting
+		}
+		card := "-"
+		if t.GPU != nil {
+			card = strconv.Itoa(*t.GPU)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Owner, elide.Line(state, 40), card, taskTime(t, now), taskWhat(t))
+	}
+	tw.Flush()
+}
+
+// taskTime is how long a running task has run, or its last attempt took.
+func taskTime(t client.TaskInfo, now time.Time) string {
+	switch {
+	case t.Started == nil:
+		return "-"
+	case t.Ended == nil:
+		return clock(now.Sub(*t.Started))
+	}
+	return clock(t.Ended.Sub(*t.Started))
+}
+
+// taskWhat is the command, for its owner, else the run's name (in
+// parentheses).
+func taskWhat(t client.TaskInfo) string {
+	if len(t.Command) == 0 {
+		return "(" + elide.Line(t.Name, 60) + ")"
+	}
+	parts := make([]string, len(t.Command))
+	for i, a := range t.Command {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") {
+			a = strconv.Quote(a)
+		}
+		parts[i] = a
+	}
+	return elide.Line(strings.Join(parts, " "), 80)
+}

@@ -1,0 +1,185 @@
+package daemon
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/client"
+)
+
+// queue serves GET /v1/tasks: the tasks, in submission order, with who
+// owns them and where they stand. Query: all=1 (finished tasks too),
+// user=NAME|UID, state=S[,S...] (then finished ones too), id=ID
+// (repeated: only these tasks or runs).
+func (d *Daemon) queue(w http.ResponseWriter, r *http.Request, p peer) error {
+	q := r.URL.Query()
+	all := q.Get("all") == "1" || q.Get("all") == "true"
+	uid := -1
+	if u := q.Get("user"); u != "" {
+		n, ok := uidOf(u)
+		if !ok {
+			return errorf(http.StatusBadRequest, "no user %q", u)
+		}
+		uid = n
+	}
+	var states []string
+	if s := q.Get("state"); s != "" {
+		for _, name := range strings.Split(s, ",") {
+			var st gpusched.State
+			if err := st.UnmarshalText([]byte(name)); err != nil {
+				return errorf(http.StatusBadRequest, "state %q: one of pending, running, complete, failed, blocked, cancelled", name)
+			}
+			states = append(states, st.String())
+		}
+		all = true
+	}
+	var only map[string]bool
+	if ids := q["id"]; len(ids) > 0 {
+		ts, err := d.resolveAll(ids)
+		if err != nil {
+			return err
+		}
+		only = make(map[string]bool, len(ts))
+		for _, t := range ts {
+			only[t.id] = true
+		}
+		all = true
+	}
+	recs := d.liveRecords()
+	out := client.Queue{Tasks: []client.TaskInfo{}}
+	for _, rn := range d.runs.all() {
+		if uid >= 0 && rn.uid != uid {
+			continue
+		}
+		for i := range rn.tasks {
+			m := &rn.tasks[i]
+			id := qualify(rn.id, m.inner)
+			if only != nil && !only[id] {
+				continue
+			}
+			rec := d.record(recs, id)
+			if rec == nil {
+				continue // being submitted, or lost with a crash before it was
+			}
+			if !all && rec.State.Terminal() {
+				continue
+			}
+			if states != nil && !slices.Contains(states, rec.State.String()) {
+				continue
+			}
+			out.Tasks = append(out.Tasks, d.info(p, rn, m, rec, recs))
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := writeQueue(w, out.Tasks); err != nil {
+		d.log.Printf("queue: %v", err)
+	}
+	return nil
+}
+
+// liveRecords returns the scheduler's records by id.
+func (d *Daemon) liveRecords() map[string]*gpusched.Record {
+	list := d.sched.Records()
+	m := make(map[string]*gpusched.Record, len(list))
+	for i := range list {
+		m[list[i].ID] = &list[i]
+	}
+	return m
+}
+
+// record returns task id's record: the scheduler's, or the one kept from
+// before this daemon started; nil if neither has it.
+func (d *Daemon) record(recs map[string]*gpusched.Record, id string) *gpusched.Record {
+	if r := recs[id]; r != nil {
+		return r
+	}
+	if r, ok := d.tasks.stored[id]; ok {
+		return &r
+	}
+	return nil
+}
+
+// lookup returns task id's record, read alone.
+func (d *Daemon) lookup(id string) (gpusched.Record, bool) {
+	if r, ok := d.sched.Record(id); ok {
+		return r, true
+	}
+	r, ok := d.tasks.stored[id]
+	return r, ok
+}
+
+// info is a task as the queue shows it to p.
+func (d *Daemon) info(p peer, rn *run, m *taskMeta, rec *gpusched.Record, recs map[string]*gpusched.Record) client.TaskInfo {
+	t := client.TaskInfo{
+		ID: showID(rn, m.inner), Run: strconv.FormatInt(rn.id, 10), Kind: rn.kind, Name: rn.name, Owner: rn.user, UID: rn.uid,
+		State: rec.State.String(), Attempts: len(rec.Attempts), ExitCode: rec.ExitCode, Error: rec.Error, Submitted: rec.Submitted,
+	}
+	if rec.BlockedBy != "" {
+		t.BlockedBy = d.show(rec.BlockedBy)
+	}
+	if a := rec.LastAttempt(); a != nil {
+		t.GPU = a.GPU
+		start := a.Start
+		t.Started = &start
+		if a.Ended() {
+			end := a.End
+			t.Ended = &end
+		}
+	}
+	if rec.State == gpusched.StatePending {
+		t.Waiting = d.waitingReason(rec, m, recs)
+	}
+	if owns(p, rn) {
+		t.Command, t.Dir = m.command, m.dir
+	}
+	return t
+}
+
+// waitingReason says why a pending task waits, as far as the daemon can
+// tell: its retry delay, or a dependency not complete yet. The engine is
+// to say the rest (a slot, GPU memory, a card's cooldown): this is the
+// one place to plug its reason in, taken from the record.
+func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[string]*gpusched.Record) string {
+	if !rec.RetryAt.IsZero() {
+		return "retry at " + rec.RetryAt.Local().Format(time.TimeOnly)
+	}
+	for _, dep := range m.deps {
+		if r := d.record(recs, dep); r != nil && r.State != gpusched.StateComplete {
+			return "after " + d.show(dep)
+		}
+	}
+	return ""
+}
+
+// show is how the daemon prints the scheduler's task id.
+func (d *Daemon) show(id string) string {
+	runID, inner, ok := splitTaskID(id)
+	if !ok {
+		return id
+	}
+	if rn := d.runs.get(runID); rn != nil {
+		return showID(rn, inner)
+	}
+	return id
+}
+
+// listRuns serves GET /v1/runs.
+func (d *Daemon) listRuns(w http.ResponseWriter, _ *http.Request, p peer) error {
+	var out struct {
+		Runs []client.RunInfo `json:"runs"`
+	}
+	out.Runs = []client.RunInfo{}
+	for _, rn := range d.runs.all() {
+		ri := client.RunInfo{ID: strconv.FormatInt(rn.id, 10), Kind: rn.kind, Name: rn.name, Owner: rn.user, UID: rn.uid,
+			Created: rn.created, Tasks: len(rn.tasks)}
+		if owns(p, rn) {
+			ri.Dir = rn.dir
+		}
+		out.Runs = append(out.Runs, ri)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}

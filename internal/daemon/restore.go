@@ -1,0 +1,126 @@
+package daemon
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gpusched/gpusched"
+)
+
+// Restoring what an earlier daemon on the state directory left.
+//
+// The scheduler opens with every task of the state database stored, but
+// runs only what is submitted to it again. At start the daemon submits
+// again, in one batch and in their order, the tasks that had not
+// finished: a running one is claimed as it is (the scheduler adopted its
+// attempt, still running under its supervisor, or recorded how it ended
+// meanwhile), a pending one is queued again with its history. Their
+// dependencies on tasks that had completed are dropped, being met. The
+// finished tasks are not submitted again (a failed one would run again):
+// the daemon keeps their records (taskIndex.stored) to show and wait for,
+// and a new task after one of them is taken only if it completed.
+
+// taskIndex is what the daemon knows of tasks besides the scheduler.
+// Filled at start, then only read.
+type taskIndex struct {
+	// stored holds the tasks that had finished when the daemon started,
+	// by the scheduler's id.
+	stored map[string]gpusched.Record
+}
+
+// restore reads the state database, indexes every task under its run,
+// and submits the unfinished ones again.
+func (d *Daemon) restore() error {
+	d.tasks = &taskIndex{stored: map[string]gpusched.Record{}}
+	stored, err := d.sched.Stored()
+	if err != nil {
+		return err
+	}
+	// The runs' tasks as runs.db has them (inner ids, in order), and
+	// their definitions from the state database.
+	metas := map[string]*taskMeta{}
+	for _, r := range d.runs.all() {
+		for i := range r.tasks {
+			metas[qualify(r.id, r.tasks[i].inner)] = &r.tasks[i]
+		}
+	}
+	unfinished := map[string]bool{}
+	for _, st := range stored {
+		if !st.Record.State.Terminal() {
+			unfinished[st.Spec.ID] = true
+		}
+	}
+	var again []gpusched.TaskSpec
+	for _, st := range stored {
+		runID, inner, ok := splitTaskID(st.Spec.ID)
+		if !ok {
+			continue // not a daemon's task (a gpusched run on this folder?)
+		}
+		m := metas[st.Spec.ID]
+		if m == nil {
+			r := d.runs.adopt(runID, d.uid, d.userName(d.uid))
+			r.tasks = append(r.tasks, taskMeta{inner: inner})
+			m = &r.tasks[len(r.tasks)-1]
+			for i := range r.tasks { // the append may have moved them
+				metas[qualify(r.id, r.tasks[i].inner)] = &r.tasks[i]
+			}
+		}
+		m.command, m.dir, m.deps = argvOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
+		if st.Record.State.Terminal() {
+			d.tasks.stored[st.Spec.ID] = st.Record
+			continue
+		}
+		sp := st.Spec
+		sp.Dependencies = nil
+		for _, dep := range st.Spec.Dependencies {
+			if unfinished[dep] {
+				sp.Dependencies = append(sp.Dependencies, dep)
+			}
+		}
+		again = append(again, sp)
+	}
+	if len(again) == 0 {
+		return nil
+	}
+	if err := d.sched.SubmitMany(again); err != nil {
+		return fmt.Errorf("queue again the %d tasks an earlier daemon left unfinished: %w", len(again), err)
+	}
+	d.log.Printf("took up %d unfinished tasks an earlier daemon left", len(again))
+	return nil
+}
+
+// argvOf returns a command task's argv.
+func argvOf(payload any) []string {
+	switch p := payload.(type) {
+	case []string:
+		return p
+	case []any:
+		out := make([]string, 0, len(p))
+		for _, a := range p {
+			if s, ok := a.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// qualify is the scheduler's id of task inner of run id.
+func qualify(runID int64, inner string) string {
+	return strconv.FormatInt(runID, 10) + "/" + inner
+}
+
+// splitTaskID splits the scheduler's id of a daemon's task.
+func splitTaskID(id string) (runID int64, inner string, ok bool) {
+	r, inner, ok := strings.Cut(id, "/")
+	if !ok {
+		return 0, "", false
+	}
+	n, err := strconv.ParseInt(r, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, "", false
+	}
+	return n, inner, true
+}

@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/client"
+)
+
+// submit serves POST /v1/runs: a run made of the request's tasks.
+func (d *Daemon) submit(w http.ResponseWriter, r *http.Request, p peer) error {
+	var req client.RunRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := d.canRunFor(p); err != nil {
+		return err
+	}
+	if old := d.runs.withKey(p.uid, req.Key); old != nil {
+		return d.submitted(w, old)
+	}
+	nr, err := d.newRun(req, p)
+	if err != nil {
+		return err
+	}
+	nr.id = d.runs.reserve()
+	specs, err := d.specs(nr, req)
+	if err != nil {
+		return err
+	}
+	got, made, err := d.runs.save(nr)
+	if err != nil {
+		return err
+	}
+	if made {
+		if err := d.sched.SubmitManyContext(r.Context(), specs); err != nil {
+			if rerr := d.runs.remove(got); rerr != nil {
+				d.log.Printf("run %d: submit failed (%v), and it cannot be forgotten: %v", got.id, err, rerr)
+			}
+			return err
+		}
+	}
+	return d.submitted(w, got)
+}
+
+// submitted answers a submission with run r's ids.
+func (d *Daemon) submitted(w http.ResponseWriter, got *run) error {
+	out := client.Submitted{Run: strconv.FormatInt(got.id, 10), Tasks: make([]string, len(got.tasks))}
+	for i, t := range got.tasks {
+		out.Tasks[i] = showID(got, t.inner)
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+// canRunFor says whether the daemon can run tasks for p: as p. It runs
+// every task as its own user for now, so it takes tasks from its own
+// user alone (and from anyone in tests, runAsAnyone). Running them as
+// their owner is where phase B plugs in.
+func (d *Daemon) canRunFor(p peer) error {
+	if p.uid == d.uid || d.runAsAnyone {
+		return nil
+	}
+	return errorf(http.StatusForbidden, "this daemon runs tasks as %s and cannot run them as %s yet; start your own (gpusched daemon, or set GPUSCHED_SOCKET to it)",
+		d.userName(d.uid), d.userName(p.uid))
+}
+
+// newRun checks a request and makes its run, not yet numbered.
+func (d *Daemon) newRun(req client.RunRequest, p peer) (*run, error) {
+	switch req.Kind {
+	case client.KindCommand:
+		if len(req.Tasks) != 1 {
+			return nil, errorf(http.StatusBadRequest, "a command run has one task, not %d", len(req.Tasks))
+		}
+		if len(req.Tasks[0].Dependencies) > 0 {
+			return nil, errorf(http.StatusBadRequest, "a command run has no other task to depend on; use after")
+		}
+	case client.KindWorkflow:
+		if len(req.Tasks) == 0 {
+			return nil, errorf(http.StatusBadRequest, "a workflow run needs tasks")
+		}
+	default:
+		return nil, errorf(http.StatusBadRequest, "kind %q: a run is a %q or a %q", req.Kind, client.KindCommand, client.KindWorkflow)
+	}
+	if req.Dir != "" && !filepath.IsAbs(req.Dir) {
+		return nil, errorf(http.StatusBadRequest, "dir %q: give an absolute path", req.Dir)
+	}
+	if len(req.Key) > gpusched.MaxKeyLength {
+		return nil, errorf(http.StatusBadRequest, "key: at most %d bytes", gpusched.MaxKeyLength)
+	}
+	nr := &run{uid: p.uid, user: d.userName(p.uid), kind: req.Kind, name: oneLine(req.Name), created: time.Now(),
+		dir: req.Dir, key: req.Key, tasks: make([]taskMeta, len(req.Tasks))}
+	if len(nr.name) > 200 {
+		nr.name = nr.name[:200]
+	}
+	seen := map[string]bool{}
+	for i, t := range req.Tasks {
+		inner := t.ID
+		if req.Kind == client.KindCommand {
+			inner = CommandTask
+		}
+		if inner == "" {
+			return nil, errorf(http.StatusBadRequest, "task %d of the workflow has no id", i+1)
+		}
+		if seen[inner] {
+			return nil, errorf(http.StatusBadRequest, "task %q: listed twice", inner)
+		}
+		seen[inner] = true
+		dir := t.Dir
+		if dir == "" {
+			dir = req.Dir
+		} else if !filepath.IsAbs(dir) {
+			if req.Dir == "" {
+				return nil, errorf(http.StatusBadRequest, "task %q: dir %q is relative, and the run has no dir", inner, dir)
+			}
+			dir = filepath.Join(req.Dir, dir)
+		}
+		nr.tasks[i] = taskMeta{inner: inner, command: t.Command, dir: dir}
+	}
+	return nr, nil
+}
+
+// specs makes the scheduler's tasks of run nr, numbered now.
+func (d *Daemon) specs(nr *run, req client.RunRequest) ([]gpusched.TaskSpec, error) {
+	specs := make([]gpusched.TaskSpec, len(req.Tasks))
+	for i, t := range req.Tasks {
+		m := &nr.tasks[i]
+		sp := gpusched.TaskSpec{
+			ID: qualify(nr.id, m.inner), Payload: t.Command, Priority: t.Priority, Dir: m.dir,
+			Timeout: time.Duration(t.Timeout), RetryDelay: time.Duration(t.RetryDelay), RetryOnExitCodes: t.RetryOnExitCodes,
+			RetryOnTimeout: t.RetryOnTimeout, Artifacts: t.Artifacts, HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
+		}
+		if t.GPUMiB > 0 || t.Exclusive {
+			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: t.GPUMiB, Exclusive: t.Exclusive}
+		}
+		if t.Retries != nil {
+			sp.Retries = *t.Retries
+			if sp.Retries == 0 {
+				sp.Retries = gpusched.NoRetries
+			}
+		}
+		switch {
+		case req.Env != nil:
+			// The submitter's environment, exactly, then the task's own.
+			sp.CleanEnv = true
+			sp.Env = make(map[string]string, len(req.Env)+len(t.Env))
+			for k, v := range req.Env {
+				sp.Env[k] = v
+			}
+			for k, v := range t.Env {
+				sp.Env[k] = v
+			}
+		default:
+			sp.Env = t.Env
+		}
+		for _, dep := range t.Dependencies {
+			sp.Dependencies = append(sp.Dependencies, qualify(nr.id, dep))
+		}
+		after, err := d.after(t.After)
+		if err != nil {
+			return nil, err
+		}
+		sp.Dependencies = append(sp.Dependencies, after...)
+		m.deps = sp.Dependencies
+		specs[i] = sp
+	}
+	return specs, nil
+}
+
+// after resolves the daemon ids a task must come after to the
+// scheduler's tasks. A task that had finished before this daemon started
+// is met if it completed and refused otherwise (it will never complete).
+func (d *Daemon) after(ids []string) ([]string, error) {
+	var deps []string
+	for _, id := range ids {
+		ts, err := d.resolve(id)
+		if err != nil {
+			var he *httpError
+			if errors.As(err, &he) {
+				he.msg = "after " + he.msg
+			}
+			return nil, err
+		}
+		for _, t := range ts {
+			if rec, ok := d.tasks.stored[t.id]; ok {
+				if rec.State != gpusched.StateComplete {
+					return nil, errorf(http.StatusBadRequest, "after %s: task %s %s, so a task after it would never run", id, t.show, rec.State)
+				}
+				continue
+			}
+			deps = append(deps, t.id)
+		}
+	}
+	return deps, nil
+}
