@@ -121,6 +121,9 @@ type TaskInfo struct {
 	ExitCode  *int       `json:"exit_code"`
 	GPU       *int       `json:"gpu"`     // the card of its last attempt
 	Waiting   string     `json:"waiting"` // why a pending task waits, when known
+	// WaitingKind names the reason's kind: dependencies, slot, gpu-memory,
+	// card-reserved, card-unavailable, gpu-unknown, retry-delay, backoff.
+	WaitingKind string `json:"waiting_kind,omitempty"`
 	Error     string     `json:"error,omitempty"`
 	BlockedBy string     `json:"blocked_by,omitempty"`
 	Submitted time.Time  `json:"submitted"`

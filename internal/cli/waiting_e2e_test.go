@@ -44,28 +44,39 @@ func pollWaiting(t *testing.T, runDir string) (map[string]waitingJSON, bool) {
 func TestStatusShowsTheSchedulersReasons(t *testing.T) {
 	t.Parallel()
 	m := newFakeMachine(t, fakegpu.State{Cards: []fakegpu.Card{gpuCard(0, 40960)}})
-	// -j 3: flaky, hog and busy start; flaky fails at once, and its slot
-	// goes to queued1, decide passing waiter over (no room for it beside
-	// hog); queued2 finds no slot; after waits for hog.
+	// -j 3: hog and then gate start first (the CPU tasks need gate, so
+	// they find hog running however late the first GPU reading comes);
+	// then flaky and busy start; flaky fails at once, and its slot goes to
+	// queued1, decide passing waiter over (no room for it beside hog);
+	// queued2 finds no slot; after waits for hog.
 	wf, runDir := m.workflow(`
 scheduling:
   gpu_poll_interval: 100ms
 tasks:
+  - id: hog
+    priority: 2
+    resources: {device: cuda, memory_mib: 30000}
+    args: ` + m.job("--mem", "30000", "--duration", "1h") + `
+  - id: gate
+    priority: 1
+    resources: {device: cuda, memory_mib: 1}
+    args: [true]
   - id: flaky
+    dependencies: [gate]
     retries: 1
     retry_delay: 1h
     args: ` + sh("exit 3") + `
-  - id: hog
-    resources: {device: cuda, memory_mib: 30000}
-    args: ` + m.job("--mem", "30000", "--duration", "1h") + `
   - id: busy
+    dependencies: [gate]
     args: ` + sh("sleep 3600") + `
   - id: waiter
     resources: {device: cuda, memory_mib: 20000}
     args: ` + m.job("--mem", "20000", "--duration", "100ms") + `
   - id: queued1
+    dependencies: [gate]
     args: ` + sh("sleep 3600") + `
   - id: queued2
+    dependencies: [gate]
     args: [true]
   - id: after
     dependencies: [hog]
@@ -79,6 +90,11 @@ tasks:
 		"after":   {"dependencies", "waiting for hog"},
 	}
 	var got map[string]waitingJSON
+	defer func() {
+		if t.Failed() {
+			t.Logf("status said: %+v", got)
+		}
+	}()
 	waitFor(t, 20*time.Second, "every task to wait for its reason", func() bool {
 		if run.exited() {
 			t.Fatalf("the run ended:\n%s%s", run.out.String(), run.errb.String())
@@ -88,7 +104,7 @@ tasks:
 			return false
 		}
 		for id, w := range want {
-			if got[id].WaitingKind != w.kind {
+			if got[id].WaitingKind != w.kind || !strings.Contains(got[id].Waiting, w.text) {
 				return false
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	gpusched "github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/client"
 )
 
@@ -443,5 +444,44 @@ func TestEventsStream(t *testing.T) {
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Status != http.StatusGone {
 		t.Errorf("events after 99: %v, want 410", err)
+	}
+}
+
+// The queue says why a waiting task waits as the engine decided it (a free
+// slot here), and a task after another as the daemon names it.
+func TestQueueSaysTheEnginesReason(t *testing.T) {
+	d := newTestDaemon(t, Config{Scheduling: gpusched.Scheduling{MaxParallelTasks: 1}})
+	ctx := context.Background()
+	long, err := d.client.Submit(ctx, cmd("sleep", "60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.Submit(ctx, cmd("true")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.client.Submit(ctx, client.Command{Args: []string{"true"}, After: []string{long.Run}, Dir: "/"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{"2": {"slot", "waiting for a free slot"}, "3": {"dependencies", "after 1"}}
+	var q []client.TaskInfo
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if q, err = d.client.Queue(ctx, client.QueueOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		ok := len(q) == 3
+		for _, ti := range q {
+			if w, in := want[ti.ID]; in && (ti.WaitingKind != w[0] || ti.Waiting != w[1]) {
+				ok = false
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue: %+v; want 2 waiting for a slot, 3 after 1", q)
+		}
+	}
+	if q[0].ID != "1" || q[0].State != "running" || q[0].Waiting != "" || q[0].WaitingKind != "" {
+		t.Errorf("task 1: %+v; want running, not waiting", q[0])
 	}
 }

@@ -252,7 +252,9 @@ func TestCommandLineRoundTrip(t *testing.T) {
 	}
 
 	// Cancel a running task; its dependent is blocked.
-	out, _, _ = w.gs(t, "/", nil, "submit", "--name", "long", "--", "sleep", "60")
+	if out, _, _ = w.gs(t, "/", nil, "submit", "--name", "long", "--", "sleep", "60"); out != "4\n" {
+		t.Fatalf("submit sleep 60: %q, want 4", out)
+	}
 	w.gs(t, "/", nil, "submit", "--after", "4", "--", "true")
 	c := w.client(t)
 	waitState(t, c, "4", "running")

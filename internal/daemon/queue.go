@@ -131,7 +131,7 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, rec *gpusched.Record, recs m
 		}
 	}
 	if rec.State == gpusched.StatePending {
-		t.Waiting = d.waitingReason(rec, m, recs)
+		t.Waiting, t.WaitingKind = d.waitingReason(rec, m, recs)
 	}
 	if owns(p, rn) {
 		t.Command, t.Dir = m.command, m.dir
@@ -139,20 +139,32 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, rec *gpusched.Record, recs m
 	return t
 }
 
-// waitingReason says why a pending task waits, as far as the daemon can
-// tell: its retry delay, or a dependency not complete yet. The engine is
-// to say the rest (a slot, GPU memory, a card's cooldown): this is the
-// one place to plug its reason in, taken from the record.
-func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[string]*gpusched.Record) string {
-	if !rec.RetryAt.IsZero() {
-		return "retry at " + rec.RetryAt.Local().Format(time.TimeOnly)
-	}
-	for _, dep := range m.deps {
-		if r := d.record(recs, dep); r != nil && r.State != gpusched.StateComplete {
-			return "after " + d.show(dep)
+// waitingReason says why a pending task waits, and the kind of reason: the
+// engine's reason, with the names of unfinished dependencies as the
+// daemon shows them (RUN/TASK, or a command run's number). A task the
+// engine has not looked at yet waits for what the daemon can tell: its
+// retry delay, or a dependency not complete yet.
+func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[string]*gpusched.Record) (string, string) {
+	w := rec.Waiting
+	switch w.Kind {
+	case gpusched.NotWaiting, gpusched.WaitDependencies:
+		if !rec.RetryAt.IsZero() {
+			return "retry at " + rec.RetryAt.Local().Format(time.TimeOnly), gpusched.WaitRetryDelay.String()
 		}
+		var after []string
+		for _, dep := range m.deps {
+			if r := d.record(recs, dep); r != nil && r.State != gpusched.StateComplete {
+				after = append(after, d.show(dep))
+			}
+		}
+		if len(after) > 0 {
+			return "after " + strings.Join(after, ", "), gpusched.WaitDependencies.String()
+		}
+		return "", ""
+	case gpusched.WaitSlot, gpusched.WaitGPUMemory, gpusched.WaitCardReserved, gpusched.WaitCardUnavailable,
+		gpusched.WaitGPUUnknown, gpusched.WaitRetryDelay, gpusched.WaitBackoff:
 	}
-	return ""
+	return w.String(), w.Kind.String()
 }
 
 // show is how the daemon prints the scheduler's task id.

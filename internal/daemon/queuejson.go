@@ -60,6 +60,10 @@ func appendTaskInfo(b []byte, t *client.TaskInfo) []byte {
 	b = appendIntPtr(b, t.GPU)
 	b = append(b, `,"waiting":`...)
 	b = appendString(b, t.Waiting)
+	if t.WaitingKind != "" {
+		b = append(b, `,"waiting_kind":`...)
+		b = appendString(b, t.WaitingKind)
+	}
 	if t.Error != "" {
 		b = append(b, `,"error":`...)
 		b = appendString(b, t.Error)

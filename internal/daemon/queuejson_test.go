@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -18,9 +19,15 @@ func TestQueueJSONIsEncodingJSONs(t *testing.T) {
 	tasks := []client.TaskInfo{
 		{},
 		{ID: "12", Run: "12", Kind: "command", Name: "sh", Owner: "alice", UID: 1000, State: "pending", Submitted: plain},
-		{ID: "13/train", Run: "13", Kind: "workflow", Name: tricky, Owner: tricky, UID: 0, State: "failed", Attempts: 2,
-			ExitCode: &code, GPU: &card, Waiting: tricky, Error: tricky, BlockedBy: "13/prep", Submitted: at, Started: &at, Ended: &plain,
+		{ID: "13/train", Run: "13", Kind: "workflow", Name: tricky, Owner: tricky, UID: 1001, State: "failed", Attempts: 2,
+			ExitCode: &code, GPU: &card, Waiting: tricky, WaitingKind: "gpu-memory", Error: tricky, BlockedBy: "13/prep", Submitted: at, Started: &at, Ended: &plain,
 			Command: []string{"python", tricky, ""}, Dir: "/home/a b"},
+	}
+	full := reflect.ValueOf(tasks[2])
+	for i := range full.NumField() {
+		if full.Field(i).IsZero() {
+			t.Errorf("the test leaves TaskInfo.%s unset: set it, and write it in queuejson.go", full.Type().Field(i).Name)
+		}
 	}
 	for _, tasks := range [][]client.TaskInfo{{}, tasks} {
 		want, err := json.Marshal(client.Queue{Tasks: tasks})
