@@ -75,6 +75,12 @@ type TaskSpec struct {
 	// runs a task with its submitter's environment so. It is part of the
 	// task's definition: changing it makes a completed task run again.
 	CleanEnv bool `json:"clean_env,omitempty"`
+	// Owner is the Unix user the task belongs to, by decimal uid ("1000"):
+	// its attempts run as that user (the scheduler must run as root to run
+	// them as another), and fair share between users counts its use against
+	// that user. Empty: the scheduler's own user. It is part of the task's
+	// definition. A daemon sets it to the submitter's uid.
+	Owner string `json:"owner,omitempty"`
 }
 
 // ResourceRequest is what a task needs to start: its device, for a CUDA

@@ -116,6 +116,11 @@ type Spec struct {
 	// A daemon gives a task its submitter's environment so. It is part of
 	// the definition.
 	CleanEnv bool `json:"clean_env,omitempty"`
+	// Owner is the Unix user the task belongs to, by decimal uid: its
+	// attempts run as that user (a scheduler running as root switches to
+	// it), and fair share counts its use against that user. Empty: the
+	// scheduler's own user. It is part of the definition.
+	Owner string `json:"owner,omitempty"`
 }
 
 // ArtifactPath returns artifact a's path, resolved against the task's Dir.
@@ -137,10 +142,11 @@ type definition struct {
 	Artifacts     []string          `json:"artifacts"`
 	HashArtifacts bool              `json:"hash_artifacts"`
 	CleanEnv      bool              `json:"clean_env"`
+	Owner         string            `json:"owner,omitempty"`
 }
 
 func (s *Spec) definition() definition {
-	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources, s.Artifacts, s.HashArtifacts, s.CleanEnv}
+	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources, s.Artifacts, s.HashArtifacts, s.CleanEnv, s.Owner}
 }
 
 // Fingerprint is a digest of the task's definition: kind, payload, env,
@@ -187,6 +193,10 @@ func (s *Spec) Fingerprint() string {
 		// before the field existed stay as they were.
 		str("clean_env")
 	}
+	if s.Owner != "" {
+		str("owner")
+		str(s.Owner)
+	}
 	sum := sha256.Sum256(buf)
 	return hex.EncodeToString(sum[:16])
 }
@@ -222,6 +232,7 @@ func (s *Spec) Changed(old *Spec) []string {
 	field("artifacts", a.Artifacts, b.Artifacts)
 	field("hash_artifacts", a.HashArtifacts, b.HashArtifacts)
 	field("clean_env", a.CleanEnv, b.CleanEnv)
+	field("owner", a.Owner, b.Owner)
 	return out
 }
 

@@ -142,6 +142,7 @@ func TestFingerprint(t *testing.T) {
 		func(s *Spec) { s.HashArtifacts = true },
 		func(s *Spec) { s.Payload = map[string]any{"args": []string{"python3", "train.py"}} },
 		func(s *Spec) { s.CleanEnv = true },
+		func(s *Spec) { s.Owner = "1000" },
 	}
 	seen := map[string]int{fp: -1}
 	for i, change := range changes {

@@ -369,7 +369,7 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
 		Executor:  t.Executor, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
-		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, CleanEnv: t.CleanEnv,
+		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
 }
 
