@@ -110,27 +110,27 @@ type Submitted struct {
 // TaskInfo is a task as the queue shows it. Command and Dir are given to
 // the task's owner and root only.
 type TaskInfo struct {
-	ID        string     `json:"id"`   // "12" for a command run, "13/train" for a workflow's task
-	Run       string     `json:"run"`  // "12"
-	Kind      string     `json:"kind"` // the run's kind
-	Name      string     `json:"name"` // the run's name, or the workflow task's id
-	Owner     string     `json:"owner"`
-	UID       int        `json:"uid"`
-	State     string     `json:"state"` // pending, running, complete, failed, blocked, cancelled
-	Attempts  int        `json:"attempts"`
-	ExitCode  *int       `json:"exit_code"`
-	GPU       *int       `json:"gpu"`     // the card of its last attempt
-	Waiting   string     `json:"waiting"` // why a pending task waits, when known
+	ID       string `json:"id"`   // "12" for a command run, "13/train" for a workflow's task
+	Run      string `json:"run"`  // "12"
+	Kind     string `json:"kind"` // the run's kind
+	Name     string `json:"name"` // the run's name, or the workflow task's id
+	Owner    string `json:"owner"`
+	UID      int    `json:"uid"`
+	State    string `json:"state"` // pending, running, complete, failed, blocked, cancelled
+	Attempts int    `json:"attempts"`
+	ExitCode *int   `json:"exit_code"`
+	GPU      *int   `json:"gpu"`     // the card of its last attempt
+	Waiting  string `json:"waiting"` // why a pending task waits, when known
 	// WaitingKind names the reason's kind: dependencies, slot, gpu-memory,
 	// card-reserved, card-unavailable, gpu-unknown, retry-delay, backoff.
-	WaitingKind string `json:"waiting_kind,omitempty"`
-	Error     string     `json:"error,omitempty"`
-	BlockedBy string     `json:"blocked_by,omitempty"`
-	Submitted time.Time  `json:"submitted"`
-	Started   *time.Time `json:"started,omitempty"` // the last attempt's start
-	Ended     *time.Time `json:"ended,omitempty"`   // the last attempt's end
-	Command   []string   `json:"command,omitempty"`
-	Dir       string     `json:"dir,omitempty"`
+	WaitingKind string     `json:"waiting_kind,omitempty"`
+	Error       string     `json:"error,omitempty"`
+	BlockedBy   string     `json:"blocked_by,omitempty"`
+	Submitted   time.Time  `json:"submitted"`
+	Started     *time.Time `json:"started,omitempty"` // the last attempt's start
+	Ended       *time.Time `json:"ended,omitempty"`   // the last attempt's end
+	Command     []string   `json:"command,omitempty"`
+	Dir         string     `json:"dir,omitempty"`
 }
 
 // Finished reports whether nothing more happens to the task.
