@@ -143,7 +143,7 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 
 // Every waiting kind is public under the same name, and says the same.
 func TestEveryWaitKindIsPublic(t *testing.T) {
-	for k := task.NotWaiting; k <= task.WaitBackoff; k++ {
+	for k := task.NotWaiting; k <= task.WaitUserCap; k++ {
 		w := task.WaitReason{Kind: k, Detail: "d", Until: time.Unix(100, 0)}
 		p := publicWait(w)
 		if p.Kind.String() != k.String() || p.String() != w.Text(time.Time{}) {
@@ -154,8 +154,8 @@ func TestEveryWaitKindIsPublic(t *testing.T) {
 			t.Errorf("kind %q reads back as %v, %v", k, back, err)
 		}
 	}
-	if s := task.WaitKind(task.WaitBackoff + 1).String(); s != "wait(9)" {
-		t.Errorf("there is a waiting kind after WaitBackoff (%s): make it public in task.go", s)
+	if s := task.WaitKind(task.WaitUserCap + 1).String(); s != "wait(11)" {
+		t.Errorf("there is a waiting kind after WaitUserCap (%s): make it public in task.go", s)
 	}
 }
 

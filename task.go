@@ -287,6 +287,12 @@ const (
 	// not charged to its retries; it backs off until Until. Detail is the
 	// attempt's error.
 	WaitBackoff = WaitKind(task.WaitBackoff)
+	// WaitPaused: it was paused (a daemon's pause) and starts only once
+	// resumed.
+	WaitPaused = WaitKind(task.WaitPaused)
+	// WaitUserCap: its owner is at a per-user cap (running tasks or GPU
+	// memory); Detail says which.
+	WaitUserCap = WaitKind(task.WaitUserCap)
 )
 
 // String returns the kind's name, e.g. "gpu-memory"; "" for NotWaiting.

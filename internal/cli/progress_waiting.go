@@ -70,6 +70,8 @@ var waitLabels = [...]string{
 	task.WaitGPUUnknown:      "for the GPU state",
 	task.WaitRetryDelay:      "for a retry",
 	task.WaitBackoff:         "backing off",
+	task.WaitPaused:          "paused",
+	task.WaitUserCap:         "at a per-user cap",
 }
 
 // waitBreakdown says how many tasks wait for what, in the kinds' order:

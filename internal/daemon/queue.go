@@ -162,7 +162,7 @@ func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[strin
 		}
 		return "", ""
 	case gpusched.WaitSlot, gpusched.WaitGPUMemory, gpusched.WaitCardReserved, gpusched.WaitCardUnavailable,
-		gpusched.WaitGPUUnknown, gpusched.WaitRetryDelay, gpusched.WaitBackoff:
+		gpusched.WaitGPUUnknown, gpusched.WaitRetryDelay, gpusched.WaitBackoff, gpusched.WaitPaused, gpusched.WaitUserCap:
 	}
 	return w.String(), w.Kind.String()
 }

@@ -8,8 +8,7 @@ import (
 
 // WaitKind says why a pending task has not started, as the scheduler's
 // loop decided. Kinds persist as the stable lowercase strings returned by
-// String; never renumber or rename them, only append (the next one planned
-// is "paused").
+// String; never renumber or rename them, only append.
 type WaitKind uint8
 
 // The kinds of waiting. NotWaiting is the zero value: the task is not
@@ -42,6 +41,12 @@ const (
 	// not charged to its retries, and it backs off until Until; the detail
 	// is the attempt's error.
 	WaitBackoff
+	// WaitPaused: someone paused it (a daemon's pause); it starts only once
+	// resumed. The detail may say who paused it.
+	WaitPaused
+	// WaitUserCap: its owner already has as many tasks running, or as much
+	// GPU memory charged, as a per-user cap allows; the detail says which.
+	WaitUserCap
 )
 
 var waitNames = [...]string{
@@ -54,6 +59,8 @@ var waitNames = [...]string{
 	WaitGPUUnknown:      "gpu-unknown",
 	WaitRetryDelay:      "retry-delay",
 	WaitBackoff:         "backoff",
+	WaitPaused:          "paused",
+	WaitUserCap:         "user-cap",
 }
 
 // String returns the kind's persisted name, e.g. "gpu-memory"; "" for
@@ -128,6 +135,10 @@ func (w WaitReason) Text(now time.Time) string {
 		return cmp.Or(w.Detail, "waiting for a card to come back from its cooldown or quarantine")
 	case WaitGPUUnknown:
 		return "GPU state unknown: " + w.Detail
+	case WaitPaused:
+		return cmp.Or(w.Detail, "paused")
+	case WaitUserCap:
+		return cmp.Or(w.Detail, "its owner is at a per-user cap")
 	case WaitRetryDelay, WaitBackoff:
 		s := "retry at " + w.Until.Format(time.TimeOnly)
 		if !now.IsZero() && w.Until.After(now) {
