@@ -195,6 +195,10 @@ func argvPayload(kind string, p any) any {
 	return args
 }
 
+// EventsPending returns how many completion events (handlers'
+// OnComplete and OnFailure) are recorded and not delivered yet.
+func (s *Scheduler) EventsPending() int { return s.engine.EventsPending() }
+
 // Cards returns the GPUs as the scheduler's admission sees them now, and
 // whether it knows them: it reads the cards only while GPU tasks wait or
 // run, so a scheduler that has run none may know nothing (use ReadGPUs).

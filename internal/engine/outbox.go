@@ -159,6 +159,21 @@ func (e *Engine) outboxHoldsRun() bool {
 	return len(e.outbox) > 0 && e.cfg.Deliver != nil && (e.delivering || e.outbox[0].triesNow < maxTriesBeforeRunEnds)
 }
 
+// EventsPending returns how many completion events are recorded and not
+// delivered yet (the outbox's length); 0 once the engine is closed.
+func (e *Engine) EventsPending() int {
+	reply := make(chan int, 1)
+	if !e.send(eventsPendingEvent{reply}) {
+		return 0
+	}
+	n, _ := await(e, reply)
+	return n
+}
+
+type eventsPendingEvent struct{ reply chan int }
+
+func (ev eventsPendingEvent) apply(e *Engine) { ev.reply <- len(e.outbox) }
+
 // stopDeliveries cancels an event in flight; it is delivered again later.
 func (e *Engine) stopDeliveries() {
 	if e.cancelDeliver != nil {

@@ -93,6 +93,9 @@ func TestEventWrittenWithTheCompletion(t *testing.T) {
 		if rows[0].State != task.Complete || len(evs) != 1 || !evs[0].Acked.IsZero() {
 			t.Fatalf("while delivering: task %s, events %+v", rows[0].State, evs)
 		}
+		if n := h.EventsPending(); n != 1 {
+			t.Errorf("while delivering: EventsPending = %d, want 1", n)
+		}
 		// The scheduler stops before the handler returns: the event stays
 		// pending, to be delivered by the next scheduler.
 		h.Close()
@@ -108,6 +111,9 @@ func TestEventWrittenWithTheCompletion(t *testing.T) {
 		h2.run(t)
 		if want := []string{"a#1", "b#2"}; !slices.Equal(d2.got, want) {
 			t.Errorf("after restart, deliveries = %v, want %v (the old event first)", d2.got, want)
+		}
+		if n := h2.EventsPending(); n != 0 {
+			t.Errorf("after both were delivered: EventsPending = %d, want 0", n)
 		}
 	})
 }
