@@ -36,7 +36,10 @@ activation) is used instead of --socket.
 
 One daemon per state directory: a second refuses at once, naming the
 first's PID. A socket left by a daemon that died is removed; one that
-answers is never taken over. Nothing listens on TCP.
+answers is never taken over. The metrics (Prometheus text format) are at
+GET /v1/metrics on the socket; --metrics-listen 127.0.0.1:PORT serves them
+at /metrics on TCP too, for a scraper that cannot read a unix socket, and
+nothing else. Without it nothing listens on TCP.
 
 SIGINT, SIGTERM and SIGHUP stop the daemon but not its running tasks:
 they run on under their supervisor and the next daemon on the state
@@ -69,6 +72,7 @@ Pending tasks stay queued either way.`,
 	c.Flags().StringVar(&cfg.Socket, "socket", "", "listen on this unix socket")
 	c.Flags().StringVar(&cfg.StateDir, "state-dir", "", "keep state, runs and logs in this folder")
 	c.Flags().BoolVar(&cfg.System, "system", false, "run the machine's daemon (as root)")
+	c.Flags().StringVar(&cfg.MetricsListen, "metrics-listen", "", "also serve the metrics at /metrics on this TCP address (host:port); off by default")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "tasks running at once (default: the number of CPUs)")
 	c.Flags().DurationVar(&ioTimeout, "io-timeout", 0, "time a client has to send a request (default 5s for its headers, 30s in all)")
 	_ = c.Flags().MarkHidden("io-timeout")

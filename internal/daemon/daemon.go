@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/metrics"
 )
 
 // API versions this daemon serves (client.APIVersion is the client's).
@@ -50,6 +51,11 @@ type Config struct {
 	Listener *net.UnixListener
 	// Options are passed to gpusched.New (a GPU probe, an executor).
 	Options []gpusched.Option
+	// MetricsListen, if set, is a TCP address (host:port, "127.0.0.1:9400")
+	// where GET /metrics serves the metrics, and nothing else, to anyone
+	// who can connect; the socket serves them at GET /v1/metrics either
+	// way. Empty: no TCP listener.
+	MetricsListen string
 }
 
 // Timeouts bound the parts of a request. Streams (wait, logs -f,
@@ -83,6 +89,10 @@ type Daemon struct {
 	sched   *gpusched.Scheduler
 	runs    *runs
 	tasks   *taskIndex
+	// metrics counts events and reads gauges (metrics.go); metricsLn is
+	// the TCP listener for them, nil unless Config.MetricsListen.
+	metrics   *metrics.Metrics
+	metricsLn net.Listener
 	// lock holds the state directory (LockFile) while the daemon lives;
 	// referenced so that the garbage collector never closes it.
 	lock *os.File
@@ -189,6 +199,11 @@ func start(cfg Config) (*Daemon, *socket, error) {
 		d.runs.close()
 		return failSock(err)
 	}
+	if err := d.startMetrics(); err != nil {
+		d.sched.Close()
+		d.runs.close()
+		return failSock(err)
+	}
 	d.lock = lock // held until the process exits
 	return d, sock, nil
 }
@@ -214,6 +229,7 @@ func (d *Daemon) serve(ctx context.Context, sock *socket) error {
 	go func() { served <- d.sched.Serve(serveCtx) }()
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(sock.ln) }()
+	go d.serveMetrics()
 	d.log.Printf("pid %d serving %s (state %s, API %d-%d)", os.Getpid(), sock.path, d.cfg.StateDir, APIMin, APIMax)
 
 	var kill bool
