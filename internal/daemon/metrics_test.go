@@ -188,6 +188,15 @@ func TestMetricsOverTheSocketAndTCP(t *testing.T) {
 	if names(tcp) != names(f) {
 		t.Errorf("TCP serves %s; the socket %s", names(tcp), names(f))
 	}
+	doc, err := os.ReadFile("../../docs/daemon.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range strings.Fields(names(f)) {
+		if !strings.Contains(string(doc), "| `"+n+"` |") {
+			t.Errorf("docs/daemon.md does not list %s in its table of metrics", n)
+		}
+	}
 	for _, path := range []string{"/v1/tasks", "/v1/metrics", "/v1/version", "/"} {
 		resp, err := http.Get(base + path)
 		if err != nil {
