@@ -113,7 +113,11 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 	fctx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
 	fw := newDaemonFollower(cl, tasks)
-	go fw.events(fctx)
+	stream, err := fw.subscribe(fctx)
+	if err != nil {
+		return fmt.Errorf("follow the daemon's events: %w", daemonError(err))
+	}
+	go fw.events(fctx, stream)
 
 	start := time.Now()
 	sub, err := cl.SubmitWorkflow(ctx, client.Workflow{Name: workflowName(arg), Dir: dir, Env: environMap(), Tasks: tasks})
@@ -183,6 +187,13 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 			continue
 		}
 		break
+	}
+	if res.err == nil {
+		ids := make([]string, len(res.tasks))
+		for i, t := range res.tasks {
+			ids[i] = t.ID
+		}
+		fw.drain(ids, 2*time.Second)
 	}
 	stopFollow()
 	display.stop()

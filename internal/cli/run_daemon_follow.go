@@ -32,36 +32,74 @@ type daemonFollower struct {
 	display runDisplay
 	early   []client.Event // before follow
 	starts  map[string]time.Time
+	ended   map[string]bool // the tasks whose end the display had
+	changed chan struct{}   // a task ended (buffered: one is enough)
 }
 
 func newDaemonFollower(cl *client.Client, tasks []client.Task) *daemonFollower {
-	f := &daemonFollower{cl: cl, gpuMiB: map[string]int64{}, starts: map[string]time.Time{}}
+	f := &daemonFollower{cl: cl, gpuMiB: map[string]int64{}, starts: map[string]time.Time{}, ended: map[string]bool{},
+		changed: make(chan struct{}, 1)}
 	for _, t := range tasks {
 		f.gpuMiB[t.ID] = t.GPUMiB
 	}
 	return f
 }
 
-// events reads the daemon's events until ctx is done, dialling again
-// (backing off from 100 ms to 2 s) when the daemon goes away.
-func (f *daemonFollower) events(ctx context.Context) {
+// subscribe opens the daemon's event stream: what the daemon commits
+// from now on comes to events.
+func (f *daemonFollower) subscribe(ctx context.Context) (*client.EventStream, error) {
+	return f.cl.Subscribe(ctx, 0)
+}
+
+// events reads s, then, when the daemon goes away, subscribes again
+// (backing off from 100 ms to 2 s) and goes on, until ctx is done. The
+// events committed while no stream was open are not seen: the run's end
+// comes from Wait all the same.
+func (f *daemonFollower) events(ctx context.Context, s *client.EventStream) {
 	backoff := 100 * time.Millisecond
 	for {
-		err := f.cl.Events(ctx, 0, func(ev client.Event) bool {
-			backoff = 100 * time.Millisecond
-			f.take(ev)
-			return true
-		})
+		if s != nil {
+			_ = s.Each(func(ev client.Event) bool {
+				backoff = 100 * time.Millisecond
+				f.take(ev)
+				return true
+			})
+			s.Close()
+			s = nil
+		}
 		if ctx.Err() != nil {
 			return
 		}
-		_ = err // gone, or going: ask again; the run's end comes from Wait
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
 			return
 		}
 		backoff = min(2*backoff, 2*time.Second)
+		s, _ = f.subscribe(ctx)
+	}
+}
+
+// drain waits until the display has had the end of every task of ids
+// (their events may come after Wait's answer), or for at most limit (the
+// events of a time the daemon was away never come).
+func (f *daemonFollower) drain(ids []string, limit time.Duration) {
+	deadline := time.After(limit)
+	for {
+		f.mu.Lock()
+		all := true
+		for _, id := range ids {
+			all = all && f.ended[id]
+		}
+		f.mu.Unlock()
+		if all {
+			return
+		}
+		select {
+		case <-f.changed:
+		case <-deadline:
+			return
+		}
 	}
 }
 
@@ -126,6 +164,14 @@ func (f *daemonFollower) pass(ev client.Event) {
 		out.Attempt = a
 	}
 	f.display.observe(out)
+	switch kind {
+	case gpusched.EventComplete, gpusched.EventFailed, gpusched.EventBlocked, gpusched.EventCancelled:
+		f.ended[ev.Task] = true
+		select {
+		case f.changed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // The daemon's event kinds (their names, as EventKind.String gives them)
