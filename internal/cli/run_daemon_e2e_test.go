@@ -289,4 +289,3 @@ func TestRunDaemonSIGINT(t *testing.T) {
 		t.Errorf("the summary does not count the cancelled task:\n%s", r.stdout)
 	}
 }
-
