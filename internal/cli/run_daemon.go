@@ -174,11 +174,12 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 	}()
 	var cancelErr chan error
 	var res waited
+	first := sig.first // nil once acted on
 	for {
 		select {
 		case res = <-ended:
-		case <-sig.first:
-			sig.first = nil
+		case <-first:
+			first = nil
 			cancelErr = make(chan error, 1)
 			go func() {
 				_, err := cl.Cancel(context.WithoutCancel(ctx), run)
@@ -239,7 +240,7 @@ func workflowName(arg string) string {
 // daemonInterrupts catches the stop signals of a run through the daemon.
 type daemonInterrupts struct {
 	sigs  chan os.Signal
-	first chan struct{} // closed by the first signal; read by the run's goroutine only
+	first chan struct{} // closed by the first signal
 	done  chan struct{}
 	exit  func(int)
 
