@@ -165,3 +165,44 @@ func TestLogs(t *testing.T) {
 		t.Errorf("Logs: %q %q %v", out.String(), state, err)
 	}
 }
+
+// Subscribe returns once the daemon has answered the subscription (its
+// headers), before any event: what is committed after it returns comes on
+// the stream. A refusal is an *Error.
+func TestSubscribe(t *testing.T) {
+	release := make(chan struct{})
+	path := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v1/version":
+			version(w)
+			return
+		case r.URL.Query().Get("from") == "9":
+			w.WriteHeader(http.StatusGone)
+			w.Write([]byte(`{"error":"events after 9: gone"}`))
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-release // an event committed after the subscriber is told it is subscribed
+		json.NewEncoder(w).Encode(Event{Seq: 1, Kind: "started", Task: "3/a"})
+	})
+	c, err := Dial(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Subscribe(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	close(release)
+	var got []Event
+	err = s.Each(func(ev Event) bool { got = append(got, ev); return false })
+	if err != nil || len(got) != 1 || got[0].Task != "3/a" {
+		t.Errorf("Each: %v, %v", got, err)
+	}
+	var ce *Error
+	if _, err := c.Subscribe(context.Background(), 9); !errors.As(err, &ce) || ce.Status != http.StatusGone {
+		t.Errorf("Subscribe from a forgotten event: %v", err)
+	}
+}

@@ -165,18 +165,46 @@ func (c *Client) Logs(ctx context.Context, id string, o LogOptions, w io.Writer)
 // done (GET /v1/events). A user who is not root sees the events of their
 // own tasks, and those of the GPUs.
 func (c *Client) Events(ctx context.Context, from uint64, f func(Event) bool) error {
+	s, err := c.Subscribe(ctx, from)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Each(f)
+}
+
+// EventStream is an open GET /v1/events.
+type EventStream struct {
+	ctx  context.Context // the one it was opened with
+	body io.ReadCloser
+}
+
+// Subscribe opens GET /v1/events (see Events) and returns once the daemon
+// has subscribed: every event it commits from then on is on the stream,
+// so that a caller can subscribe, then submit, and miss nothing of its
+// run. Read it with Each; Close it when done.
+func (c *Client) Subscribe(ctx context.Context, from uint64) (*EventStream, error) {
 	q := url.Values{}
 	if from > 0 {
 		q.Set("from", strconv.FormatUint(from, 10))
 	}
 	resp, err := c.send(ctx, http.MethodGet, "/v1/events", q, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer resp.Body.Close()
-	err = lines(resp.Body, f)
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
+	return &EventStream{ctx: ctx, body: resp.Body}, nil
+}
+
+// Each calls f with each event of the stream until f returns false, the
+// stream ends (the daemon went away: an error) or the context it was
+// opened with is done.
+func (s *EventStream) Each(f func(Event) bool) error {
+	err := lines(s.body, f)
+	if s.ctx.Err() != nil {
+		return context.Cause(s.ctx)
 	}
 	return err
 }
+
+// Close closes the stream.
+func (s *EventStream) Close() error { return s.body.Close() }

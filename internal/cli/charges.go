@@ -11,6 +11,13 @@ import (
 // chargeInterval is how often the live display reads GPU charges back.
 const chargeInterval = time.Second
 
+// chargeSource gives the live display the GPU memory charged to each
+// running task, by task id; read returns the last reading between two.
+type chargeSource interface {
+	read(now time.Time) map[string]int64
+	close()
+}
+
 // chargeReader reads back, at most every chargeInterval, the GPU memory
 // charged to each running task: the scheduler saves its view of the cards
 // in the state database, where "gpusched gpus" reads it too.

@@ -113,6 +113,8 @@ type plainDisplay struct {
 	// they block get no line each (the summary counts them). Touched by
 	// observe only, on the scheduler's loop.
 	cancelled map[string]bool
+	// line formats an event; nil: eventLine.
+	line func(gpusched.Event) string
 }
 
 func newPlainDisplay(w, stderr io.Writer) *plainDisplay {
@@ -131,7 +133,11 @@ func (p *plainDisplay) observe(ev gpusched.Event) {
 		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown,
 		gpusched.EventAdopted:
 	}
-	if line := eventLine(ev); line != "" {
+	format := eventLine
+	if p.line != nil {
+		format = p.line
+	}
+	if line := format(ev); line != "" {
 		p.q.add(line + "\n")
 	}
 }

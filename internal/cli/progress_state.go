@@ -30,6 +30,8 @@ type progressState struct {
 	// gpuUnknown is why the GPUs cannot be read, while they cannot (GPU
 	// tasks wait).
 	gpuUnknown string
+	// line formats an event as a line above the display; nil: eventLine.
+	line func(gpusched.Event) string
 }
 
 type runningTask struct {
@@ -102,7 +104,11 @@ func (s *progressState) apply(ev gpusched.Event) {
 	case gpusched.EventRetrying, gpusched.EventFailed, gpusched.EventCancelled,
 		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown,
 		gpusched.EventAdopted:
-		s.addLine(eventLine(ev))
+		if s.line != nil {
+			s.addLine(s.line(ev))
+		} else {
+			s.addLine(eventLine(ev))
+		}
 	case gpusched.EventStarted, gpusched.EventComplete, gpusched.EventBlocked:
 	}
 }

@@ -67,6 +67,11 @@ type liveDisplay struct {
 	// ticks, when set (tests), says when to take a frame instead of a
 	// ticker of frameInterval.
 	ticks <-chan time.Time
+	// charges and waits, when set before begin (a run through the daemon),
+	// read the GPU charges and the waiting reasons in place of the run
+	// directory's state database. Used by drive's goroutine only.
+	charges chargeSource
+	waits   waitSource
 
 	prog    *tea.Program
 	stopReq chan struct{}
@@ -119,9 +124,14 @@ func (d *liveDisplay) begin(records []gpusched.Record) {
 // drive sends the program a frame every frameInterval until stop.
 func (d *liveDisplay) drive(ran <-chan struct{}) {
 	defer close(d.done)
-	charges := &chargeReader{runDir: d.runDir}
+	charges, waits := d.charges, d.waits
+	if charges == nil {
+		charges = &chargeReader{runDir: d.runDir}
+	}
 	defer charges.close()
-	waits := &waitReader{runDir: d.runDir}
+	if waits == nil {
+		waits = &waitReader{runDir: d.runDir}
+	}
 	defer waits.close()
 	ticks := d.ticks
 	if ticks == nil {
@@ -154,7 +164,7 @@ func (d *liveDisplay) drive(ran <-chan struct{}) {
 	}
 }
 
-func (d *liveDisplay) frame(charges *chargeReader, waits *waitReader) {
+func (d *liveDisplay) frame(charges chargeSource, waits waitSource) {
 	now := time.Now()
 	d.mu.Lock()
 	f := d.st.frame(now, d.start)

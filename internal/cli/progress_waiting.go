@@ -22,6 +22,12 @@ import (
 // twentieth of a core for it.
 const waitInterval = time.Second
 
+// waitSource gives the live display the count of waiting tasks by reason.
+type waitSource interface {
+	read(now time.Time) map[task.WaitKind]int
+	close()
+}
+
 // waitReader counts the waiting tasks by reason, at most every
 // waitInterval.
 type waitReader struct {

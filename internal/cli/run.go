@@ -25,8 +25,9 @@ func newRunCmd() *cobra.Command {
 	var dryRun bool
 	var out runOutput
 	var executor string
+	var route routeFlags
 	c := &cobra.Command{
-		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--executor NAME] [--no-progress] [--events FILE]",
+		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--executor NAME] [--no-progress] [--events FILE] [--daemon | --local] [--socket PATH]",
 		Short: "Run a workflow's tasks to the end",
 		Long: `Run the tasks of WORKFLOW (a YAML file) until every one has completed,
 failed, or been blocked by a failed dependency.
@@ -75,6 +76,21 @@ and records them cancelled; tasks not started stay for the next run. A
 second one kills the running tasks at once (SIGKILL). One while the
 workflow is still loading starts nothing. Either way the run exits 1.
 
+Through a daemon: --daemon (or --socket PATH) submits the workflow to the
+daemon as one run (as "gpusched submit WORKFLOW" does, starting your own
+daemon when none answers), says its id on stderr, and follows it with the
+same display and summary, ending with the same exit codes. Ctrl-C there
+cancels the run's tasks on the daemon (a second exits at once). When
+$GPUSCHED_SOCKET is set, or the system daemon's socket exists and
+answers, run goes through that daemon by default, and says so on stderr:
+people sharing a machine share one GPU ledger. --local runs in this
+process all the same (with a warning when a daemon answers: GPU budgets
+are not shared with its tasks). Through a daemon, the daemon keeps the
+run's state and decides how many tasks run at once: --run-dir and
+--events are refused, -j and the workflow's scheduling settings are
+ignored with a warning; each run is a new run (nothing is kept from an
+earlier one).
+
 Exit codes: 0 every task completed; 1 a task failed, was blocked or was
 cancelled, or the run was interrupted; 2 the workflow or the command line
 is invalid (nothing ran).`,
@@ -89,6 +105,19 @@ is invalid (nothing ran).`,
 			}
 			if c.Flags().Changed("jobs") && jobs < 1 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
+			}
+			rt, err := chooseRoute(c.Context(), route)
+			if err != nil {
+				return err
+			}
+			if rt.daemon {
+				return runThroughDaemon(c, args[0], opts, daemonRunFlags{route: rt, jobsSet: c.Flags().Changed("jobs"), noProgress: out.noProgress})
+			}
+			if rt.announce != "" {
+				fmt.Fprintln(c.ErrOrStderr(), rt.announce)
+			}
+			if route.local {
+				warnLocal(c.Context(), c.ErrOrStderr())
 			}
 			// The signals first: one that comes while a big workflow
 			// loads must stop it before anything starts.
@@ -152,6 +181,9 @@ is invalid (nothing ran).`,
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would run and why (as \"gpusched plan\"); run nothing")
 	c.Flags().BoolVar(&out.noProgress, "no-progress", false, "no live display on a terminal: one timestamped line per change")
 	c.Flags().StringVar(&out.events, "events", "", "write one JSON object per event to FILE (\"-\": stdout; the human output goes to stderr)")
+	c.Flags().BoolVar(&route.daemon, "daemon", false, "submit the workflow to the daemon as a run and follow it")
+	c.Flags().BoolVar(&route.local, "local", false, "run in this process even when $GPUSCHED_SOCKET or the system daemon's socket names a daemon")
+	c.Flags().StringVar(&route.socket, "socket", "", "the daemon's socket (implies --daemon)")
 	return c
 }
 

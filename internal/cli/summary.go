@@ -158,12 +158,19 @@ func logTail(path string, n int) ([]string, error) {
 	if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
+	return tailLines(buf, from > 0, n), nil
+}
+
+// tailLines returns the last n lines of text, each cut at 300 characters
+// and made printable; cut says text is the end of something longer (its
+// first line is then partial, and dropped).
+func tailLines(buf []byte, cut bool, n int) []string {
 	text := strings.TrimRight(string(buf), "\n")
 	if text == "" {
-		return nil, nil
+		return nil
 	}
 	lines := strings.Split(text, "\n")
-	if from > 0 && len(lines) > 1 {
+	if cut && len(lines) > 1 {
 		lines = lines[1:] // the first one is cut
 	}
 	if len(lines) > n {
@@ -176,7 +183,7 @@ func logTail(path string, n int) ([]string, error) {
 		}
 		lines[i] = l
 	}
-	return lines, nil
+	return lines
 }
 
 func round(d time.Duration) time.Duration {
