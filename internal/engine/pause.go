@@ -114,8 +114,7 @@ func (ev controlEvent) apply(e *Engine) {
 	for _, id := range ev.ids {
 		n := e.node(id)
 		if n == nil {
-			ev.reply <- controlResult{err: fmt.Errorf("%s: %w", controlVerbs[ev.op],
-				&task.Error{TaskID: id, Reason: "no such task in the scheduler", Kind: task.ErrUnknownTask})}
+			ev.reply <- controlResult{err: &task.Error{TaskID: id, Reason: "no such task to " + controlVerbs[ev.op], Kind: task.ErrUnknownTask}}
 			return
 		}
 		nodes = append(nodes, n)
@@ -256,8 +255,8 @@ func (e *Engine) retry(nodes []*node) ([]string, error) {
 		switch n.rec.State {
 		case task.Failed, task.Cancelled, task.Blocked:
 		case task.Pending, task.Running, task.Complete:
-			return nil, fmt.Errorf("retry: %w", &task.Error{TaskID: n.spec.ID, Kind: ErrNotRetryable,
-				Reason: "is " + n.rec.State.String() + ": only a failed, cancelled or blocked task can be retried"})
+			return nil, &task.Error{TaskID: n.spec.ID, Kind: ErrNotRetryable,
+				Reason: "is " + n.rec.State.String() + ": only a failed, cancelled or blocked task can be retried"}
 		}
 		if !in[n] {
 			in[n] = true
@@ -278,8 +277,8 @@ func (e *Engine) retry(nodes []*node) ([]string, error) {
 			switch d.rec.State {
 			case task.Failed, task.Cancelled, task.Blocked:
 				if !in[d] {
-					return nil, fmt.Errorf("retry: %w", &task.Error{TaskID: n.spec.ID, Kind: ErrNotRetryable,
-						Reason: fmt.Sprintf("depends on %q, which is %s: retry that too", d.spec.ID, d.rec.State)})
+					return nil, &task.Error{TaskID: n.spec.ID, Kind: ErrNotRetryable,
+						Reason: fmt.Sprintf("depends on %q, which is %s: retry that too", d.spec.ID, d.rec.State)}
 				}
 			case task.Pending, task.Running, task.Complete:
 			}
