@@ -256,7 +256,7 @@ func (e *Engine) retry(nodes []*node) ([]string, error) {
 		case task.Failed, task.Cancelled, task.Blocked:
 		case task.Pending, task.Running, task.Complete:
 			return nil, &task.Error{TaskID: n.spec.ID, Kind: ErrNotRetryable,
-				Reason: "is " + n.rec.State.String() + ": only a failed, cancelled or blocked task can be retried"}
+				Reason: "it is " + n.rec.State.String() + "; only a failed, cancelled or blocked task can be retried"}
 		}
 		if !in[n] {
 			in[n] = true
@@ -278,7 +278,7 @@ func (e *Engine) retry(nodes []*node) ([]string, error) {
 			case task.Failed, task.Cancelled, task.Blocked:
 				if !in[d] {
 					return nil, &task.Error{TaskID: n.spec.ID, Kind: ErrNotRetryable,
-						Reason: fmt.Sprintf("depends on %q, which is %s: retry that too", d.spec.ID, d.rec.State)}
+						Reason: fmt.Sprintf("it depends on %s, which is %s; retry that too", d.spec.ID, d.rec.State)}
 				}
 			case task.Pending, task.Running, task.Complete:
 			}
