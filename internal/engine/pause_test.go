@@ -2,10 +2,14 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"testing/synctest"
 
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -157,6 +161,61 @@ func TestPauseSurvivesReopen(t *testing.T) {
 		h2.Resume([]string{"a"})
 		if recs = h2.run(t); recs["a"].State != task.Complete {
 			t.Errorf("a after resume = %s", recs["a"].State)
+		}
+	})
+}
+
+// signalRunner is a fakeRunner that can signal attempts: it notes each
+// signal with the attempt's PID.
+type signalRunner struct {
+	*fakeRunner
+	sent []string // "pid:SIGNAL", guarded by fakeRunner.mu
+}
+
+func (s *signalRunner) Signal(h executor.Handle, sig syscall.Signal) error {
+	p, err := local.DecodeHandle(h)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sent = append(s.sent, fmt.Sprintf("%d:%s", p.PID, executor.SignalName(sig)))
+	s.mu.Unlock()
+	return nil
+}
+
+// Pause with stop signals the running attempt's handle, Resume continues
+// it; a pending task paused with stop gets no signal.
+func TestPauseStopSignalsTheRunningAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &signalRunner{fakeRunner: &fakeRunner{}}
+		h := newHarness(t, Config{MaxParallel: 1, Runner: r}, nil)
+		defer h.Close()
+		r.script["a"] = []step{{block: true}}
+		release := make(chan struct{})
+		r.hook = func(req AttemptRequest) {
+			if req.Spec.ID != "a" {
+				return
+			}
+			got, err := h.Pause([]string{"a", "b"}, true)
+			if err != nil || !slices.Equal(got, []string{"a", "b"}) {
+				t.Errorf("Pause --stop = %v, %v", got, err)
+			}
+			if got, err := h.Resume([]string{"a"}); err != nil || !slices.Equal(got, []string{"a"}) {
+				t.Errorf("Resume = %v, %v", got, err)
+			}
+			close(release)
+		}
+		h.mustSubmit(t, spec("a"), spec("b"))
+		go func() { <-release; h.Cancel("a") }()
+		recs := h.run(t)
+		r.mu.Lock()
+		sent := slices.Clone(r.sent)
+		r.mu.Unlock()
+		if want := []string{"40001:SIGSTOP", "40001:SIGCONT"}; !slices.Equal(sent, want) {
+			t.Errorf("signals sent %v, want %v", sent, want)
+		}
+		if b := recs["b"]; b.State != task.Pending || b.Waiting.Kind != task.WaitPaused {
+			t.Errorf("b = %s waiting %v, want pending, paused", b.State, b.Waiting)
 		}
 	})
 }
