@@ -40,7 +40,7 @@ func publicSpec(sp *task.Spec) *TaskSpec {
 // publicRecord converts a record; its slices are its own.
 func publicRecord(r task.Record) Record {
 	out := Record{ID: r.ID, State: State(r.State), ExitCode: r.ExitCode, Error: r.Error, BlockedBy: r.BlockedBy,
-		Submitted: r.Submitted, RetryAt: r.RetryAt, Rerun: r.Rerun, Waiting: publicWait(r.Waiting)}
+		Submitted: r.Submitted, RetryAt: r.RetryAt, Rerun: r.Rerun, Waiting: publicWait(r.Waiting), Paused: r.Paused}
 	out.Attempts = make([]Attempt, len(r.Attempts))
 	for i, a := range r.Attempts {
 		out.Attempts[i] = Attempt(a)

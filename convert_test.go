@@ -116,7 +116,7 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 	in := task.Record{ID: "train", State: task.Failed, ExitCode: &code, Error: "exit code 3", BlockedBy: "prep",
 		Submitted: t0, RetryAt: t0.Add(time.Minute), Rerun: "definition changed: args",
 		Artifacts: []task.Artifact{{Path: "out/model.pt", Size: 7, ModTime: t0, SHA256: "ab"}},
-		Waiting:   task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: t0.Add(time.Minute)},
+		Waiting:   task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: t0.Add(time.Minute)}, Paused: true,
 		Attempts: []task.Attempt{{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: &code, Signal: "SIGKILL", TimedOut: true,
 			Cancelled: true, Interrupted: true, NotCharged: true, Adopted: true, EndReason: "exited", Error: "e", LogPath: "l", PID: 9,
 			GPU: &card, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0}}}

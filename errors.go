@@ -23,6 +23,10 @@ var (
 	ErrRunDirLocked      = errors.New("run directory in use")
 	ErrClosed            = engine.ErrClosed  // the scheduler was closed
 	ErrRunning           = engine.ErrRunning // Run while another Run is in progress
+	// ErrNotRetryable: Retry named a task that is pending, running or
+	// complete, or one that depends on a failed, cancelled or blocked task
+	// not retried with it (a *TaskError says which).
+	ErrNotRetryable = engine.ErrNotRetryable
 
 	// ErrStateDamaged: New found the run directory's state database
 	// damaged (SQLite's quick_check failed); nothing was written to it.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/artifact"
@@ -104,6 +105,18 @@ func (r runner) Recover(orphans []engine.Orphan) []executor.Recovery {
 	}
 	return out
 }
+
+// Signal sends sig to a running attempt through the executor that made
+// its handle, when that executor can (executor.Signaler).
+func (r runner) Signal(h executor.Handle, sig syscall.Signal) error {
+	sg, ok := r.s.executors[h.Executor].(executor.Signaler)
+	if !ok {
+		return fmt.Errorf("executor %q cannot signal its attempts", h.Executor)
+	}
+	return sg.Signal(h, sig)
+}
+
+var _ engine.Signaler = runner{}
 
 // Finish judges an attempt's result: its kind's handler, its artifacts,
 // and, for a GPU task that failed, whether it ran out of GPU memory.

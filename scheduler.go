@@ -169,6 +169,43 @@ func (s *Scheduler) Run(ctx context.Context) ([]Record, error) {
 // nothing. An unknown id is an ErrUnknownTask error.
 func (s *Scheduler) Cancel(id string) error { return publicError(s.engine.Cancel(id)) }
 
+// Pause pauses the tasks ids names: a pending one does not start until
+// resumed (its waiting reason is WaitPaused), a running one runs on and
+// does not start again until resumed. With stop, the process group of
+// each running attempt among them is sent SIGSTOP (Resume sends SIGCONT);
+// its timeout, if it has one, keeps counting meanwhile. Paused is saved
+// with the task, so a scheduler opened after a crash keeps it paused.
+// Finished tasks are left as they are. Pause returns the tasks it paused
+// or stopped, once that is committed; an unknown id is an ErrUnknownTask
+// error, before anything is paused. An error stopping a process comes
+// with the ids, everything else done.
+func (s *Scheduler) Pause(ids []string, stop bool) ([]string, error) {
+	done, err := s.engine.Pause(ids, stop)
+	return done, publicError(err)
+}
+
+// Resume resumes the paused tasks ids names: a pending one may start
+// again, and a running one's process group is sent SIGCONT (in case Pause
+// stopped it). Tasks not paused are left as they are. It returns the
+// tasks it resumed, once that is committed; an unknown id is an
+// ErrUnknownTask error.
+func (s *Scheduler) Resume(ids []string) ([]string, error) {
+	done, err := s.engine.Resume(ids)
+	return done, publicError(err)
+}
+
+// Retry makes each failed, cancelled or blocked task ids names pending
+// again, its retries renewed, and with it every task it blocked, directly
+// or not. All or nothing: a task pending, running or complete, or one that
+// depends on a failed, cancelled or blocked task not retried with it, is
+// an ErrNotRetryable *TaskError, an unknown id an ErrUnknownTask one, and
+// nothing changes. It returns every task made pending, the named ones
+// first, once that is committed.
+func (s *Scheduler) Retry(ids []string) ([]string, error) {
+	done, err := s.engine.Retry(ids)
+	return done, publicError(err)
+}
+
 // StopNow stops every running attempt at once with SIGKILL, skipping
 // KillGrace, and ends the Run in progress as a cancelled context would
 // (tasks not started stay pending). It is for a second Ctrl-C: the first

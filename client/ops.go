@@ -125,6 +125,40 @@ func (c *Client) Cancel(ctx context.Context, ids ...string) ([]string, error) {
 	return out.Cancelled, err
 }
 
+// Pause pauses tasks and runs by id (POST /v1/pause); no id: every task
+// of the caller's (root: every task). With stop, running ones are stopped
+// too (SIGSTOP). It returns the tasks it paused or stopped.
+func (c *Client) Pause(ctx context.Context, stop bool, ids ...string) ([]string, error) {
+	out := Paused{}
+	err := c.do(ctx, http.MethodPost, "/v1/pause", nil, PauseRequest{IDs: orEmpty(ids), Stop: stop}, &out)
+	return out.Paused, err
+}
+
+// Resume resumes paused tasks and runs by id (POST /v1/resume); no id:
+// every paused task of the caller's (root: every one). It returns the
+// tasks it resumed.
+func (c *Client) Resume(ctx context.Context, ids ...string) ([]string, error) {
+	out := Resumed{}
+	err := c.do(ctx, http.MethodPost, "/v1/resume", nil, ResumeRequest{IDs: orEmpty(ids)}, &out)
+	return out.Resumed, err
+}
+
+// Retry runs failed, cancelled or blocked tasks again (POST /v1/retry),
+// with the tasks they blocked; a run's id stands for those of its tasks.
+// It returns every task made pending again.
+func (c *Client) Retry(ctx context.Context, ids ...string) ([]string, error) {
+	out := Retried{}
+	err := c.do(ctx, http.MethodPost, "/v1/retry", nil, RetryRequest{IDs: ids}, &out)
+	return out.Retried, err
+}
+
+func orEmpty(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
+}
+
 // GPUs returns the daemon's view of the cards (GET /v1/gpus).
 func (c *Client) GPUs(ctx context.Context) (GPUs, error) {
 	var g GPUs

@@ -122,15 +122,20 @@ type TaskInfo struct {
 	GPU      *int   `json:"gpu"`     // the card of its last attempt
 	Waiting  string `json:"waiting"` // why a pending task waits, when known
 	// WaitingKind names the reason's kind: dependencies, slot, gpu-memory,
-	// card-reserved, card-unavailable, gpu-unknown, retry-delay, backoff.
-	WaitingKind string     `json:"waiting_kind,omitempty"`
-	Error       string     `json:"error,omitempty"`
-	BlockedBy   string     `json:"blocked_by,omitempty"`
-	Submitted   time.Time  `json:"submitted"`
-	Started     *time.Time `json:"started,omitempty"` // the last attempt's start
-	Ended       *time.Time `json:"ended,omitempty"`   // the last attempt's end
-	Command     []string   `json:"command,omitempty"`
-	Dir         string     `json:"dir,omitempty"`
+	// card-reserved, card-unavailable, gpu-unknown, retry-delay, backoff,
+	// paused.
+	WaitingKind string `json:"waiting_kind,omitempty"`
+	// Paused: the task was paused (gpusched pause) and not resumed: a
+	// pending one does not start, a running one runs on (stopped, with
+	// pause --stop) and does not start again.
+	Paused    bool       `json:"paused,omitempty"`
+	Error     string     `json:"error,omitempty"`
+	BlockedBy string     `json:"blocked_by,omitempty"`
+	Submitted time.Time  `json:"submitted"`
+	Started   *time.Time `json:"started,omitempty"` // the last attempt's start
+	Ended     *time.Time `json:"ended,omitempty"`   // the last attempt's end
+	Command   []string   `json:"command,omitempty"`
+	Dir       string     `json:"dir,omitempty"`
 }
 
 // Finished reports whether nothing more happens to the task.
@@ -177,6 +182,41 @@ type (
 	}
 	WaitRequest struct {
 		IDs []string `json:"ids"`
+	}
+)
+
+// PauseRequest is the body of POST /v1/pause: tasks or runs by id (none:
+// every task of the caller's, every task for root); Stop also stops the
+// running ones (SIGSTOP to their process groups).
+type PauseRequest struct {
+	IDs  []string `json:"ids"`
+	Stop bool     `json:"stop,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/resume (no ids: every paused task
+// of the caller's, every one for root), and RetryRequest that of POST
+// /v1/retry (ids required).
+type (
+	ResumeRequest struct {
+		IDs []string `json:"ids"`
+	}
+	RetryRequest struct {
+		IDs []string `json:"ids"`
+	}
+)
+
+// Paused is the answer to a pause: the tasks it paused (or stopped);
+// Resumed to a resume: the tasks it resumed; Retried to a retry: every
+// task made pending again, the named ones and those they had blocked.
+type (
+	Paused struct {
+		Paused []string `json:"paused"`
+	}
+	Resumed struct {
+		Resumed []string `json:"resumed"`
+	}
+	Retried struct {
+		Retried []string `json:"retried"`
 	}
 )
 

@@ -80,7 +80,7 @@ workflow or the command line is invalid, and nothing ran.`,
 	})
 	root.AddCommand(newRunCmd(), newValidateCmd(), newStatusCmd(), newLogsCmd(), newGPUsCmd(), newPlanCmd())
 	root.AddCommand(newReportCmd())
-	root.AddCommand(newDaemonCmd(), newSubmitCmd(), newQueueCmd(), newCancelCmd(), newWaitCmd())
+	root.AddCommand(newDaemonCmd(), newSubmitCmd(), newQueueCmd(), newCancelCmd(), newPauseCmd(), newResumeCmd(), newRetryCmd(), newWaitCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root
 }

@@ -517,11 +517,18 @@ func TestOtherUserOverTheSocket(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &q); err != nil || code != 0 || len(q.Tasks) != 1 || q.Tasks[0].Owner != "root" || q.Tasks[0].Command != nil {
 			t.Errorf("nobody's queue of the system daemon: %q %d: want root's task, without its command", out, code)
 		}
-		for _, args := range [][]string{{"cancel", "1"}, {"logs", "1"}} {
+		for _, args := range [][]string{{"cancel", "1"}, {"logs", "1"}, {"pause", "1"}, {"pause", "--stop", "1"}, {"resume", "1"}, {"retry", "1"}} {
 			_, errOut, code := asNobody(append(args, "--socket", sock)...)
 			if code != 1 || !strings.Contains(errOut, "task 1 belongs to root: only they and root may") {
 				t.Errorf("nobody %v: %q %d", args, errOut, code)
 			}
+		}
+		// Without ids, pause is of nobody's own tasks: none.
+		if out, errOut, code := asNobody("pause", "--socket", sock); out != "" || code != 0 {
+			t.Errorf("nobody pauses all of theirs: %q %q %d, want nothing paused", out, errOut, code)
+		}
+		if q, err := c.Queue(context.Background(), client.QueueOptions{IDs: []string{"1"}}); err != nil || len(q) != 1 || q[0].Paused {
+			t.Errorf("root's task after nobody's pauses: %+v, %v; want not paused", q, err)
 		}
 		_, errOut, code = asNobody("submit", "--socket", sock, "--", "true")
 		if code != 1 || !strings.Contains(errOut, "cannot run them as") {

@@ -133,6 +133,7 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, rec *gpusched.Record, recs m
 	if rec.State == gpusched.StatePending {
 		t.Waiting, t.WaitingKind = d.waitingReason(rec, m, recs)
 	}
+	t.Paused = rec.Paused
 	if owns(p, rn) {
 		t.Command, t.Dir = m.command, m.dir
 	}

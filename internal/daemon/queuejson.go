@@ -64,6 +64,9 @@ func appendTaskInfo(b []byte, t *client.TaskInfo) []byte {
 		b = append(b, `,"waiting_kind":`...)
 		b = appendString(b, t.WaitingKind)
 	}
+	if t.Paused {
+		b = append(b, `,"paused":true`...)
+	}
 	if t.Error != "" {
 		b = append(b, `,"error":`...)
 		b = appendString(b, t.Error)

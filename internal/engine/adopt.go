@@ -112,7 +112,7 @@ func (e *Engine) interrupt(r *store.Row, why string) {
 	}
 	r.State = task.Pending
 	e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: r.ID, Seq: r.Seq, Kind: r.Kind, State: task.Pending,
-		ExitCode: r.ExitCode, Error: "interrupted", GPURequestMiB: r.GPURequestMiB})
+		ExitCode: r.ExitCode, Error: "interrupted", GPURequestMiB: r.GPURequestMiB, Paused: r.Paused})
 }
 
 // adopt makes a node of task r, whose last attempt is recovered (running

@@ -216,6 +216,7 @@ func (ev submitEvent) apply(e *Engine) {
 			// Copies: the loop owns the node, Earlier's callers the row.
 			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clone(p.Attempts), maps.Clone(p.Handles), p.ExitCode
 			n.rec.Artifacts = slices.Clone(p.Artifacts)
+			n.rec.Paused = p.Paused && !p.State.Terminal() // paused before a restart: still paused
 			if p.GPURequestMiB > n.need.MiB && s.Resources.GPU() {
 				n.need.MiB = p.GPURequestMiB // it ran out of memory before
 			}
@@ -338,6 +339,9 @@ func (e *Engine) admit(n *node) {
 		} else {
 			n.rec.Waiting = task.WaitReason{Kind: task.WaitDependencies} // its detail is written from its dependencies
 		}
+		if n.rec.Paused {
+			n.rec.Waiting = task.WaitReason{Kind: task.WaitPaused}
+		}
 	}
 	e.writeTask(n)
 }
@@ -364,6 +368,7 @@ func (ev cancelEvent) apply(e *Engine) {
 	case task.Running:
 		n.cancelled, n.userCancelled = true, true
 		n.cancel(ErrCancelled)
+		e.continueStopped(n) // a stopped attempt handles its SIGTERM
 		// The exit event records the cancellation, then answers.
 		n.cancelReplies = append(n.cancelReplies, ev.reply)
 	case task.Pending:

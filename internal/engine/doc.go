@@ -48,6 +48,15 @@
 // go to the store with the tasks' rows, in the turn's commit (wait.go says
 // how details are throttled); Waiting and Records answer in process.
 //
+// # Pause, resume, retry
+//
+// Pause keeps tasks out of the ready queue (decide never sees them; they
+// wait with WaitPaused), saved with their rows so that a reopened engine
+// keeps them so; with stop, running attempts get SIGSTOP through the
+// Runner, if it is a Signaler, and Resume sends SIGCONT. Retry makes
+// failed, cancelled or blocked tasks pending again with what they blocked
+// (pause.go).
+//
 // With Config.Retire, finished tasks leave memory once their end is
 // committed and their completion event delivered; later submissions,
 // Cancel and Wait find them in the store, so a long-lived engine's heap

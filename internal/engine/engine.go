@@ -239,6 +239,7 @@ type node struct {
 	inDelayed     bool // in e.delayed, until rec.RetryAt
 	cancelled     bool // a cancellation was requested while running
 	userCancelled bool // by Cancel, not because the run stops: dependents are blocked
+	stopped       bool // its running attempt was sent SIGSTOP by Pause, and no SIGCONT since
 	claimed       bool // while being submitted: an adopted node this batch takes over
 	// adopted: its attempt outlived the scheduler that started it, and no
 	// submission has claimed the task yet (it is in Engine.adopted).
@@ -667,6 +668,7 @@ func (ev exitEvent) apply(e *Engine) {
 	e.running--
 	n.cancel(nil)
 	n.cancel = nil
+	n.stopped = false
 	a := &n.rec.Attempts[ev.number-1]
 	a.End = e.cfg.Now()
 	if !out.End.IsZero() {
@@ -908,8 +910,13 @@ func (n *node) record() task.Record {
 	return r
 }
 
-// makeReady queues a pending task whose dependencies are all complete.
+// makeReady queues a pending task whose dependencies are all complete. A
+// paused one is not queued: it waits paused until resumed (pause.go).
 func (e *Engine) makeReady(n *node) {
+	if n.rec.Paused {
+		e.setWait(n, task.WaitReason{Kind: task.WaitPaused})
+		return
+	}
 	if !n.inReady {
 		e.ready.ReplaceOrInsert(n)
 		n.inReady = true
@@ -976,6 +983,9 @@ func (e *Engine) writeTask(n *node) {
 	if n.rec.State != task.Pending && n.rec.Waiting.Waiting() {
 		e.forgetWait(n)
 	}
+	if n.rec.State.Terminal() {
+		n.rec.Paused = false // finished: nothing left to hold back
+	}
 	var grown int64
 	if n.need.MiB != n.spec.Resources.MemoryMiB {
 		grown = n.need.MiB
@@ -984,6 +994,7 @@ func (e *Engine) writeTask(n *node) {
 		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
 		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun, RetryAt: n.rec.RetryAt,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
+		Paused: n.rec.Paused,
 	}
 	if n.rec.Waiting.Waiting() {
 		wr := n.waitReason()

@@ -204,6 +204,10 @@ func newHarness(t *testing.T, cfg Config, st *store.Memory) *harness {
 		}
 		h.runner = r
 	}
+	var runner Runner = h.runner
+	if r, ok := cfg.Runner.(*signalRunner); ok { // one that can signal attempts
+		r.store, r.script, h.runner, runner = st, map[string][]step{}, r.fakeRunner, r
+	}
 	if cfg.MaxParallel == 0 {
 		cfg.MaxParallel = 2
 	}
@@ -212,7 +216,7 @@ func newHarness(t *testing.T, cfg Config, st *store.Memory) *harness {
 		// tests script attempts in an order that delays would change.
 		cfg.DefaultRetryDelay = -1
 	}
-	cfg.Store, cfg.Runner, cfg.LogDir = keepOpen{st}, h.runner, "/logs"
+	cfg.Store, cfg.Runner, cfg.LogDir = keepOpen{st}, runner, "/logs"
 	cfg.Observer = func(ev Event) { h.events = append(h.events, ev) }
 	e, err := Open(cfg)
 	if err != nil {

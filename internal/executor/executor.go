@@ -224,3 +224,13 @@ func SignalName(s syscall.Signal) string {
 	}
 	return "signal " + strconv.Itoa(int(s))
 }
+
+// Signaler is an Executor that can send a signal to the processes of one
+// of its attempts while it runs, found by its handle: the scheduler's
+// pause sends SIGSTOP, its resume SIGCONT. An executor that is not one
+// cannot stop attempts.
+type Signaler interface {
+	// Signal sends sig to everything the attempt of h runs (its process
+	// group), provided that attempt still runs; an error otherwise.
+	Signal(h Handle, sig syscall.Signal) error
+}

@@ -328,6 +328,9 @@ var migrations = []string{
 	// before, which no scheduler has decided about since.
 	`ALTER TABLE tasks ADD COLUMN waiting_kind TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN waiting TEXT NOT NULL DEFAULT '';`,
+	// 8: a task paused (a daemon's pause): not started until resumed,
+	// also by a scheduler opened after a crash. 0 in rows written before.
+	`ALTER TABLE tasks ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -369,11 +372,11 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 16
+const taskColumns = 17
 
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
-	fingerprint, rerun, retry_at, waiting_kind, waiting) VALUES ` +
+	fingerprint, rerun, retry_at, waiting_kind, waiting, paused) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
@@ -384,7 +387,7 @@ ON CONFLICT (id) DO UPDATE SET
 	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at),
 	fingerprint = CASE WHEN excluded.fingerprint = '' THEN tasks.fingerprint ELSE excluded.fingerprint END,
 	rerun = excluded.rerun, retry_at = excluded.retry_at,
-	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting`
+	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting, paused = excluded.paused`
 }
 
 const attemptColumns = 23
@@ -465,7 +468,7 @@ func (s *SQLite) apply(b *Batch) error {
 			spec = []byte{} // empty: keep the stored definition
 		}
 		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail)
+			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail, w.Paused)
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -714,7 +717,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting FROM tasks"+where+" ORDER BY seq, id", args...)
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused FROM tasks"+where+" ORDER BY seq, id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -725,7 +728,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		var state, waitKind string
 		var exit, gpuReq, submitted, retryAt sql.NullInt64
 		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt,
-			&waitKind, &r.Waiting.Detail); err != nil {
+			&waitKind, &r.Waiting.Detail, &r.Paused); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}

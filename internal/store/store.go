@@ -116,6 +116,9 @@ type TaskWrite struct {
 	// one.
 	WaitKind   task.WaitKind
 	WaitDetail string
+	// Paused: the task is paused (a reader gets it back as the row's
+	// Paused); a scheduler opening the store does not start it.
+	Paused bool
 }
 
 // AttemptWrite sets one attempt's row.

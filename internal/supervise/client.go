@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -468,3 +469,10 @@ func (c *conn) fail() {
 		settle(w, local.LostResult(now, killed[k], errs[k]))
 	}
 }
+
+var _ executor.Signaler = (*Executor)(nil)
+
+// Signal sends sig to the process group of the attempt of h (a local
+// handle; the process runs under the supervisor, on this machine); see
+// executor.Signaler.
+func (e *Executor) Signal(h executor.Handle, sig syscall.Signal) error { return local.Signal(h, sig) }

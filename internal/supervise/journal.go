@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -194,3 +195,9 @@ func (e *Journaled) Close() error {
 	}
 	return e.sup.Close()
 }
+
+var _ executor.Signaler = (*Journaled)(nil)
+
+// Signal sends sig to the process group of the attempt of h (a local
+// handle); see executor.Signaler.
+func (e *Journaled) Signal(h executor.Handle, sig syscall.Signal) error { return local.Signal(h, sig) }
