@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/gpu"
@@ -12,6 +13,8 @@ type Candidate struct {
 	ID       string
 	Priority int
 	Seq      int64 // submission order
+	// Owner is the task's owner's place in View.Owners.
+	Owner int32
 	// GPU tasks: what the task needs, and since when it has been ready.
 	GPU        bool
 	Need       gpu.Need
@@ -21,8 +24,9 @@ type Candidate struct {
 	Waiting task.WaitKind
 }
 
-// Queue yields ready tasks best first: higher priority, then earlier
-// submission. Ascend stops when fn returns false.
+// Queue yields ready tasks best first: higher priority, then (among
+// owners) the owner with less usage, then earlier submission. Ascend stops
+// when fn returns false.
 type Queue interface {
 	Ascend(fn func(Candidate) bool)
 }
@@ -49,6 +53,22 @@ type View struct {
 	// fit reserves a card, which then takes no other task until it fits.
 	// Negative: never.
 	ReserveAfter time.Duration
+
+	// Per-user caps (0: none). A task whose owner is at one is passed
+	// over (task.WaitUserCap): UserMaxRunning attempts running, or, for
+	// a GPU task, UserMaxGPUMiB that its request would go over (unless
+	// its owner has no GPU memory charged). Owners, by Candidate.Owner,
+	// is what each owner holds now; read only when a cap is set. decide
+	// counts its starts in a copy.
+	UserMaxRunning int
+	UserMaxGPUMiB  int64
+	Owners         []OwnerLoad
+}
+
+// OwnerLoad is what an owner's running attempts hold.
+type OwnerLoad struct {
+	Running int   // attempts
+	GPUMiB  int64 // GPU memory charged
 }
 
 // Action is a decision to start a ready task, on a card for a GPU task.
@@ -99,11 +119,19 @@ func decide(v View) Plan {
 		return Plan{}
 	}
 	d := &decision{free: v.Free, cards: v.Cards, placement: v.Placement, now: v.Now, reserveAfter: v.ReserveAfter, gpuKnown: v.GPUKnown}
+	if (v.UserMaxRunning > 0 || v.UserMaxGPUMiB > 0) && len(v.Owners) > 0 {
+		d.caps = &caps{running: v.UserMaxRunning, gpuMiB: v.UserMaxGPUMiB, owners: slices.Clone(v.Owners)}
+	}
 	v.Ready.Ascend(func(c Candidate) bool {
 		p := &d.p
+		if d.caps != nil && d.caps.held(&c) {
+			d.pass(&c, task.WaitUserCap)
+			return true
+		}
 		if !c.GPU {
 			p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: -1})
 			d.free--
+			d.caps.count(&c)
 			return d.free > 0
 		}
 		if !d.gpuKnown {
@@ -120,6 +148,7 @@ func decide(v View) Plan {
 			}
 			p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: i})
 			d.free--
+			d.caps.count(&c)
 			return d.free > 0
 		}
 		if d.kept == nil {
@@ -170,6 +199,37 @@ type decision struct {
 	kept                      []int
 	roomReserved, roomResting int64
 	stale                     bool
+	caps                      *caps // nil: no per-user cap
+}
+
+// caps are the per-user caps, and what each owner holds as decide starts
+// tasks.
+type caps struct {
+	running int
+	gpuMiB  int64
+	owners  []OwnerLoad
+}
+
+// held reports whether c's owner is at a cap that c may not pass.
+func (k *caps) held(c *Candidate) bool {
+	if int(c.Owner) >= len(k.owners) {
+		return false
+	}
+	o := &k.owners[c.Owner]
+	return k.running > 0 && o.Running >= k.running ||
+		c.GPU && k.gpuMiB > 0 && o.GPUMiB > 0 && o.GPUMiB+c.Need.MiB > k.gpuMiB
+}
+
+// count adds c, started, to its owner's load (k may be nil: no caps).
+func (k *caps) count(c *Candidate) {
+	if k == nil || int(c.Owner) >= len(k.owners) {
+		return
+	}
+	o := &k.owners[c.Owner]
+	o.Running++
+	if c.GPU {
+		o.GPUMiB += c.Need.MiB
+	}
 }
 
 // roomWhy is card-reserved when mib fits in reserved, else

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/btree"
-
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -569,7 +567,7 @@ func BenchmarkSimulationTrace(b *testing.B) {
 // waited past ReserveAfter (1m, the default) and reserve cards.
 func BenchmarkDecide10kWaitingMixed(b *testing.B) {
 	tr := simTrace(simSeed, 10_000, 0)
-	e := &Engine{ready: btree.NewG(32, lessNode)}
+	e := &Engine{ready: newReadySet()}
 	for i, x := range tr {
 		n := &node{spec: &task.Spec{ID: x.id, Resources: task.ResourceRequest{Device: task.CUDA, MemoryMiB: x.mib}},
 			seq: int64(i), need: gpu.Need{MiB: x.mib}, readySince: t0.Add(-time.Duration(10_000-i) * time.Second / 100)}
