@@ -180,20 +180,19 @@ type Engine struct {
 	killNow chan struct{} // closed by StopNow (by the loop)
 
 	// Owned by the loop goroutine.
-	tasks      map[string]*node
-	adopted    map[string]*node     // tasks adopted at Open that no submission has claimed yet
-	ready      *readySet            // by owner (fair.go)
-	usageDirty bool                 // an attempt ended: save the owners' usage with the commit
-	delayed    *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
-	running    int
-	nextSeq    int64
-	earlier    map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
-	batch      store.Batch
-	effects    []func(commitErr error) // to do once the batch is committed
-	run        *runState               // the Run in progress, or nil
-	broken     error                   // a failed commit: nothing new starts
-	closing    chan error              // Close's reply, once asked
-	readyView  readyQueue
+	tasks     map[string]*node
+	adopted   map[string]*node // tasks adopted at Open that no submission has claimed yet
+	ready     *readySet
+	delayed   *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
+	running   int
+	nextSeq   int64
+	earlier   map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
+	batch     store.Batch
+	effects   []func(commitErr error) // to do once the batch is committed
+	run       *runState               // the Run in progress, or nil
+	broken    error                   // a failed commit: nothing new starts
+	closing   chan error              // Close's reply, once asked
+	readyView readyQueue
 
 	// GPU admission, owned by the loop too.
 	board          *gpu.Board

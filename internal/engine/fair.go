@@ -98,6 +98,7 @@ type readySet struct {
 	gpuMiB   int64
 	halfLife time.Duration
 	cur      []cursor // Ascend's, reused
+	dirty    bool     // an attempt ended: save the usage with the commit
 }
 
 type cursor struct {
@@ -248,16 +249,16 @@ func (e *Engine) uncharge(n *node) {
 	o.running--
 	o.gpuMiB -= n.chargedMiB
 	n.chargedMiB = 0
-	e.usageDirty = true
+	e.ready.dirty = true
 }
 
 // saveUsage queues the owners' usage for the turn's commit, once an
 // attempt ended in it.
 func (e *Engine) saveUsage() {
-	if !e.usageDirty {
+	if !e.ready.dirty {
 		return
 	}
-	e.usageDirty = false
+	e.ready.dirty = false
 	now := e.cfg.Now()
 	m := make(map[string]usage, len(e.ready.list))
 	for _, o := range e.ready.list {
