@@ -34,6 +34,11 @@ socket /run/gpusched/gpusched.sock (mode 0660, group gpusched when it
 exists), state /var/lib/gpusched. A socket passed by systemd (socket
 activation) is used instead of --socket.
 
+Among ready tasks of equal priority, the user who has used the machine
+least lately goes first (usage halves every --fair-share-half-life);
+--user-max-tasks and --user-max-gpu-mib cap what one user holds at once.
+See "Fair share" in docs/daemon.md.
+
 One daemon per state directory: a second refuses at once, naming the
 first's PID. A socket left by a daemon that died is removed; one that
 answers is never taken over. Nothing listens on TCP.
@@ -70,6 +75,9 @@ Pending tasks stay queued either way.`,
 	c.Flags().StringVar(&cfg.StateDir, "state-dir", "", "keep state, runs and logs in this folder")
 	c.Flags().BoolVar(&cfg.System, "system", false, "run the machine's daemon (as root)")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "tasks running at once (default: the number of CPUs)")
+	c.Flags().IntVar(&cfg.Scheduling.UserMaxRunning, "user-max-tasks", 0, "tasks one user may have running at once (default: no cap)")
+	c.Flags().Int64Var(&cfg.Scheduling.UserMaxGPUMiB, "user-max-gpu-mib", 0, "GPU memory, MiB, one user's running tasks may be charged (default: no cap)")
+	c.Flags().DurationVar(&cfg.Scheduling.FairShareHalfLife, "fair-share-half-life", 0, "how long it takes a user's usage to halve (default 1h)")
 	c.Flags().DurationVar(&ioTimeout, "io-timeout", 0, "time a client has to send a request (default 5s for its headers, 30s in all)")
 	_ = c.Flags().MarkHidden("io-timeout")
 	c.AddCommand(newDaemonStopCmd())

@@ -13,10 +13,11 @@ type Candidate struct {
 	ID       string
 	Priority int
 	Seq      int64 // submission order
-	// Owner is the task's owner's place in View.Owners.
-	Owner int32
 	// GPU tasks: what the task needs, and since when it has been ready.
-	GPU        bool
+	GPU bool
+	// Owner is the task's owner's place in View.Owners. (Here, beside
+	// GPU, it takes no room: decide copies candidates by the thousand.)
+	Owner      int32
 	Need       gpu.Need
 	ReadySince time.Time
 	// Waiting is the kind of reason the engine holds for the task now, so
@@ -124,14 +125,16 @@ func decide(v View) Plan {
 	}
 	v.Ready.Ascend(func(c Candidate) bool {
 		p := &d.p
-		if d.caps != nil && d.caps.held(&c) {
+		if d.caps != nil && d.caps.held(c.Owner, c.GPU, c.Need.MiB) {
 			d.pass(&c, task.WaitUserCap)
 			return true
 		}
 		if !c.GPU {
 			p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: -1})
 			d.free--
-			d.caps.count(&c)
+			if d.caps != nil {
+				d.caps.count(c.Owner, false, 0)
+			}
 			return d.free > 0
 		}
 		if !d.gpuKnown {
@@ -148,7 +151,9 @@ func decide(v View) Plan {
 			}
 			p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: i})
 			d.free--
-			d.caps.count(&c)
+			if d.caps != nil {
+				d.caps.count(c.Owner, true, c.Need.MiB)
+			}
 			return d.free > 0
 		}
 		if d.kept == nil {
@@ -210,25 +215,26 @@ type caps struct {
 	owners  []OwnerLoad
 }
 
-// held reports whether c's owner is at a cap that c may not pass.
-func (k *caps) held(c *Candidate) bool {
-	if int(c.Owner) >= len(k.owners) {
+// held reports whether owner is at a cap that its task (a GPU task
+// asking mib, or not) may not pass.
+func (k *caps) held(owner int32, isGPU bool, mib int64) bool {
+	if int(owner) >= len(k.owners) {
 		return false
 	}
-	o := &k.owners[c.Owner]
+	o := &k.owners[owner]
 	return k.running > 0 && o.Running >= k.running ||
-		c.GPU && k.gpuMiB > 0 && o.GPUMiB > 0 && o.GPUMiB+c.Need.MiB > k.gpuMiB
+		isGPU && k.gpuMiB > 0 && o.GPUMiB > 0 && o.GPUMiB+mib > k.gpuMiB
 }
 
-// count adds c, started, to its owner's load (k may be nil: no caps).
-func (k *caps) count(c *Candidate) {
-	if k == nil || int(c.Owner) >= len(k.owners) {
+// count adds a task started to its owner's load.
+func (k *caps) count(owner int32, isGPU bool, mib int64) {
+	if int(owner) >= len(k.owners) {
 		return
 	}
-	o := &k.owners[c.Owner]
+	o := &k.owners[owner]
 	o.Running++
-	if c.GPU {
-		o.GPUMiB += c.Need.MiB
+	if isGPU {
+		o.GPUMiB += mib
 	}
 }
 

@@ -237,8 +237,6 @@ type node struct {
 	seq        int64
 	need       gpu.Need    // GPU tasks: its request; grows after an out-of-memory failure
 	readySince time.Time   // when it last became ready
-	owner      *owner      // set when it is first queued or charged (fair.go)
-	chargedMiB int64       // the GPU memory its running attempt is charged to its owner with
 	rec        task.Record // with rec.Waiting: why it waits while pending (wait.go)
 
 	specJSON      []byte
@@ -1079,8 +1077,8 @@ func (e *Engine) records() []task.Record {
 type readyQueue struct{ t *readySet }
 
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
-	q.t.Ascend(func(n *node) bool {
-		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: n.owner.idx,
+	q.t.walk(func(o *owner, n *node) bool {
+		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
 			GPU: n.spec.Resources.GPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
 	})
 }

@@ -122,13 +122,10 @@ func (r *readySet) owner(id string) *owner {
 	return o
 }
 
-// ownerOf returns n's owner, remembering it in the node.
-func (r *readySet) ownerOf(n *node) *owner {
-	if n.owner == nil {
-		n.owner = r.owner(n.spec.Owner)
-	}
-	return n.owner
-}
+// ownerOf returns n's owner. (Looked up, not kept in the node: a node is
+// 512 bytes, the most the runtime allocates and the garbage collector
+// scans as a small object; 8 more cost BenchmarkDecide100kReady a third.)
+func (r *readySet) ownerOf(n *node) *owner { return r.owner(n.spec.Owner) }
 
 // ReplaceOrInsert adds n to its owner's queue.
 func (r *readySet) ReplaceOrInsert(n *node) {
@@ -154,6 +151,11 @@ func (r *readySet) Len() int { return r.n }
 // each walk, so it follows the usage as it changes: nothing is re-sorted
 // when it does.
 func (r *readySet) Ascend(fn func(*node) bool) {
+	r.walk(func(_ *owner, n *node) bool { return fn(n) })
+}
+
+// walk is Ascend, telling fn each task's owner too.
+func (r *readySet) walk(fn func(*owner, *node) bool) {
 	var only *owner
 	count := 0
 	for _, o := range r.list {
@@ -166,7 +168,7 @@ func (r *readySet) Ascend(fn func(*node) bool) {
 	case 0:
 		return
 	case 1:
-		only.ready.Ascend(fn)
+		only.ready.Ascend(func(n *node) bool { return fn(only, n) })
 		return
 	}
 	cur := r.cur[:0]
@@ -208,7 +210,7 @@ func (r *readySet) Ascend(fn func(*node) bool) {
 					c.next = n
 					return false
 				}
-				if !fn(n) {
+				if !fn(c.o, n) {
 					stop = true
 					return false
 				}
@@ -238,18 +240,29 @@ func (e *Engine) charge(n *node, mib int64) {
 	o.advance(e.cfg.Now(), e.ready.halfLife)
 	o.running++
 	o.gpuMiB += mib
-	n.chargedMiB = mib
 }
 
-// uncharge counts the end of n's attempt: its use so far goes into its
-// owner's usage, which is saved with the turn's commit.
+// uncharge counts the end of n's attempt, before its card is released:
+// its use so far goes into its owner's usage, which is saved with the
+// turn's commit.
 func (e *Engine) uncharge(n *node) {
 	o := e.ready.ownerOf(n)
 	o.advance(e.cfg.Now(), e.ready.halfLife)
 	o.running--
-	o.gpuMiB -= n.chargedMiB
-	n.chargedMiB = 0
+	o.gpuMiB -= chargedMiB(n)
 	e.ready.dirty = true
+}
+
+// chargedMiB is the GPU memory n's running attempt was charged with: what
+// it was admitted (or adopted) with; 0 off the GPUs.
+func chargedMiB(n *node) int64 {
+	if n.card < 0 || len(n.rec.Attempts) == 0 {
+		return 0
+	}
+	if m := n.rec.Attempts[len(n.rec.Attempts)-1].MemRequestedMiB; m > 0 {
+		return m
+	}
+	return n.need.MiB
 }
 
 // saveUsage queues the owners' usage for the turn's commit, once an

@@ -281,3 +281,23 @@ func TestUsageSurvivesReopen(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkReadySetChurn is BenchmarkReadyQueueChurn through the engine's
+// ready set (one owner): the best task out, a new one in, as the loop does
+// once per start, with 100,000 ready. The difference is the owner's lookup.
+func BenchmarkReadySetChurn(b *testing.B) {
+	r := newReadySet()
+	for i := range 100_000 {
+		r.ReplaceOrInsert(ownedNode("", "1000", i%7, int64(i)))
+	}
+	seq := int64(100_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		var n *node
+		r.Ascend(func(m *node) bool { n = m; return false })
+		r.Delete(n)
+		n.seq = seq
+		seq++
+		r.ReplaceOrInsert(n)
+	}
+}

@@ -262,9 +262,10 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		if fair != nil {
 			n := nodes[ti]
 			fair.Delete(n)
-			n.owner.advance(t0.Add(now), fair.halfLife)
-			n.owner.running++
-			n.owner.gpuMiB += tr[ti].mib
+			o := fair.ownerOf(n)
+			o.advance(t0.Add(now), fair.halfLife)
+			o.running++
+			o.gpuMiB += tr[ti].mib
 		}
 		heap.Push(&ends, simEnd{at: now + tr[ti].dur, task: ti, card: ci})
 		w := now - tr[ti].arrive
@@ -317,8 +318,8 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			// The queue in the order the engine would walk it now.
 			fair.now = t0.Add(now)
 			ready, readyIdx = ready[:0], readyIdx[:0]
-			fair.Ascend(func(n *node) bool {
-				ready = append(ready, Candidate{ID: n.spec.ID, Seq: n.seq, Owner: n.owner.idx, GPU: true, Need: n.need, ReadySince: n.readySince})
+			fair.walk(func(o *owner, n *node) bool {
+				ready = append(ready, Candidate{ID: n.spec.ID, Seq: n.seq, Owner: o.idx, GPU: true, Need: n.need, ReadySince: n.readySince})
 				readyIdx = append(readyIdx, int(n.seq))
 				return true
 			})
@@ -424,7 +425,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			c.running = slices.DeleteFunc(c.running, func(ti int) bool { return ti == e.task })
 			c.charged -= tr[e.task].mib
 			if fair != nil {
-				o := nodes[e.task].owner
+				o := fair.ownerOf(nodes[e.task])
 				o.advance(t0.Add(e.at), fair.halfLife)
 				o.running--
 				o.gpuMiB -= tr[e.task].mib
