@@ -699,7 +699,7 @@ func simFairFigures(tr []simTask, res simResult) (meanWaitB time.Duration, first
 // +26%, see docs/benchmarks.md).
 func TestSimulationFairShare(t *testing.T) {
 	const seeds = 8
-	var logRatio, busyTwo, busyOne float64
+	var logRatio, busyTwo, busyOne, noiseLo, noiseHi float64
 	for seed := uint64(1); seed <= seeds; seed++ {
 		for k, pol := range simPolicies[:3] {
 			two, err := simulate(simFairTrace(seed, false), pol, simOptions{recheck: true})
@@ -726,6 +726,15 @@ func TestSimulationFairShare(t *testing.T) {
 			busyTwo += two.busyBefore / seeds
 			busyOne += one.busyBefore / seeds
 			logRatio += math.Log(two.makespan.Seconds() / one.makespan.Seconds())
+			// The order's own noise: one owner, A's queue reversed.
+			rev := simFairTrace(seed, true)
+			slices.Reverse(rev[:simFairA])
+			r, err := simulate(rev, pol, simOptions{})
+			if err != nil {
+				t.Fatalf("seed %d, A reversed: %v", seed, err)
+			}
+			noise := r.makespan.Seconds()/one.makespan.Seconds() - 1
+			noiseLo, noiseHi = min(noiseLo, noise), max(noiseHi, noise)
 		}
 	}
 	if r := math.Exp(logRatio / seeds); math.Abs(r-1) > 0.05 {
@@ -735,8 +744,9 @@ func TestSimulationFairShare(t *testing.T) {
 		t.Errorf("memory held until the queue empties, mean over %d seeds: %.1f%% with two owners, %.1f%% with one",
 			seeds, 100*busyTwo, 100*busyOne)
 	}
-	t.Logf("two owners over one: makespan x%.3f (geometric mean), memory held %.1f%% and %.1f%%",
-		math.Exp(logRatio/seeds), 100*busyTwo, 100*busyOne)
+	t.Logf("two owners over one: makespan x%.3f (geometric mean), memory held %.1f%% and %.1f%%; "+
+		"one owner with A's queue reversed: makespan %+.1f%% to %+.1f%%",
+		math.Exp(logRatio/seeds), 100*busyTwo, 100*busyOne, 100*noiseLo, 100*noiseHi)
 }
 
 // BenchmarkFairShareSimulation replays the two-user trace (seed 1) with two
