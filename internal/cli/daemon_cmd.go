@@ -52,6 +52,14 @@ Pending tasks stay queued either way.`,
 			if jobs < 0 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
 			}
+			switch sc := cfg.Scheduling; {
+			case sc.UserMaxRunning < 0:
+				return inputf("--user-max-tasks must not be negative (0: no cap), got %d", sc.UserMaxRunning)
+			case sc.UserMaxGPUMiB < 0:
+				return inputf("--user-max-gpu-mib must not be negative (0: no cap), got %d", sc.UserMaxGPUMiB)
+			case sc.FairShareHalfLife < 0:
+				return inputf("--fair-share-half-life must not be negative, got %v", sc.FairShareHalfLife)
+			}
 			cfg.Scheduling.MaxParallelTasks = jobs
 			cfg.Build = Version
 			cfg.Log = c.ErrOrStderr()
