@@ -112,6 +112,12 @@ type Pass struct {
 // measures this). A CPU-only queue is walked only as far as tasks start, so
 // choosing costs nothing like the number of ready tasks.
 //
+// The queue comes in the fair order (priority, then the owner's usage,
+// then submission: readySet). A task whose owner is at a per-user cap
+// (View.UserMaxRunning, UserMaxGPUMiB) is passed over with
+// task.WaitUserCap, and the walk goes on; decide counts the tasks it starts
+// against their owners' caps.
+//
 // A GPU task passed over is reported in Plan.Passed when its reason
 // changed: the GPU state is unknown, a card that would hold it is reserved
 // for another task or is cooling down or quarantined, or no card has room.

@@ -308,6 +308,14 @@ func (e *Engine) loadUsage() error {
 	return nil
 }
 
+// atCap reports whether n's owner is at a per-user cap that n may not
+// pass, by decide's rule.
+func (e *Engine) atCap(n *node) bool {
+	o := e.ready.ownerOf(n)
+	k := caps{running: e.cfg.UserMaxRunning, gpuMiB: e.cfg.UserMaxGPUMiB, owners: []OwnerLoad{{Running: o.running, GPUMiB: o.gpuMiB}}}
+	return k.held(0, n.spec.Resources.GPU(), n.need.MiB)
+}
+
 // capReason is why n, passed over for a per-user cap, waits: which cap
 // its owner is at.
 func (e *Engine) capReason(n *node) task.WaitReason {
@@ -315,7 +323,11 @@ func (e *Engine) capReason(n *node) task.WaitReason {
 	who := e.ownerLabel(o)
 	detail := ""
 	if c := e.cfg.UserMaxRunning; c > 0 && o.running >= c {
-		detail = fmt.Sprintf("%s has %d tasks running (cap %d)", who, o.running, c)
+		tasks := "tasks"
+		if o.running == 1 {
+			tasks = "task"
+		}
+		detail = fmt.Sprintf("%s has %d %s running (cap %d)", who, o.running, tasks, c)
 	} else {
 		detail = fmt.Sprintf("%s has %d MiB of GPU memory charged (cap %d); this task asks %d MiB",
 			who, o.gpuMiB, e.cfg.UserMaxGPUMiB, n.need.MiB)

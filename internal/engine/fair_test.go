@@ -301,3 +301,21 @@ func BenchmarkReadySetChurn(b *testing.B) {
 		r.ReplaceOrInsert(n)
 	}
 }
+
+// A GPU task held by a cap keeps its reason when the cards are read again
+// while its owner is still at the cap; once below it, the cards decide.
+func TestCapReasonOutlivesACardSweep(t *testing.T) {
+	e := &Engine{ready: newReadySet(), cfg: Config{UserMaxRunning: 1}}
+	n := ownedNode("g", "1000", 0, 1)
+	n.spec.Resources = task.ResourceRequest{Device: task.CUDA, MemoryMiB: 1000}
+	n.need = gpu.Need{MiB: 1000}
+	e.ready.owner("1000").running = 1
+	n.rec.Waiting = e.capReason(n)
+	if got := e.rereadGPU(n, nil, nil); got != n.rec.Waiting || got.Detail != "user 1000 has 1 task running (cap 1)" {
+		t.Errorf("reread as %+v", got)
+	}
+	e.ready.owner("1000").running = 0
+	if e.atCap(n) {
+		t.Error("an owner with nothing running is at a cap of 1")
+	}
+}
