@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -121,6 +122,10 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		WantsEvent:        sc.wantsEvent,
 		Deliver:           sc.deliver,
 		OnFailure:         sc.onFailure,
+		FairShareHalfLife: sc.settings.FairShareHalfLife,
+		UserMaxRunning:    sc.settings.UserMaxRunning,
+		UserMaxGPUMiB:     sc.settings.UserMaxGPUMiB,
+		OwnerName:         ownerName,
 		GPU: engine.GPUConfig{
 			Probe:          sc.probe,
 			Settings:       sc.settings.gpuSettings(),
@@ -135,6 +140,19 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		return nil, err
 	}
 	return sc, nil
+}
+
+// ownerName names a task's owner (a decimal uid; "" for this process's
+// user) for a person: the login name the system knows, else "".
+func ownerName(uid string) string {
+	u, err := user.Current()
+	if uid != "" {
+		u, err = user.LookupId(uid)
+	}
+	if err != nil {
+		return ""
+	}
+	return u.Username
 }
 
 // noneIsNegative maps a resolved setting's "none" (0) to the engine's

@@ -363,6 +363,10 @@ func TestSchedulingValidate(t *testing.T) {
 		{gpusched.Scheduling{DefaultTimeout: -1}, "timeout"},
 		{gpusched.Scheduling{DefaultRetries: -1}, "retries"},
 		{gpusched.Scheduling{KillGrace: -time.Second}, "kill_grace"},
+		{gpusched.Scheduling{FairShareHalfLife: -time.Second}, "fair_share_half_life"},
+		{gpusched.Scheduling{UserMaxRunning: -1}, "user_max_running"},
+		{gpusched.Scheduling{UserMaxGPUMiB: -1}, "user_max_gpu_mib"},
+		{gpusched.Scheduling{FairShareHalfLife: time.Minute, UserMaxRunning: 2, UserMaxGPUMiB: 40000}, ""},
 	}
 	for _, tt := range tests {
 		err := tt.s.Validate()

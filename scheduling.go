@@ -68,6 +68,21 @@ type Scheduling struct {
 	GPUUnknownTimeout time.Duration
 	// NvidiaSMITimeout bounds each nvidia-smi call. Default 10s.
 	NvidiaSMITimeout time.Duration
+
+	// Fair share between users (TaskSpec.Owner; see docs/daemon.md, "Fair
+	// share"). Among ready tasks of equal priority, the owner who has used
+	// the machine least lately goes first.
+
+	// FairShareHalfLife is how long it takes an owner's usage to halve.
+	// Default 1h.
+	FairShareHalfLife time.Duration
+	// UserMaxRunning caps the tasks one owner has running at once; a task
+	// of an owner at the cap waits (WaitUserCap). Default 0: no cap.
+	UserMaxRunning int
+	// UserMaxGPUMiB caps the GPU memory charged to one owner's running
+	// tasks; a task that would go over it waits (WaitUserCap), unless its
+	// owner has none charged. Default 0: no cap.
+	UserMaxGPUMiB int64
 }
 
 // Defaults of the settings above.
@@ -97,6 +112,12 @@ func (s Scheduling) Validate() error {
 		return &SchedulingError{"gpu_poll_interval", "must not be negative"}
 	case s.NvidiaSMITimeout < 0:
 		return &SchedulingError{"nvidia_smi_timeout", "must not be negative"}
+	case s.FairShareHalfLife < 0:
+		return &SchedulingError{"fair_share_half_life", "must not be negative (0 for the default, 1h)"}
+	case s.UserMaxRunning < 0:
+		return &SchedulingError{"user_max_running", "must not be negative (0 for no cap)"}
+	case s.UserMaxGPUMiB < 0:
+		return &SchedulingError{"user_max_gpu_mib", "must not be negative (0 for no cap)"}
 	}
 	for _, v := range s.VisibleGPUs {
 		if strings.TrimSpace(v) == "" {
@@ -116,6 +137,7 @@ const (
 	DefaultGPUReserveAfter    = engine.DefaultReserveAfter
 	DefaultGPUUnknownTimeout  = engine.DefaultUnknownTimeout
 	DefaultNvidiaSMITimeout   = nvidiasmi.DefaultTimeout
+	DefaultFairShareHalfLife  = engine.DefaultFairShareHalfLife
 )
 
 // withDefaults returns s with zero fields set to their defaults.
@@ -137,6 +159,7 @@ func (s Scheduling) withDefaults() Scheduling {
 	s.GPUUnknownTimeout = orDefault(s.GPUUnknownTimeout, DefaultGPUUnknownTimeout)
 	s.GPUPollInterval = cmp.Or(s.GPUPollInterval, DefaultGPUPollInterval)
 	s.NvidiaSMITimeout = cmp.Or(s.NvidiaSMITimeout, DefaultNvidiaSMITimeout)
+	s.FairShareHalfLife = cmp.Or(s.FairShareHalfLife, DefaultFairShareHalfLife)
 	if s.GPUPlacement == "" {
 		s.GPUPlacement = "spread"
 	}

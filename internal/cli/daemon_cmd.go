@@ -34,6 +34,11 @@ socket /run/gpusched/gpusched.sock (mode 0660, group gpusched when it
 exists), state /var/lib/gpusched. A socket passed by systemd (socket
 activation) is used instead of --socket.
 
+Among ready tasks of equal priority, the user who has used the machine
+least lately goes first (usage halves every --fair-share-half-life);
+--user-max-tasks and --user-max-gpu-mib cap what one user holds at once.
+See "Fair share" in docs/daemon.md.
+
 One daemon per state directory: a second refuses at once, naming the
 first's PID. A socket left by a daemon that died is removed; one that
 answers is never taken over. The metrics (Prometheus text format) are at
@@ -49,6 +54,14 @@ Pending tasks stay queued either way.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if jobs < 0 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
+			}
+			switch sc := cfg.Scheduling; {
+			case sc.UserMaxRunning < 0:
+				return inputf("--user-max-tasks must not be negative (0: no cap), got %d", sc.UserMaxRunning)
+			case sc.UserMaxGPUMiB < 0:
+				return inputf("--user-max-gpu-mib must not be negative (0: no cap), got %d", sc.UserMaxGPUMiB)
+			case sc.FairShareHalfLife < 0:
+				return inputf("--fair-share-half-life must not be negative, got %v", sc.FairShareHalfLife)
 			}
 			cfg.Scheduling.MaxParallelTasks = jobs
 			cfg.Build = Version
@@ -74,6 +87,9 @@ Pending tasks stay queued either way.`,
 	c.Flags().BoolVar(&cfg.System, "system", false, "run the machine's daemon (as root)")
 	c.Flags().StringVar(&cfg.MetricsListen, "metrics-listen", "", "also serve the metrics at /metrics on this TCP address (host:port); off by default")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "tasks running at once (default: the number of CPUs)")
+	c.Flags().IntVar(&cfg.Scheduling.UserMaxRunning, "user-max-tasks", 0, "tasks one user may have running at once (default: no cap)")
+	c.Flags().Int64Var(&cfg.Scheduling.UserMaxGPUMiB, "user-max-gpu-mib", 0, "GPU memory, MiB, one user's running tasks may be charged (default: no cap)")
+	c.Flags().DurationVar(&cfg.Scheduling.FairShareHalfLife, "fair-share-half-life", 0, "how long it takes a user's usage to halve (default 1h)")
 	c.Flags().DurationVar(&ioTimeout, "io-timeout", 0, "time a client has to send a request (default 5s for its headers, 30s in all)")
 	_ = c.Flags().MarkHidden("io-timeout")
 	c.AddCommand(newDaemonStopCmd())

@@ -140,6 +140,7 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 			n.setHandle(number, rc.Running.Handle)
 		}
 	}
+	var mib int64 // GPU memory charged to its owner
 	if sp.Resources.GPU() {
 		n.need = gpu.Need{MiB: sp.Resources.MemoryMiB, Exclusive: sp.Resources.Exclusive}
 		if r.GPURequestMiB > n.need.MiB {
@@ -160,9 +161,11 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 			}
 			e.gpuRunning++
 			e.cardsDirty = true
+			mib = held.MiB
 		}
 	}
 	e.running++
+	e.charge(n, mib)
 	if e.adopted == nil {
 		e.adopted = map[string]*node{}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/gpu"
@@ -13,7 +14,10 @@ type Candidate struct {
 	Priority int
 	Seq      int64 // submission order
 	// GPU tasks: what the task needs, and since when it has been ready.
-	GPU        bool
+	GPU bool
+	// Owner is the task's owner's place in View.Owners. (Here, beside
+	// GPU, it takes no room: decide copies candidates by the thousand.)
+	Owner      int32
 	Need       gpu.Need
 	ReadySince time.Time
 	// Waiting is the kind of reason the engine holds for the task now, so
@@ -21,8 +25,9 @@ type Candidate struct {
 	Waiting task.WaitKind
 }
 
-// Queue yields ready tasks best first: higher priority, then earlier
-// submission. Ascend stops when fn returns false.
+// Queue yields ready tasks best first: higher priority, then (among
+// owners) the owner with less usage, then earlier submission. Ascend stops
+// when fn returns false.
 type Queue interface {
 	Ascend(fn func(Candidate) bool)
 }
@@ -49,6 +54,22 @@ type View struct {
 	// fit reserves a card, which then takes no other task until it fits.
 	// Negative: never.
 	ReserveAfter time.Duration
+
+	// Per-user caps (0: none). A task whose owner is at one is passed
+	// over (task.WaitUserCap): UserMaxRunning attempts running, or, for
+	// a GPU task, UserMaxGPUMiB that its request would go over (unless
+	// its owner has no GPU memory charged). Owners, by Candidate.Owner,
+	// is what each owner holds now; read only when a cap is set. decide
+	// counts its starts in a copy.
+	UserMaxRunning int
+	UserMaxGPUMiB  int64
+	Owners         []OwnerLoad
+}
+
+// OwnerLoad is what an owner's running attempts hold.
+type OwnerLoad struct {
+	Running int   // attempts
+	GPUMiB  int64 // GPU memory charged
 }
 
 // Action is a decision to start a ready task, on a card for a GPU task.
@@ -91,6 +112,12 @@ type Pass struct {
 // measures this). A CPU-only queue is walked only as far as tasks start, so
 // choosing costs nothing like the number of ready tasks.
 //
+// The queue comes in the fair order (priority, then the owner's usage,
+// then submission: readySet). A task whose owner is at a per-user cap
+// (View.UserMaxRunning, UserMaxGPUMiB) is passed over with
+// task.WaitUserCap, and the walk goes on; decide counts the tasks it starts
+// against their owners' caps.
+//
 // A GPU task passed over is reported in Plan.Passed when its reason
 // changed: the GPU state is unknown, a card that would hold it is reserved
 // for another task or is cooling down or quarantined, or no card has room.
@@ -99,11 +126,21 @@ func decide(v View) Plan {
 		return Plan{}
 	}
 	d := &decision{free: v.Free, cards: v.Cards, placement: v.Placement, now: v.Now, reserveAfter: v.ReserveAfter, gpuKnown: v.GPUKnown}
+	if (v.UserMaxRunning > 0 || v.UserMaxGPUMiB > 0) && len(v.Owners) > 0 {
+		d.caps = &caps{running: v.UserMaxRunning, gpuMiB: v.UserMaxGPUMiB, owners: slices.Clone(v.Owners)}
+	}
 	v.Ready.Ascend(func(c Candidate) bool {
 		p := &d.p
+		if d.caps != nil && d.caps.held(c.Owner, c.GPU, c.Need.MiB) {
+			d.pass(&c, task.WaitUserCap)
+			return true
+		}
 		if !c.GPU {
 			p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: -1})
 			d.free--
+			if d.caps != nil {
+				d.caps.count(c.Owner, false, 0)
+			}
 			return d.free > 0
 		}
 		if !d.gpuKnown {
@@ -120,6 +157,9 @@ func decide(v View) Plan {
 			}
 			p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: i})
 			d.free--
+			if d.caps != nil {
+				d.caps.count(c.Owner, true, c.Need.MiB)
+			}
 			return d.free > 0
 		}
 		if d.kept == nil {
@@ -170,6 +210,38 @@ type decision struct {
 	kept                      []int
 	roomReserved, roomResting int64
 	stale                     bool
+	caps                      *caps // nil: no per-user cap
+}
+
+// caps are the per-user caps, and what each owner holds as decide starts
+// tasks.
+type caps struct {
+	running int
+	gpuMiB  int64
+	owners  []OwnerLoad
+}
+
+// held reports whether owner is at a cap that its task (a GPU task
+// asking mib, or not) may not pass.
+func (k *caps) held(owner int32, isGPU bool, mib int64) bool {
+	if int(owner) >= len(k.owners) {
+		return false
+	}
+	o := &k.owners[owner]
+	return k.running > 0 && o.Running >= k.running ||
+		isGPU && k.gpuMiB > 0 && o.GPUMiB > 0 && o.GPUMiB+mib > k.gpuMiB
+}
+
+// count adds a task started to its owner's load.
+func (k *caps) count(owner int32, isGPU bool, mib int64) {
+	if int(owner) >= len(k.owners) {
+		return
+	}
+	o := &k.owners[owner]
+	o.Running++
+	if isGPU {
+		o.GPUMiB += mib
+	}
 }
 
 // roomWhy is card-reserved when mib fits in reserved, else

@@ -332,7 +332,7 @@ func TestDecideWhyAgreesWithPassedWhy(t *testing.T) {
 
 // settle gives every ready task the reason decide gives it, as the engine
 // does after a decision: the steady state of a queue that waits.
-func settle(tb testing.TB, t *btree.BTreeG[*node], p Plan) {
+func settle(tb testing.TB, t *readySet, p Plan) {
 	tb.Helper()
 	why := map[string]task.WaitKind{}
 	for _, x := range p.Passed {
@@ -349,7 +349,7 @@ func settle(tb testing.TB, t *btree.BTreeG[*node], p Plan) {
 // BenchmarkDecide100kReady: choosing what to start with 100,000 ready tasks
 // in the engine's real ready queue (a B-tree by priority and submission).
 func BenchmarkDecide100kReady(b *testing.B) {
-	e := &Engine{ready: btree.NewG(32, lessNode)}
+	e := &Engine{ready: newReadySet()}
 	for i := range 100_000 {
 		n := &node{spec: &task.Spec{ID: fmt.Sprint("t", i), Priority: i % 7}, seq: int64(i)}
 		e.ready.ReplaceOrInsert(n)
@@ -380,7 +380,7 @@ func BenchmarkDecide10kWaitingGPU(b *testing.B) { benchDecide10kGPU(b, true) }
 func BenchmarkDecide10kNewGPU(b *testing.B) { benchDecide10kGPU(b, false) }
 
 func benchDecide10kGPU(b *testing.B, settled bool) {
-	e := &Engine{ready: btree.NewG(32, lessNode)}
+	e := &Engine{ready: newReadySet()}
 	for i := range 10_000 {
 		n := &node{spec: &task.Spec{ID: fmt.Sprint("t", i), Resources: task.ResourceRequest{Device: task.CUDA, MemoryMiB: 20000}},
 			seq: int64(i), need: gpu.Need{MiB: 20000 + int64(i%7)*1000}, readySince: t0}

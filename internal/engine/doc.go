@@ -57,6 +57,16 @@
 // failed, cancelled or blocked tasks pending again with what they blocked
 // (pause.go).
 //
+// # Fair share
+//
+// The ready queue is one queue per owner (task.Spec.Owner), walked by
+// priority, then the owner's decayed usage (slot·seconds and GPU
+// MiB·seconds, halved every Config.FairShareHalfLife), then submission;
+// with one owner, by priority then submission as always. Per-user caps
+// (Config.UserMaxRunning, UserMaxGPUMiB) hold an owner's further tasks
+// (task.WaitUserCap). The usage is saved in the store's meta with each
+// commit in which an attempt ended, and read at Open (fair.go).
+//
 // With Config.Retire, finished tasks leave memory once their end is
 // committed and their completion event delivered; later submissions,
 // Cancel and Wait find them in the store, so a long-lived engine's heap

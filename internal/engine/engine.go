@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,6 +131,21 @@ type Config struct {
 	// as failed and is tried again later. 0 means DefaultDeliverTimeout;
 	// negative means none.
 	DeliverTimeout time.Duration
+
+	// Fair share between owners (task.Spec.Owner; see fair.go).
+	// FairShareHalfLife is how long it takes an owner's usage to halve; 0
+	// means DefaultFairShareHalfLife.
+	FairShareHalfLife time.Duration
+	// UserMaxRunning caps the attempts one owner has running at once; 0:
+	// no cap.
+	UserMaxRunning int
+	// UserMaxGPUMiB caps the GPU memory charged to one owner's running
+	// attempts; 0: no cap. A task that asks more than the cap on its own
+	// starts only while its owner has no GPU memory charged.
+	UserMaxGPUMiB int64
+	// OwnerName names an owner for a person ("alice" for "1000"), in the
+	// reasons of tasks held by a cap; nil or "": "user 1000".
+	OwnerName func(owner string) string
 }
 
 // Defaults of Config.
@@ -166,7 +182,7 @@ type Engine struct {
 	// Owned by the loop goroutine.
 	tasks     map[string]*node
 	adopted   map[string]*node // tasks adopted at Open that no submission has claimed yet
-	ready     *btree.BTreeG[*node]
+	ready     *readySet
 	delayed   *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
 	running   int
 	nextSeq   int64
@@ -325,11 +341,16 @@ func Open(cfg Config) (*Engine, error) {
 		closed:  make(chan struct{}),
 		killNow: make(chan struct{}),
 		tasks:   map[string]*node{},
-		ready:   btree.NewG(32, lessNode),
+		ready:   newReadySet(),
 		delayed: btree.NewG(8, lessDelayed),
 	}
 	e.earlier = make(map[string]*store.Row, len(rows))
 	e.readyView = readyQueue{e.ready}
+	e.ready.halfLife = cmp.Or(max(cfg.FairShareHalfLife, 0), DefaultFairShareHalfLife)
+	e.ready.slots = cfg.MaxParallel
+	if err := e.loadUsage(); err != nil {
+		return nil, err
+	}
 	e.initGPU()
 	e.initOutbox()
 	if err := e.loadOutbox(rows); err != nil {
@@ -407,6 +428,7 @@ func (e *Engine) loop() {
 		e.schedule()
 		gpuNext := e.pollGPUs()
 		waitNext := e.refreshWaits(e.cfg.Now())
+		e.saveUsage()
 		e.flush()
 		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext)
 		e.finishRun()
@@ -437,6 +459,11 @@ func (e *Engine) schedule() {
 		v.Cards = e.board.Views(v.Now)
 		v.Placement = e.board.Settings().Placement
 		v.ReserveAfter = e.cfg.GPU.ReserveAfter
+		e.ready.gpuMiB = capacityMiB(v.Cards, e.ready.gpuMiB)
+	}
+	e.ready.now = v.Now
+	if e.cfg.UserMaxRunning > 0 || e.cfg.UserMaxGPUMiB > 0 {
+		v.Owners, v.UserMaxRunning, v.UserMaxGPUMiB = e.ready.loads(), e.cfg.UserMaxRunning, e.cfg.UserMaxGPUMiB
 	}
 	plan := decide(v)
 	for _, a := range plan.Starts {
@@ -448,6 +475,10 @@ func (e *Engine) schedule() {
 	}
 	for _, p := range plan.Passed {
 		n := e.tasks[p.TaskID]
+		if p.Why == task.WaitUserCap {
+			e.setWait(n, e.capReason(n))
+			continue
+		}
 		e.setWait(n, e.gpuReason(n, p.Why, v.Cards))
 	}
 	if e.gpuReady > 0 || len(e.reserved) > 0 {
@@ -527,7 +558,9 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 		ReadyAt: n.readySince,
 	}
 	var assign *Assignment
+	var mib int64
 	if card != nil {
+		mib = n.need.MiB
 		idx := card.Index
 		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
 		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
@@ -543,6 +576,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	n.rec.Attempts = append(n.rec.Attempts, att)
 	n.rec.State = task.Running
 	e.running++
+	e.charge(n, mib)
 	e.writeTask(n)
 	e.writeAttempt(n, number)
 
@@ -666,6 +700,7 @@ type exitEvent struct {
 func (ev exitEvent) apply(e *Engine) {
 	n, out := ev.n, ev.out
 	e.running--
+	e.uncharge(n)
 	n.cancel(nil)
 	n.cancel = nil
 	n.stopped = false
@@ -1049,12 +1084,25 @@ func (e *Engine) records() []task.Record {
 	return out
 }
 
-// readyQueue adapts the loop's ready tree to decide's Queue.
-type readyQueue struct{ t *btree.BTreeG[*node] }
+// readyQueue adapts the loop's ready queue to decide's Queue.
+type readyQueue struct{ t *readySet }
 
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
-	q.t.Ascend(func(n *node) bool {
-		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq,
+	q.t.walk(func(o *owner, n *node) bool {
+		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
 			GPU: n.spec.Resources.GPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
 	})
+}
+
+// capacityMiB is the GPU memory of cards, for weighing owners' usage;
+// last when no card has any (the GPUs cannot be read).
+func capacityMiB(cards []gpu.CardView, last int64) int64 {
+	var sum int64
+	for i := range cards {
+		sum += cards[i].CapacityMiB
+	}
+	if sum == 0 {
+		return last
+	}
+	return sum
 }
