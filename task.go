@@ -118,6 +118,11 @@ const (
 type Record struct {
 	ID    string `json:"id"`
 	State State  `json:"state"`
+	// Paused: the task was paused (Scheduler.Pause) and not resumed since.
+	// A paused pending task waits with WaitPaused; a paused running one
+	// runs on, and waits paused if it is to run again. A task that
+	// finishes is no longer paused.
+	Paused bool `json:"paused,omitempty"`
 	// Attempts lists every attempt, oldest first, including those of earlier
 	// runs on the same run directory.
 	Attempts []Attempt `json:"attempts"`
@@ -142,11 +147,6 @@ type Record struct {
 	// Waiting says why a pending task has not started, as the scheduler
 	// decided it; the zero value for a task that is not pending.
 	Waiting WaitReason `json:"waiting,omitzero"`
-	// Paused: the task was paused (Scheduler.Pause) and not resumed since.
-	// A paused pending task waits with WaitPaused; a paused running one
-	// runs on, and waits paused if it is to run again. A task that
-	// finishes is no longer paused.
-	Paused bool `json:"paused,omitempty"`
 }
 
 // LastAttempt returns the most recent attempt, or nil if none ran.

@@ -182,6 +182,7 @@ type Engine struct {
 	// Owned by the loop goroutine.
 	tasks     map[string]*node
 	adopted   map[string]*node // tasks adopted at Open that no submission has claimed yet
+	stopped   map[*node]bool   // running attempts sent SIGSTOP by Pause, and no SIGCONT since (kept out of node: its 512 bytes are a size class)
 	ready     *readySet
 	delayed   *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
 	running   int
@@ -255,7 +256,6 @@ type node struct {
 	inDelayed     bool // in e.delayed, until rec.RetryAt
 	cancelled     bool // a cancellation was requested while running
 	userCancelled bool // by Cancel, not because the run stops: dependents are blocked
-	stopped       bool // its running attempt was sent SIGSTOP by Pause, and no SIGCONT since
 	claimed       bool // while being submitted: an adopted node this batch takes over
 	// adopted: its attempt outlived the scheduler that started it, and no
 	// submission has claimed the task yet (it is in Engine.adopted).
@@ -703,7 +703,7 @@ func (ev exitEvent) apply(e *Engine) {
 	e.uncharge(n)
 	n.cancel(nil)
 	n.cancel = nil
-	n.stopped = false
+	delete(e.stopped, n)
 	a := &n.rec.Attempts[ev.number-1]
 	a.End = e.cfg.Now()
 	if !out.End.IsZero() {

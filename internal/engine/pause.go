@@ -161,7 +161,7 @@ func (e *Engine) pause(nodes []*node, stop bool) (done []string, signals []func(
 			e.writeTask(n)
 			done = append(done, n.spec.ID)
 		case task.Running:
-			stopNow := stop && !n.stopped && n.cancel != nil && !n.cancelled
+			stopNow := stop && !e.stopped[n] && n.cancel != nil && !n.cancelled
 			if n.rec.Paused && !stopNow {
 				continue
 			}
@@ -171,7 +171,10 @@ func (e *Engine) pause(nodes []*node, stop bool) (done []string, signals []func(
 			}
 			if stopNow {
 				if s := e.signal(n, syscall.SIGSTOP); s != nil {
-					n.stopped = true
+					if e.stopped == nil {
+						e.stopped = map[*node]bool{}
+					}
+					e.stopped[n] = true
 					signals = append(signals, s)
 				}
 			}
@@ -203,7 +206,7 @@ func (e *Engine) resume(nodes []*node) (done []string, signals []func() error) {
 			if s := e.signal(n, syscall.SIGCONT); s != nil {
 				signals = append(signals, s)
 			}
-			n.stopped = false
+			delete(e.stopped, n)
 		case task.Complete, task.Failed, task.Cancelled, task.Blocked:
 		}
 		e.writeTask(n)
@@ -237,10 +240,10 @@ func (e *Engine) signal(n *node, sig syscall.Signal) func() error {
 // continueStopped lets a stopped attempt that is being stopped for good
 // handle its SIGTERM.
 func (e *Engine) continueStopped(n *node) {
-	if !n.stopped {
+	if !e.stopped[n] {
 		return
 	}
-	n.stopped = false
+	delete(e.stopped, n)
 	if s := e.signal(n, syscall.SIGCONT); s != nil {
 		go func() { _ = s() }()
 	}

@@ -66,6 +66,11 @@ func (a *Attempt) Ended() bool { return !a.End.IsZero() }
 type Record struct {
 	ID    string `json:"id"`
 	State State  `json:"state"`
+	// Paused: the task was paused (a daemon's pause) and not resumed
+	// since. A paused pending task does not start (it waits, WaitPaused);
+	// a paused running one runs on, and waits paused if it is to run
+	// again. A task that finishes is no longer paused.
+	Paused bool `json:"paused,omitempty"`
 	// Attempts lists every attempt, oldest first, including those of
 	// earlier runs on the same run directory.
 	Attempts []Attempt `json:"attempts"`
@@ -90,11 +95,6 @@ type Record struct {
 	// Waiting is why a pending task has not started, as the scheduler's
 	// loop last decided; the zero value for a task that is not pending.
 	Waiting WaitReason `json:"waiting,omitzero"`
-	// Paused: the task was paused (a daemon's pause) and not resumed
-	// since. A paused pending task does not start (it waits, WaitPaused);
-	// a paused running one runs on, and waits paused if it is to run
-	// again. A task that finishes is no longer paused.
-	Paused bool `json:"paused,omitempty"`
 }
 
 // Artifact is a file a task produced, as it was when the task completed.
