@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -30,25 +31,32 @@ type runner struct{ s *Scheduler }
 func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks executor.Hooks) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
 	t := publicSpec(req.Spec) // the task as the handler sees it
+	as, err := runAs(req.Spec)
+	if err != nil {
+		if os.Geteuid() == 0 { // its log folder is the owner's: root writes nothing there
+			return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
+		}
+		return r.failBeforeStart(req, nil, err)
+	}
 	ex, err := r.s.executorFor(req.Spec)
 	if err != nil {
-		return r.failBeforeStart(req, err)
+		return r.failBeforeStart(req, as, err)
 	}
 	if p, ok := h.(Preparer); ok {
 		if err := p.Prepare(ctx, t, req.Number); err != nil {
-			return r.failBeforeStart(req, fmt.Errorf("prepare: %w", err))
+			return r.failBeforeStart(req, as, fmt.Errorf("prepare: %w", err))
 		}
 	}
 	cmd, err := h.Command(ctx, t, req.Number)
 	if err != nil {
-		return r.failBeforeStart(req, fmt.Errorf("prepare command: %w", err))
+		return r.failBeforeStart(req, as, fmt.Errorf("prepare command: %w", err))
 	}
 	dir := cmd.Dir
 	if dir == "" {
 		dir = req.Spec.Dir
 	}
 	job := r.job(req)
-	job.Args, job.Env, job.Dir = cmd.Args, r.env(req, cmd.Env), dir
+	job.Args, job.Env, job.Dir, job.User = cmd.Args, r.env(req, cmd.Env), dir, as
 	return r.Finish(ctx, req, ex.Execute(ctx, job, hooks))
 }
 
@@ -65,6 +73,45 @@ func (r runner) job(req engine.AttemptRequest) executor.Job {
 		LogRoot:   r.s.runDir,
 		Token:     r.s.token(req.Spec.ID, req.Number),
 	}
+}
+
+// runAs is whom sp's attempts run as: nil for the scheduler's own user
+// (sp has no Owner, or it is the scheduler's), else its owner's account,
+// which only a scheduler running as root can take. A scheduler that is
+// not root cannot run another user's task, and an owner who is no longer
+// a user cannot run anything: both are the task's fault, and it fails at
+// once (executor.CommandFault).
+func runAs(sp *task.Spec) (*executor.User, error) {
+	if sp.Owner == "" {
+		return nil, nil
+	}
+	uid, err := strconv.ParseUint(sp.Owner, 10, 32)
+	if err != nil {
+		return nil, executor.CommandFault(fmt.Errorf("task %s: owner %q is not a uid", sp.ID, sp.Owner))
+	}
+	me := os.Geteuid()
+	if uid == uint64(me) {
+		return nil, nil
+	}
+	if me != 0 {
+		return nil, executor.CommandFault(fmt.Errorf("task %s belongs to user %s, and this scheduler runs as user %s, not root: it can run tasks as its own user only",
+			sp.ID, userName(uint32(uid)), userName(uint32(me))))
+	}
+	u, err := executor.LookupUser(uint32(uid))
+	if err != nil {
+		return nil, executor.CommandFault(fmt.Errorf("task %s cannot run as its owner: %w", sp.ID, err))
+	}
+	return u, nil
+}
+
+// userName returns uid's login name with the uid ("alice (1000)"), or
+// the uid alone.
+func userName(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return u.Username + " (" + id + ")"
+	}
+	return id
 }
 
 // Recover asks each executor, once, about the orphans whose handles it
@@ -208,7 +255,11 @@ func (s *Scheduler) onFailure(sp *task.Spec, rec task.Record) {
 	defer cancel()
 	if err := fh.OnFailure(ctx, publicSpec(sp), publicRecord(rec)); err != nil {
 		if a := rec.LastAttempt(); a != nil && a.LogPath != "" {
-			if f, ferr := local.OpenLog(s.runDir, a.LogPath); ferr == nil {
+			as, aerr := runAs(sp)
+			if aerr != nil {
+				return // not written with rights the task's owner lacks
+			}
+			if f, ferr := local.OpenLogAs(s.runDir, a.LogPath, as); ferr == nil {
 				fmt.Fprintf(f, "gpusched: failure handler: %v\n", err)
 				f.Close()
 			}
@@ -232,9 +283,9 @@ func logTail(path string, n int64) []byte {
 
 // failBeforeStart ends an attempt that failed before its command ran,
 // saying why in its log (never written through a link planted in the run
-// directory).
-func (r runner) failBeforeStart(req engine.AttemptRequest, err error) engine.Outcome {
-	if f, ferr := local.OpenLog(r.s.runDir, req.LogPath); ferr == nil {
+// directory; as user as, when the attempt was to run as another user).
+func (r runner) failBeforeStart(req engine.AttemptRequest, as *executor.User, err error) engine.Outcome {
+	if f, ferr := local.OpenLogAs(r.s.runDir, req.LogPath, as); ferr == nil {
 		fmt.Fprintf(f, "gpusched: %v\n", err)
 		f.Close()
 	}

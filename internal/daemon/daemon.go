@@ -100,9 +100,10 @@ type Daemon struct {
 	// peerOf reads a connection's peer; a seam for tests, which cannot
 	// connect as another user without creating one.
 	peerOf func(net.Conn) peer
-	// runAsAnyone lets users other than the daemon's own submit, their
-	// tasks running as the daemon's user. Running tasks as their owner
-	// is not built yet (phase B), so only tests set it.
+	// runAsAnyone, a seam for tests with made-up users, lets users other
+	// than the daemon's own submit to any daemon, their tasks running as
+	// the daemon's user (no Owner). The system daemon, as root, takes
+	// every user's tasks without it and runs them as their owners.
 	runAsAnyone bool
 
 	stopping chan struct{} // closed when the daemon starts stopping: streams end

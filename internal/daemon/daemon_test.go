@@ -221,11 +221,11 @@ func TestOwnership(t *testing.T) {
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"1"`) {
 		t.Errorf("root cancels: %d %s", rec.Code, rec.Body)
 	}
-	// Without run-as-owner (phase B), a daemon takes tasks from its own
-	// user only.
-	d.runAsAnyone = false
+	// A daemon that is not root takes tasks from its own user only: it
+	// cannot run them as anyone else.
+	d.runAsAnyone, d.uid = false, 4321
 	rec = d.as(t, alice, "POST", "/v1/runs", client.RunRequest{Kind: client.KindCommand, Tasks: []client.Task{{Command: []string{"true"}}}})
-	if msg := errorOf(t, rec); rec.Code != 403 || !strings.Contains(msg, "cannot run them as") {
+	if msg := errorOf(t, rec); rec.Code != 403 || !strings.Contains(msg, "not root, so it cannot run tasks as") {
 		t.Errorf("alice submits to a daemon that cannot run as her: %d %s", rec.Code, msg)
 	}
 }

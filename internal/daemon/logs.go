@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -56,7 +55,7 @@ func (d *Daemon) logs(w http.ResponseWriter, r *http.Request, p peer) error {
 		if err != nil {
 			return err
 		}
-		f, err := openLog(a.LogPath)
+		f, err := d.openLog(a.LogPath, t.run)
 		if err != nil {
 			return err
 		}
@@ -109,7 +108,7 @@ func (d *Daemon) follow(r *http.Request, s *stream, t target, attempt int) {
 		}
 		if a != nil && f == nil {
 			var err error
-			if f, err = openLog(a.LogPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if f, err = d.openLog(a.LogPath, t.run); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return
 			}
 			if f != nil && s.send(client.LogLine{Attempt: cur}) != nil {
@@ -163,18 +162,6 @@ func pickAttempt(t target, rec gpusched.Record, n int) (*gpusched.Attempt, error
 	}
 	return nil, errorf(http.StatusNotFound, "task %s has no attempt %d (it has attempts %d to %d)", t.show, n,
 		rec.Attempts[0].Number, rec.LastAttempt().Number)
-}
-
-// openLog opens an attempt's log, never through a symbolic link.
-func openLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-		return nil, errorf(http.StatusInternalServerError, "open log: %v", err)
-	}
-	return f, nil
 }
 
 // copyLog sends what f holds from its offset on, in lines of at most

@@ -110,10 +110,23 @@ func resolvePaths(cfg *Config) error {
 	}
 	mode := fs.FileMode(0o700)
 	if cfg.System {
-		mode = 0o711 // users' log folders go below, phase B
+		mode = 0o711 // users' log folders go below
 	}
 	if err := os.MkdirAll(cfg.StateDir, mode); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
+	}
+	if cfg.System {
+		// Users' attempts open their logs, as themselves, below it: they
+		// must pass through (not list it).
+		fi, err := os.Stat(cfg.StateDir)
+		if err != nil {
+			return fmt.Errorf("state directory: %w", err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o011 != 0o011 {
+			if err := os.Chmod(cfg.StateDir, perm|0o011); err != nil {
+				return fmt.Errorf("state directory: let users pass through: %w", err)
+			}
+		}
 	}
 	return nil
 }

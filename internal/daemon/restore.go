@@ -59,7 +59,11 @@ func (d *Daemon) restore() error {
 		}
 		m := metas[st.Spec.ID]
 		if m == nil {
-			r := d.runs.adopt(runID, d.uid, d.userName(d.uid))
+			uid := d.uid
+			if n, err := strconv.Atoi(st.Spec.Owner); err == nil {
+				uid = n
+			}
+			r := d.runs.adopt(runID, uid, d.userName(uid))
 			r.tasks = append(r.tasks, taskMeta{inner: inner})
 			m = &r.tasks[len(r.tasks)-1]
 			for i := range r.tasks { // the append may have moved them
@@ -71,6 +75,7 @@ func (d *Daemon) restore() error {
 			d.tasks.stored[st.Spec.ID] = st.Record
 			continue
 		}
+		// Its Owner is part of its definition, kept as it was submitted.
 		sp := st.Spec
 		sp.Dependencies = nil
 		for _, dep := range st.Spec.Dependencies {
@@ -82,6 +87,13 @@ func (d *Daemon) restore() error {
 	}
 	if len(again) == 0 {
 		return nil
+	}
+	for _, sp := range again { // their owners' log folders, as at submit
+		if rn, _, ok := d.runOf(sp.ID); ok && d.runsAsOthers(rn) {
+			if err := d.ownLogDir(rn, -1); err != nil {
+				return fmt.Errorf("queue again the tasks an earlier daemon left unfinished: %w", err)
+			}
+		}
 	}
 	if err := d.sched.SubmitMany(again); err != nil {
 		return fmt.Errorf("queue again the %d tasks an earlier daemon left unfinished: %w", len(again), err)

@@ -28,7 +28,7 @@ func (d *Daemon) submit(w http.ResponseWriter, r *http.Request, p peer) error {
 		return err
 	}
 	nr.id = d.runs.reserve()
-	specs, err := d.specs(nr, req)
+	specs, err := d.specs(nr, req, d.ownerOf(p))
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,14 @@ func (d *Daemon) submit(w http.ResponseWriter, r *http.Request, p peer) error {
 		return err
 	}
 	if made {
-		if err := d.sched.SubmitManyContext(r.Context(), specs); err != nil {
+		err := error(nil)
+		if d.runsAsOthers(got) {
+			err = d.ownLogDir(got, p.gid)
+		}
+		if err == nil {
+			err = d.sched.SubmitManyContext(r.Context(), specs)
+		}
+		if err != nil {
 			if rerr := d.runs.remove(got); rerr != nil {
 				d.log.Printf("run %d: submit failed (%v), and it cannot be forgotten: %v", got.id, err, rerr)
 			}
@@ -56,15 +63,16 @@ func (d *Daemon) submitted(w http.ResponseWriter, got *run) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// canRunFor says whether the daemon can run tasks for p: as p. It runs
-// every task as its own user for now, so it takes tasks from its own
-// user alone (and from anyone in tests, runAsAnyone). Running them as
-// their owner is where phase B plugs in.
+// canRunFor says whether the daemon can run tasks for p, as p: those of
+// its own user always; those of every user when it is the system daemon
+// and root, which runs each task as its owner (and, in tests, when
+// runAsAnyone, which runs them as the daemon's user). A per-user daemon
+// never gets here for another user: the route refuses them (allow).
 func (d *Daemon) canRunFor(p peer) error {
-	if p.uid == d.uid || d.runAsAnyone {
+	if p.uid == d.uid || d.runAsAnyone || (d.cfg.System && d.uid == 0) {
 		return nil
 	}
-	return errorf(http.StatusForbidden, "this daemon runs tasks as %s and cannot run them as %s yet; start your own (gpusched daemon, or set GPUSCHED_SOCKET to it)",
+	return errorf(http.StatusForbidden, "this daemon runs as %s, not root, so it cannot run tasks as %s; start your own (gpusched daemon, or set GPUSCHED_SOCKET to it)",
 		d.userName(d.uid), d.userName(p.uid))
 }
 
@@ -123,8 +131,9 @@ func (d *Daemon) newRun(req client.RunRequest, p peer) (*run, error) {
 	return nr, nil
 }
 
-// specs makes the scheduler's tasks of run nr, numbered now.
-func (d *Daemon) specs(nr *run, req client.RunRequest) ([]gpusched.TaskSpec, error) {
+// specs makes the scheduler's tasks of run nr, numbered now, owned by
+// owner (a uid; see ownerOf).
+func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched.TaskSpec, error) {
 	specs := make([]gpusched.TaskSpec, len(req.Tasks))
 	for i, t := range req.Tasks {
 		m := &nr.tasks[i]
@@ -132,6 +141,7 @@ func (d *Daemon) specs(nr *run, req client.RunRequest) ([]gpusched.TaskSpec, err
 			ID: qualify(nr.id, m.inner), Payload: t.Command, Priority: t.Priority, Dir: m.dir,
 			Timeout: time.Duration(t.Timeout), RetryDelay: time.Duration(t.RetryDelay), RetryOnExitCodes: t.RetryOnExitCodes,
 			RetryOnTimeout: t.RetryOnTimeout, Artifacts: t.Artifacts, HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
+			Owner: owner,
 		}
 		if t.GPUMiB > 0 || t.Exclusive {
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: t.GPUMiB, Exclusive: t.Exclusive}

@@ -17,7 +17,8 @@ import (
 // ~/.bashrc) is refused rather than written through, even if it appears
 // while we look. The file must be a regular file with no other hard link.
 // With root "", the folders are created as they are and only the file is
-// protected.
+// protected. Folders are opened O_PATH: passing through one (mode 0711,
+// as a system daemon's state directory) is enough.
 //
 // Every error names the path. Execute uses it for Job.LogPath and
 // Job.LogRoot; whatever else writes into a run directory's logs should too.
@@ -39,20 +40,20 @@ func OpenLog(root, path string) (*os.File, error) {
 			parts = strings.Split(rel, string(filepath.Separator))
 		}
 	}
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open log folder %s: %w", root, err)
 	}
 	at := root
 	for _, p := range parts {
 		at = filepath.Join(at, p)
-		next, err := unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		next, err := unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err == unix.ENOENT {
 			if err := unix.Mkdirat(fd, p, 0o755); err != nil && err != unix.EEXIST {
 				unix.Close(fd)
 				return nil, fmt.Errorf("create log folder %s: %w", at, err)
 			}
-			next, err = unix.Openat(fd, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			next, err = unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		}
 		unix.Close(fd)
 		switch {
