@@ -171,6 +171,9 @@ func (f *daemonFollower) pass(ev client.Event) {
 		case f.changed <- struct{}{}:
 		default:
 		}
+	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventDeliveryFailed, gpusched.EventAdopted,
+		gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+		// the task goes on, or the event is not a task's end
 	}
 }
 
@@ -206,6 +209,9 @@ func daemonEventLine(ev gpusched.Event) string {
 		return fmt.Sprintf("%s failed    %s: attempt %d %s; gpusched logs %s", ts, ev.TaskID, a.Number, a.Error, ev.TaskID)
 	case gpusched.EventAdopted:
 		return fmt.Sprintf("%s adopted   %s (attempt %d, by a daemon that restarted)", ts, ev.TaskID, a.Number)
+	case gpusched.EventStarted, gpusched.EventComplete, gpusched.EventBlocked, gpusched.EventCancelled,
+		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+		// worded as gpusched run words them
 	}
 	return eventLine(ev)
 }
