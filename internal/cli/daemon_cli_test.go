@@ -40,11 +40,13 @@ func TestWriteQueue(t *testing.T) {
 		{ID: "12", Owner: "alice", State: "running", GPU: &card, Started: &started, Command: []string{"python", "train.py", "--note", "a b"}},
 		{ID: "13", Owner: "bob", State: "pending", Waiting: "after 12", Name: "eval"},
 		{ID: "14/a", Owner: "alice", State: "complete", Started: &started, Ended: &ended, Command: []string{"true"}},
+		{ID: "15", Owner: "alice", State: "running", Paused: true, Started: &started, Command: []string{"sleep", "9"}},
 	}, now)
-	want := `ID    OWNER  STATE              CARD  TIME   COMMAND
-12    alice  running            1     1m30s  python train.py --note "a b"
-13    bob    pending: after 12  -     -      (eval)
-14/a  alice  complete           -     1m00s  true
+	want := `ID    OWNER  STATE                              CARD  TIME   COMMAND
+12    alice  running                            1     1m30s  python train.py --note "a b"
+13    bob    pending: after 12                  -     -      (eval)
+14/a  alice  complete                           -     1m00s  true
+15    alice  running (paused: no retry starts)  -     1m30s  sleep 9
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

@@ -79,8 +79,11 @@ func writeQueue(w io.Writer, tasks []client.TaskInfo, now time.Time) {
 	fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tCARD\tTIME\tCOMMAND")
 	for _, t := range tasks {
 		state := t.State
-		if t.Waiting != "" {
+		switch {
+		case t.Waiting != "":
 			state += ": " + t.Waiting
+		case t.Paused && t.State == "running":
+			state += " (paused: no retry starts)"
 		}
 		card := "-"
 		if t.GPU != nil {
