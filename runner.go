@@ -202,7 +202,7 @@ func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res execu
 		}
 	}
 	if out.Verdict != nil && req.GPU != nil {
-		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(logTail(req.LogPath, 64<<10))
+		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(r.logTail(req, 64<<10))
 	}
 	return out
 }
@@ -267,9 +267,21 @@ func (s *Scheduler) onFailure(sp *task.Spec, rec task.Record) {
 	}
 }
 
-// logTail returns up to n bytes from the end of the file at path.
-func logTail(path string, n int64) []byte {
-	f, err := os.Open(path)
+// logTail returns up to n bytes from the end of req's log. The log of
+// an attempt that ran as another user is in a folder of that user's, who
+// could plant a link or a FIFO there: it is read without following a
+// link, and only if it is a regular file of theirs (local.ReadLog).
+func (r runner) logTail(req engine.AttemptRequest, n int64) []byte {
+	as, err := runAs(req.Spec)
+	if err != nil {
+		return nil
+	}
+	var f *os.File
+	if as != nil {
+		f, err = local.ReadLog(r.s.runDir, req.LogPath, int(as.UID))
+	} else {
+		f, err = os.Open(req.LogPath)
+	}
 	if err != nil {
 		return nil
 	}
