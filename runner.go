@@ -33,7 +33,15 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks execut
 	t := publicSpec(req.Spec) // the task as the handler sees it
 	as, err := runAs(req.Spec)
 	if err != nil {
-		if os.Geteuid() == 0 { // its log folder is the owner's: root writes nothing there
+		if os.Geteuid() == 0 {
+			// Its log folder is the owner's: root writes nothing there.
+			// An owner who is no longer a user is still a uid, and the
+			// reason is written with that uid's rights, as its log would
+			// have been.
+			if uid, perr := strconv.ParseUint(req.Spec.Owner, 10, 32); perr == nil {
+				gone := &executor.User{UID: uint32(uid), GID: noGroup, Name: "uid " + req.Spec.Owner}
+				return r.failBeforeStart(req, gone, err)
+			}
 			return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
 		}
 		return r.failBeforeStart(req, nil, err)
@@ -103,6 +111,11 @@ func runAs(sp *task.Spec) (*executor.User, error) {
 	}
 	return u, nil
 }
+
+// noGroup is the group a log written for an owner who is no longer a
+// user is given (the kernel's overflow gid, "nogroup"): their primary
+// group is not known any more.
+const noGroup = 65534
 
 // userName returns uid's login name with the uid ("alice (1000)"), or
 // the uid alone.
