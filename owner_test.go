@@ -133,3 +133,60 @@ func TestOwnerNeedsRoot(t *testing.T) {
 		t.Errorf("record = %+v: want one attempt, failed, naming the task and the user", r)
 	}
 }
+
+// An owner who is no longer a user still owns the log folder the daemon
+// gave them: the reason their task failed is written there, with their
+// uid's rights (never root's), so that the log says why.
+func TestOwnerWhoIsNoUserGetsTheReasonInTheLog(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a scheduler that is not root refuses every other owner before looking them up")
+	}
+	gone := 0
+	for uid := 3_999_000; uid < 3_999_100; uid++ {
+		if _, err := user.LookupId(strconv.Itoa(uid)); err != nil {
+			gone = uid
+			break
+		}
+	}
+	if gone == 0 {
+		t.Skip("no unused uid found")
+	}
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // t.TempDir's folders are 0700
+	}
+	logs := filepath.Join(dir, gpusched.LogsDir, "orphan")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(logs, gone, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(logs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := gpusched.New(dir, gpusched.Scheduling{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Submit(gpusched.TaskSpec{ID: "orphan", Owner: strconv.Itoa(gone), Payload: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, s)["orphan"]
+	if r.State != gpusched.StateFailed || len(r.Attempts) != 1 {
+		t.Fatalf("record = %+v: want one attempt, failed", r)
+	}
+	path := r.LastAttempt().LogPath
+	b, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(b), "task orphan cannot run as its owner") {
+		t.Fatalf("log %s holds %q (%v): want the reason", path, b, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != gone {
+		t.Errorf("the log belongs to uid %d, want the owner's %d: written with rights the owner lacks", st.Uid, gone)
+	}
+}

@@ -33,7 +33,15 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks execut
 	t := publicSpec(req.Spec) // the task as the handler sees it
 	as, err := runAs(req.Spec)
 	if err != nil {
-		if os.Geteuid() == 0 { // its log folder is the owner's: root writes nothing there
+		if os.Geteuid() == 0 {
+			// Its log folder is the owner's: root writes nothing there.
+			// An owner who is no longer a user is still a uid, and the
+			// reason is written with that uid's rights, as its log would
+			// have been.
+			if uid, perr := strconv.ParseUint(req.Spec.Owner, 10, 32); perr == nil {
+				gone := &executor.User{UID: uint32(uid), GID: noGroup, Name: "uid " + req.Spec.Owner}
+				return r.failBeforeStart(req, gone, err)
+			}
 			return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
 		}
 		return r.failBeforeStart(req, nil, err)
@@ -103,6 +111,11 @@ func runAs(sp *task.Spec) (*executor.User, error) {
 	}
 	return u, nil
 }
+
+// noGroup is the group a log written for an owner who is no longer a
+// user is given (the kernel's overflow gid, "nogroup"): their primary
+// group is not known any more.
+const noGroup = 65534
 
 // userName returns uid's login name with the uid ("alice (1000)"), or
 // the uid alone.
@@ -202,7 +215,7 @@ func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res execu
 		}
 	}
 	if out.Verdict != nil && req.GPU != nil {
-		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(logTail(req.LogPath, 64<<10))
+		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(r.logTail(req, 64<<10))
 	}
 	return out
 }
@@ -267,9 +280,21 @@ func (s *Scheduler) onFailure(sp *task.Spec, rec task.Record) {
 	}
 }
 
-// logTail returns up to n bytes from the end of the file at path.
-func logTail(path string, n int64) []byte {
-	f, err := os.Open(path)
+// logTail returns up to n bytes from the end of req's log. The log of
+// an attempt that ran as another user is in a folder of that user's, who
+// could plant a link or a FIFO there: it is read without following a
+// link, and only if it is a regular file of theirs (local.ReadLog).
+func (r runner) logTail(req engine.AttemptRequest, n int64) []byte {
+	as, err := runAs(req.Spec)
+	if err != nil {
+		return nil
+	}
+	var f *os.File
+	if as != nil {
+		f, err = local.ReadLog(r.s.runDir, req.LogPath, int(as.UID))
+	} else {
+		f, err = os.Open(req.LogPath)
+	}
 	if err != nil {
 		return nil
 	}

@@ -167,6 +167,9 @@ func start(cfg Config) (*Daemon, *socket, error) {
 		lock.Close()
 		return nil, nil, err
 	}
+	if err := privateDatabases(cfg.StateDir); err != nil {
+		return fail(err)
+	}
 	var sock *socket
 	if cfg.Listener != nil {
 		sock = &socket{ln: cfg.Listener, path: cfg.Listener.Addr().String()}

@@ -85,6 +85,7 @@ func (d *Daemon) restore() error {
 		}
 		again = append(again, sp)
 	}
+	d.markUnqueued(stored)
 	if len(again) == 0 {
 		return nil
 	}
@@ -100,6 +101,34 @@ func (d *Daemon) restore() error {
 	}
 	d.log.Printf("took up %d unfinished tasks an earlier daemon left", len(again))
 	return nil
+}
+
+// unqueued is the error of a task of a run that runs.db kept and the
+// state database never got: the daemon stopped between saving the run
+// and queueing its tasks (submit). The request is not kept, so it cannot
+// be queued again.
+const unqueued = "the daemon stopped before queueing its tasks; submit it again"
+
+// markUnqueued records as failed (unqueued), among the finished tasks,
+// every task of a run of runs.db that is not in the state database
+// (stored), so that its run is never shown empty nor waited for in vain.
+func (d *Daemon) markUnqueued(stored []gpusched.StoredTask) {
+	have := make(map[string]bool, len(stored))
+	for _, st := range stored {
+		have[st.Spec.ID] = true
+	}
+	n := 0
+	for _, r := range d.runs.all() {
+		for _, m := range r.tasks {
+			if id := qualify(r.id, m.inner); !have[id] {
+				d.tasks.stored[id] = gpusched.Record{ID: id, State: gpusched.StateFailed, Error: unqueued, Submitted: r.created}
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		d.log.Printf("%d tasks of runs saved before a stop were never queued: shown failed (%s)", n, unqueued)
+	}
 }
 
 // argvOf returns a command task's argv.

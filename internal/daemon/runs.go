@@ -19,8 +19,9 @@ const RunsFile = "runs.db"
 
 // A run is written to runs.db, and committed, before its tasks are
 // submitted to the scheduler: a task never exists without its run (and
-// so without its owner). A crash in between leaves a run without tasks,
-// which is shown as such.
+// so without its owner). A crash in between leaves a run whose tasks are
+// not in the state database: the next daemon shows them failed, saying
+// why (markUnqueued).
 
 // run is one submission. Its fields are fixed once it is made, except
 // tasks' command and dir, filled once (at submit, or from the state

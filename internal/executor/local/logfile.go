@@ -40,31 +40,9 @@ func OpenLog(root, path string) (*os.File, error) {
 			parts = strings.Split(rel, string(filepath.Separator))
 		}
 	}
-	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openLogFolder(root, parts, true)
 	if err != nil {
-		return nil, fmt.Errorf("open log folder %s: %w", root, err)
-	}
-	at := root
-	for _, p := range parts {
-		at = filepath.Join(at, p)
-		next, err := unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == unix.ENOENT {
-			if err := unix.Mkdirat(fd, p, 0o755); err != nil && err != unix.EEXIST {
-				unix.Close(fd)
-				return nil, fmt.Errorf("create log folder %s: %w", at, err)
-			}
-			next, err = unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		}
-		unix.Close(fd)
-		switch {
-		case err == unix.ELOOP:
-			return nil, fmt.Errorf("log folder %s is a symbolic link; gpusched follows none in its run directory", at)
-		case err == unix.ENOTDIR:
-			return nil, fmt.Errorf("log folder %s is not a folder", at)
-		case err != nil:
-			return nil, fmt.Errorf("open log folder %s: %w", at, err)
-		}
-		fd = next
+		return nil, err
 	}
 	// O_NONBLOCK: a FIFO planted as the log must not hang the open.
 	f, err := unix.Openat(fd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
@@ -93,6 +71,88 @@ func OpenLog(root, path string) (*os.File, error) {
 	if _, err := unix.FcntlInt(uintptr(f), unix.F_SETFL, unix.O_APPEND); err != nil { // O_NONBLOCK off
 		unix.Close(f)
 		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(f), path), nil
+}
+
+// openLogFolder opens, O_PATH, the folder root/parts..., each part
+// relative to the one above it and never through a symbolic link;
+// creating the missing ones (0755) if create.
+func openLogFolder(root string, parts []string, create bool) (int, error) {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open log folder %s: %w", root, err)
+	}
+	at := root
+	for _, p := range parts {
+		at = filepath.Join(at, p)
+		next, err := unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT && create {
+			if err := unix.Mkdirat(fd, p, 0o755); err != nil && err != unix.EEXIST {
+				unix.Close(fd)
+				return -1, fmt.Errorf("create log folder %s: %w", at, err)
+			}
+			next, err = unix.Openat(fd, p, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
+		unix.Close(fd)
+		switch {
+		case err == unix.ELOOP:
+			return -1, fmt.Errorf("log folder %s is a symbolic link; gpusched follows none in its run directory", at)
+		case err == unix.ENOTDIR:
+			return -1, fmt.Errorf("log folder %s is not a folder", at)
+		case err != nil:
+			return -1, fmt.Errorf("open log folder %s: %w", at, err)
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// ReadLog opens the log file at path, below root (the run directory),
+// for reading, with OpenLog's rules and creating nothing: no symbolic
+// link is followed below root, and the file must be a regular file with
+// no other hard link, owned by uid (whose attempt wrote it). Whoever
+// reads a log a task's owner may have tampered with, with rights the
+// owner lacks (a scheduler running as root), uses it.
+func ReadLog(root, path string, uid int) (*os.File, error) {
+	rel, err := filepath.Rel(root, filepath.Clean(path))
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("log %s is not inside %s", path, root)
+	}
+	dir, base := filepath.Split(rel)
+	var parts []string
+	if dir = filepath.Clean(dir); dir != "." {
+		parts = strings.Split(dir, string(filepath.Separator))
+	}
+	fd, err := openLogFolder(root, parts, false)
+	if err != nil {
+		return nil, err
+	}
+	// O_NONBLOCK: a FIFO planted as the log must not hang the open.
+	f, err := unix.Openat(fd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	unix.Close(fd)
+	switch {
+	case err == unix.ELOOP:
+		return nil, fmt.Errorf("log file %s is a symbolic link; gpusched follows none in its run directory", path)
+	case err != nil:
+		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(f, &st); err != nil {
+		unix.Close(f)
+		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = fmt.Errorf("log file %s is not a regular file", path)
+	case st.Nlink > 1:
+		err = fmt.Errorf("log file %s has %d hard links; gpusched reads only its own files", path, st.Nlink)
+	case int(st.Uid) != uid:
+		err = fmt.Errorf("log file %s belongs to uid %d, not to %d, whose attempt wrote it", path, st.Uid, uid)
+	}
+	if err != nil {
+		unix.Close(f)
+		return nil, err
 	}
 	return os.NewFile(uintptr(f), path), nil
 }
