@@ -190,7 +190,7 @@ func start(cfg Config) (*Daemon, *socket, error) {
 	if d.runs, err = openRuns(cfg.StateDir); err != nil {
 		return failSock(err)
 	}
-	opts := append([]gpusched.Option{gpusched.WithQualifiedIDs()}, cfg.Options...)
+	opts := append([]gpusched.Option{gpusched.WithQualifiedIDs(), gpusched.WithRetirement()}, cfg.Options...)
 	if d.sched, err = gpusched.New(cfg.StateDir, cfg.Scheduling, opts...); err != nil {
 		d.runs.close()
 		return failSock(err)
