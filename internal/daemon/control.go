@@ -97,7 +97,7 @@ func (d *Daemon) wait(w http.ResponseWriter, r *http.Request, p peer) error {
 	results := make(chan ended, len(ts))
 	for _, t := range ts {
 		if _, held := d.sched.Record(t.id); !held {
-			if rec, ok := d.stored(t.id); ok { // finished before this daemon started
+			if rec, ok := d.stored(t.id); ok { // finished: retired, or before this daemon started
 				results <- ended{t: t, rec: rec}
 				continue
 			}
