@@ -164,10 +164,8 @@ func (d *Daemon) snapshot() metrics.Snapshot {
 			id := qualify(rn.id, m.inner)
 			rec := recs[id]
 			if rec == nil { // finished: the scheduler may have retired it
-				if st, ok := d.tasks.endedAs(id); ok {
+				if st, ok := d.stateOf(recs, id); ok {
 					counts[key{rn.user, st.String()}]++
-				} else if r, ok := d.stored(id); ok {
-					counts[key{rn.user, r.State.String()}]++
 				}
 				continue
 			}

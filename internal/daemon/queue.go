@@ -109,6 +109,21 @@ func (d *Daemon) record(recs map[string]*gpusched.Record, id string) *gpusched.R
 	return nil
 }
 
+// stateOf returns task id's state: from recs, or, for a finished task,
+// as the daemon noted it (reading its record only when it did not).
+func (d *Daemon) stateOf(recs map[string]*gpusched.Record, id string) (gpusched.State, bool) {
+	if r := recs[id]; r != nil {
+		return r.State, true
+	}
+	if st, ok := d.tasks.endedAs(id); ok {
+		return st, true
+	}
+	if r, ok := d.stored(id); ok {
+		return r.State, true
+	}
+	return 0, false
+}
+
 // lookup returns task id's record, read alone: the scheduler's, or, for a
 // task it does not hold, the state database's.
 func (d *Daemon) lookup(id string) (gpusched.Record, bool) {
@@ -176,7 +191,7 @@ func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[strin
 		}
 		var after []string
 		for _, dep := range m.deps {
-			if r := d.record(recs, dep); r != nil && r.State != gpusched.StateComplete {
+			if st, ok := d.stateOf(recs, dep); ok && st != gpusched.StateComplete {
 				after = append(after, d.show(dep))
 			}
 		}
