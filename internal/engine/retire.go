@@ -22,7 +22,9 @@ import (
 //   - a new task may depend on a retired one: one that completed satisfies
 //     the dependency, one that failed, was cancelled or was blocked blocks
 //     the new task, as if it were in memory;
-//   - a retired task's id cannot be submitted again (a duplicate);
+//   - a retired task's id cannot be submitted again (a duplicate), except
+//     in a Submission with Again: then it is taken up again with its
+//     history, as a task an earlier run left is (how it is retried);
 //   - Cancel of a retired task does nothing; Wait returns its record;
 //   - Records and Run return only the tasks in memory.
 //
