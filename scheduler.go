@@ -53,6 +53,7 @@ type options struct {
 	executors map[string]executor.Executor
 	probe     gpu.Probe // nil: nvidia-smi
 	qualified bool      // WithQualifiedIDs
+	retire    bool      // WithRetirement
 }
 
 // WithHandler registers h for tasks of the given kind, replacing any
@@ -126,6 +127,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		UserMaxRunning:    sc.settings.UserMaxRunning,
 		UserMaxGPUMiB:     sc.settings.UserMaxGPUMiB,
 		OwnerName:         ownerName,
+		Retire:            o.retire,
 		GPU: engine.GPUConfig{
 			Probe:          sc.probe,
 			Settings:       sc.settings.gpuSettings(),

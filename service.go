@@ -45,6 +45,46 @@ func WithQualifiedIDs() Option {
 	return func(o *options) { o.qualified = true }
 }
 
+// WithRetirement has the scheduler forget a finished task (complete,
+// failed, blocked or cancelled) once its end is saved and its completion
+// event delivered, so that a scheduler serving for weeks holds only the
+// tasks that have not finished. A retired task stays in the state
+// database: Lookup reads it, Wait returns its record, Cancel of it does
+// nothing, a new task may depend on it, and SubmitAgain takes it up
+// again; Records, Record and Run leave it out.
+func WithRetirement() Option {
+	return func(o *options) { o.retire = true }
+}
+
+// Lookup returns task id as the state database holds it now (what is
+// saved of it), whether or not the scheduler holds it: one retired
+// (WithRetirement) or left by an earlier scheduler is read so. ok is
+// false when the database has no such task. Use Record for a task the
+// scheduler holds: Lookup reads the database.
+func (s *Scheduler) Lookup(id string) (t StoredTask, ok bool, err error) {
+	r, ok, err := s.engine.Lookup(id)
+	if err != nil || !ok {
+		return StoredTask{}, false, publicError(err)
+	}
+	var sp task.Spec
+	if err := json.Unmarshal(r.Spec, &sp); err != nil {
+		return StoredTask{}, false, fmt.Errorf("read stored task %q: %w", r.ID, err)
+	}
+	sp.Normalize()
+	t = StoredTask{Spec: *publicSpec(&sp), Record: publicRecord(r.Record)}
+	t.Spec.Payload = argvPayload(sp.Kind, sp.Payload)
+	return t, true, nil
+}
+
+// SubmitAgain is SubmitManyContext for tasks that may have been retired
+// (WithRetirement): a retired task is taken up again with its history,
+// as a task an earlier scheduler left is when submitted again, so a
+// failed, cancelled or blocked one runs again, its attempt numbers
+// continuing. A task the scheduler holds is still a duplicate.
+func (s *Scheduler) SubmitAgain(ctx context.Context, tasks []TaskSpec) error {
+	return s.submitWith(ctx, "", true, tasks)
+}
+
 // Serve runs every task submitted, whenever it is submitted and from any
 // goroutine, until ctx is done or the scheduler is closed. Then running
 // attempts are stopped and recorded cancelled, tasks not started stay

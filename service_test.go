@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpusched/gpusched"
 )
@@ -202,5 +203,56 @@ func TestStoredAfterReopen(t *testing.T) {
 	}
 	if len(recs) != 1 || recs[0].State != gpusched.StateComplete || len(recs[0].Attempts) != 1 || recs[0].Rerun != "" {
 		t.Errorf("a submitted again: %+v, want kept complete with its one attempt", recs)
+	}
+}
+
+// With retirement, a finished task leaves the scheduler's memory but not
+// its database: Lookup reads it, a plain submission of its id is a
+// duplicate, and SubmitAgain runs a failed one again with what it
+// blocked, attempt numbers going on.
+func TestRetirementLookupAndSubmitAgain(t *testing.T) {
+	s := newScheduler(t, gpusched.Scheduling{}, gpusched.WithRetirement())
+	serve(t, s)
+	marker := filepath.Join(t.TempDir(), "marker")
+	fail, after := sh("a", "test -e "+marker), sh("b", "echo b", "a")
+	if err := s.SubmitMany([]gpusched.TaskSpec{fail, after}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if recs, err := s.Wait(ctx, []string{"a", "b"}); err != nil || recs[0].State != gpusched.StateFailed || recs[1].State != gpusched.StateBlocked {
+		t.Fatalf("first run: %+v %v", recs, err)
+	}
+	var held bool
+	for range 1000 { // retired once its end is committed: soon after Wait answers
+		if _, held = s.Record("a"); !held {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if held {
+		t.Fatal("task a is still held after it failed")
+	}
+	st, ok, err := s.Lookup("a")
+	if err != nil || !ok || st.Record.State != gpusched.StateFailed || len(st.Record.Attempts) != 1 || !slices.Equal(st.Spec.Payload.([]string), fail.Payload.([]string)) {
+		t.Fatalf("Lookup(a) = %+v, %v, %v", st, ok, err)
+	}
+	if _, ok, err := s.Lookup("nope"); ok || err != nil {
+		t.Errorf("Lookup(nope) = %v, %v", ok, err)
+	}
+	if err := s.Submit(fail); !errors.Is(err, gpusched.ErrDuplicateTask) {
+		t.Errorf("plain submit of a retired id: %v, want a duplicate", err)
+	}
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SubmitAgain(ctx, []gpusched.TaskSpec{fail, after}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Wait(ctx, []string{"a", "b"})
+	if err != nil || recs[0].State != gpusched.StateComplete || recs[1].State != gpusched.StateComplete {
+		t.Fatalf("submitted again: %+v %v", recs, err)
+	}
+	if n := recs[0].LastAttempt().Number; n != 2 {
+		t.Errorf("task a's attempt %d, want 2 (its history kept)", n)
 	}
 }

@@ -42,6 +42,12 @@ func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) err
 
 // submit is SubmitManyContext with an idempotency key (SubmitKeyed).
 func (s *Scheduler) submit(ctx context.Context, key string, tasks []TaskSpec) error {
+	return s.submitWith(ctx, key, false, tasks)
+}
+
+// submitWith is submit, taking up retired tasks again when again is set
+// (SubmitAgain).
+func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, tasks []TaskSpec) error {
 	specs, blobs, err := prepare(tasks, s.handlers, s.qualified)
 	if err != nil {
 		return err
@@ -52,7 +58,7 @@ func (s *Scheduler) submit(ctx context.Context, key string, tasks []TaskSpec) er
 	if err := s.checkExecutors(specs); err != nil {
 		return err
 	}
-	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key,
+	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key, Again: again,
 		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs))}
 	for i, sp := range specs {
 		sub.Fingerprint[i] = sp.Fingerprint()

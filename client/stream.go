@@ -115,22 +115,65 @@ type LogOptions struct {
 
 // Logs writes task id's log to w (GET /v1/logs). With Follow it goes on
 // until the task is finished, writing "--- attempt N ---" lines between
-// attempts, and returns the task's final state.
+// attempts, and returns the task's final state. When the daemon goes away
+// meanwhile (a restart), a follower dials its socket again as Wait does
+// and goes on from the attempt and byte it had reached, so that nothing
+// is written twice or left out; it gives up when ctx is done.
 func (c *Client) Logs(ctx context.Context, id string, o LogOptions, w io.Writer) (state string, err error) {
-	q := url.Values{"id": {id}}
-	if o.Attempt > 0 {
-		q.Set("attempt", strconv.Itoa(o.Attempt))
+	f := &logFollower{w: w, attempt: o.Attempt}
+	if !o.Follow {
+		return f.once(ctx, c, id, false)
 	}
-	if o.Follow {
+	backoff := 100 * time.Millisecond
+	for {
+		state, err := f.once(ctx, c, id, true)
+		if err == nil || f.werr != nil {
+			return state, err
+		}
+		if ctx.Err() != nil {
+			return "", context.Cause(ctx)
+		}
+		var de *Error
+		if errors.As(err, &de) {
+			return "", err // the daemon refused: asking again won't help
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		c.http.CloseIdleConnections()
+	}
+}
+
+// logFollower is where a Logs call stands: the attempt it writes and the
+// bytes of it written, to go on from after a reconnection.
+type logFollower struct {
+	w       io.Writer
+	attempt int   // the attempt being written; 0 before the first
+	offset  int64 // bytes of it written
+	started bool  // an attempt was begun (the next gets a header)
+	werr    error // writing to w failed: give up
+}
+
+// once is one GET /v1/logs: the state once its end line came.
+func (f *logFollower) once(ctx context.Context, c *Client, id string, follow bool) (state string, err error) {
+	q := url.Values{"id": {id}}
+	if f.attempt > 0 {
+		q.Set("attempt", strconv.Itoa(f.attempt))
+	}
+	if follow {
 		q.Set("follow", "1")
+		if f.offset > 0 {
+			q.Set("offset", strconv.FormatInt(f.offset, 10))
+		}
 	}
 	resp, err := c.send(ctx, http.MethodGet, "/v1/logs", q, nil)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
-	first := true
-	var werr error
 	ended := false
 	err = lines(resp.Body, func(l LogLine) bool {
 		switch {
@@ -138,20 +181,25 @@ func (c *Client) Logs(ctx context.Context, id string, o LogOptions, w io.Writer)
 			state, ended = l.State, true
 			return false
 		case l.Attempt > 0:
-			if !first {
-				_, werr = fmt.Fprintf(w, "--- attempt %d ---\n", l.Attempt)
+			if l.Attempt == f.attempt && f.started {
+				return true // the one it was writing, opened again
 			}
-			first = false
+			if f.started {
+				_, f.werr = fmt.Fprintf(f.w, "--- attempt %d ---\n", l.Attempt)
+			}
+			f.attempt, f.offset, f.started = l.Attempt, 0, true
 		case l.Text != "":
-			_, werr = io.WriteString(w, l.Text)
+			_, f.werr = io.WriteString(f.w, l.Text)
+			f.offset += int64(len(l.Text))
 		case l.Data != nil:
-			_, werr = w.Write(l.Data)
+			_, f.werr = f.w.Write(l.Data)
+			f.offset += int64(len(l.Data))
 		}
-		return werr == nil
+		return f.werr == nil
 	})
 	switch {
-	case werr != nil:
-		return "", werr
+	case f.werr != nil:
+		return "", f.werr
 	case ended:
 		return state, nil
 	case err == nil || errors.Is(err, io.ErrUnexpectedEOF):

@@ -96,9 +96,11 @@ func (d *Daemon) wait(w http.ResponseWriter, r *http.Request, p peer) error {
 	}
 	results := make(chan ended, len(ts))
 	for _, t := range ts {
-		if rec, ok := d.tasks.stored[t.id]; ok {
-			results <- ended{t: t, rec: rec}
-			continue
+		if _, held := d.sched.Record(t.id); !held {
+			if rec, ok := d.stored(t.id); ok { // finished: retired, or before this daemon started
+				results <- ended{t: t, rec: rec}
+				continue
+			}
 		}
 		go func() {
 			recs, err := d.sched.Wait(ctx, []string{t.id})

@@ -56,6 +56,11 @@ type Config struct {
 	// who can connect; the socket serves them at GET /v1/metrics either
 	// way. Empty: no TCP listener.
 	MetricsListen string
+	// KeepFinished keeps every task the scheduler ran in its memory until
+	// the daemon stops, as daemons did before they retired finished tasks
+	// (gpusched.WithRetirement): the heap then grows with the tasks run.
+	// For measurements; the answers are the same either way.
+	KeepFinished bool
 }
 
 // Timeouts bound the parts of a request. Streams (wait, logs -f,
@@ -193,7 +198,11 @@ func start(cfg Config) (*Daemon, *socket, error) {
 	if d.runs, err = openRuns(cfg.StateDir); err != nil {
 		return failSock(err)
 	}
-	opts := append([]gpusched.Option{gpusched.WithQualifiedIDs()}, cfg.Options...)
+	opts := []gpusched.Option{gpusched.WithQualifiedIDs()}
+	if !cfg.KeepFinished {
+		opts = append(opts, gpusched.WithRetirement())
+	}
+	opts = append(opts, cfg.Options...)
 	if d.sched, err = gpusched.New(cfg.StateDir, cfg.Scheduling, opts...); err != nil {
 		d.runs.close()
 		return failSock(err)

@@ -16,7 +16,12 @@
 //     stale sockets, socket activation (paths.go, listen.go, lock.go);
 //   - restarts: what an earlier daemon left in the state directory is
 //     taken up again at start (restore.go): running attempts are adopted
-//     by the scheduler, pending tasks queued again, finished ones shown.
+//     by the scheduler, pending tasks queued again, finished ones shown;
+//   - finished tasks: the scheduler retires them from its memory
+//     (gpusched.WithRetirement); the daemon answers for them, and for
+//     those finished before it started, from the state database
+//     (Daemon.stored), and retries them by submitting their definitions
+//     again (again.go).
 //
 // The protocol (JSON over HTTP/1.1, /v1/ routes, NDJSON streams) is
 // described route by route in docs/daemon.md; its types are the public

@@ -17,11 +17,13 @@ import (
 // logPoll is how often a followed log is read for more.
 const logPoll = 100 * time.Millisecond
 
-// logs serves GET /v1/logs?id=ID[&attempt=N][&follow=1]: a task's log as
-// a stream (client.LogLine). Without follow it sends the attempt's log
-// as it is, then the end; with follow it goes on as the log grows and
-// through the task's later attempts, and ends when the task is finished.
-// Only the task's owner and root may read it.
+// logs serves GET /v1/logs?id=ID[&attempt=N][&follow=1[&offset=B]]: a
+// task's log as a stream (client.LogLine). Without follow it sends the
+// attempt's log as it is, then the end; with follow it goes on as the log
+// grows and through the task's later attempts, and ends when the task is
+// finished. With offset (and attempt) it begins at byte B of the
+// attempt's log: where a follower cut off by a restart had got to. Only
+// the task's owner and root may read it.
 func (d *Daemon) logs(w http.ResponseWriter, r *http.Request, p peer) error {
 	q := r.URL.Query()
 	ts, err := d.resolve(q.Get("id"))
@@ -46,6 +48,12 @@ func (d *Daemon) logs(w http.ResponseWriter, r *http.Request, p peer) error {
 		}
 	}
 	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
+	var offset int64
+	if o := q.Get("offset"); o != "" {
+		if offset, err = strconv.ParseInt(o, 10, 64); err != nil || offset < 0 || attempt == 0 || !follow {
+			return errorf(http.StatusBadRequest, "offset %q: give a number of bytes from 0, with attempt and follow", o)
+		}
+	}
 	rec, ok := d.lookup(t.id)
 	if !ok {
 		return errorf(http.StatusNotFound, "task %s is not in the scheduler", t.show)
@@ -75,14 +83,14 @@ func (d *Daemon) logs(w http.ResponseWriter, r *http.Request, p peer) error {
 		return err
 	}
 	s := startStream(w)
-	d.follow(r, s, t, attempt)
+	d.follow(r, s, t, attempt, offset)
 	return nil
 }
 
-// follow streams task t's log from attempt (0: the last) until the task
-// is finished and its last log read, the client leaves or the daemon
-// stops.
-func (d *Daemon) follow(r *http.Request, s *stream, t target, attempt int) {
+// follow streams task t's log from attempt (0: the last), from byte
+// offset of it, until the task is finished and its last log read, the
+// client leaves or the daemon stops.
+func (d *Daemon) follow(r *http.Request, s *stream, t target, attempt int, offset int64) {
 	tick := time.NewTicker(logPoll)
 	defer tick.Stop()
 	var f *os.File
@@ -110,6 +118,11 @@ func (d *Daemon) follow(r *http.Request, s *stream, t target, attempt int) {
 			var err error
 			if f, err = d.openLog(a.LogPath, t.run); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return
+			}
+			if f != nil && cur == attempt && offset > 0 {
+				if _, err := f.Seek(offset, io.SeekStart); err != nil {
+					return
+				}
 			}
 			if f != nil && s.send(client.LogLine{Attempt: cur}) != nil {
 				return

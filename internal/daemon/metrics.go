@@ -109,11 +109,32 @@ func (d *Daemon) countEvents(sub *gpusched.Subscription, last *uint64) bool {
 			}
 			*last = ev.Seq
 			d.metrics.Observe(ev, d.ownerName(ev.TaskID))
+			if st, ok := endState(ev.Kind); ok {
+				d.tasks.setEnded(ev.TaskID, st)
+			}
 		case <-d.stopping:
 			sub.Close()
 			return false
 		}
 	}
+}
+
+// endState is the state a task is in after an event of kind k, when the
+// event ends the task.
+func endState(k gpusched.EventKind) (gpusched.State, bool) {
+	switch k {
+	case gpusched.EventComplete:
+		return gpusched.StateComplete, true
+	case gpusched.EventFailed:
+		return gpusched.StateFailed, true
+	case gpusched.EventCancelled:
+		return gpusched.StateCancelled, true
+	case gpusched.EventBlocked:
+		return gpusched.StateBlocked, true
+	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventAdopted, gpusched.EventDeliveryFailed,
+		gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+	}
+	return 0, false
 }
 
 // ownerName is the user name of the owner of the scheduler's task id; ""
@@ -140,8 +161,12 @@ func (d *Daemon) snapshot() metrics.Snapshot {
 	for _, rn := range d.runs.all() {
 		for i := range rn.tasks {
 			m := &rn.tasks[i]
-			rec := d.record(recs, qualify(rn.id, m.inner))
-			if rec == nil {
+			id := qualify(rn.id, m.inner)
+			rec := recs[id]
+			if rec == nil { // finished: the scheduler may have retired it
+				if st, ok := d.stateOf(recs, id); ok {
+					counts[key{rn.user, st.String()}]++
+				}
 				continue
 			}
 			counts[key{rn.user, rec.State.String()}]++

@@ -81,29 +81,40 @@ func (d *Daemon) retry(w http.ResponseWriter, r *http.Request, p peer) error {
 			named[rts[0].id] = true
 		}
 	}
-	var ids []string
+	var ids, again []string // the scheduler's to retry; those it no longer holds, to submit again
 	for _, t := range ts {
-		rec, ok := d.sched.Record(t.id)
-		switch {
-		case !ok && d.stored(t.id):
-			if named[t.id] {
-				return errorf(http.StatusConflict, "task %s finished before this daemon started: submit it again to run it", t.show)
+		rec, inMemory := d.sched.Record(t.id)
+		if !inMemory {
+			var ok bool
+			if rec, ok = d.stored(t.id); !ok {
+				return errorf(http.StatusNotFound, "task %s is not in the scheduler (its run is being submitted, or its submission was lost)", t.show)
 			}
-		case !ok:
-			return errorf(http.StatusNotFound, "task %s is not in the scheduler (its run is being submitted, or its submission was lost)", t.show)
-		case named[t.id]:
+		}
+		switch {
+		case !named[t.id] && !retryable(rec.State):
+		case inMemory:
 			ids = append(ids, t.id)
-		case rec.State == gpusched.StateFailed || rec.State == gpusched.StateCancelled || rec.State == gpusched.StateBlocked:
-			ids = append(ids, t.id)
+		default:
+			again = append(again, t.id)
 		}
 	}
 	out := client.Retried{Retried: []string{}}
+	if len(again) > 0 {
+		done, err := d.submitAgain(r.Context(), again)
+		if err != nil {
+			return err
+		}
+		out.Retried = d.showAll(done)
+	}
 	if len(ids) > 0 {
 		done, err := d.sched.Retry(ids)
 		if err != nil {
 			return d.controlError(err)
 		}
-		out.Retried = d.showAll(done)
+		for _, id := range done {
+			d.tasks.forget(id)
+		}
+		out.Retried = append(out.Retried, d.showAll(done)...)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
@@ -143,12 +154,6 @@ func (d *Daemon) controlTargets(p peer, ids []string, verb string, want func(gpu
 		}
 	}
 	return out, nil
-}
-
-// stored reports whether task id had finished when the daemon started.
-func (d *Daemon) stored(id string) bool {
-	_, ok := d.tasks.stored[id]
-	return ok
 }
 
 // controlError is the scheduler's refusal of a pause, resume or retry on

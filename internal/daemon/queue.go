@@ -61,6 +61,12 @@ func (d *Daemon) queue(w http.ResponseWriter, r *http.Request, p peer) error {
 			if only != nil && !only[id] {
 				continue
 			}
+			if !all && recs[id] == nil {
+				continue // finished (what has not is in the scheduler), or being submitted
+			}
+			if st, ok := d.tasks.endedAs(id); ok && recs[id] == nil && states != nil && !slices.Contains(states, st.String()) {
+				continue // spares reading its record
+			}
 			rec := d.record(recs, id)
 			if rec == nil {
 				continue // being submitted, or lost with a crash before it was
@@ -91,25 +97,60 @@ func (d *Daemon) liveRecords() map[string]*gpusched.Record {
 	return m
 }
 
-// record returns task id's record: the scheduler's, or the one kept from
-// before this daemon started; nil if neither has it.
+// record returns task id's record: from recs (the scheduler's), or as
+// lookup reads it; nil if neither has it.
 func (d *Daemon) record(recs map[string]*gpusched.Record, id string) *gpusched.Record {
 	if r := recs[id]; r != nil {
 		return r
 	}
-	if r, ok := d.tasks.stored[id]; ok {
+	if r, ok := d.stored(id); ok {
 		return &r
 	}
 	return nil
 }
 
-// lookup returns task id's record, read alone.
+// stateOf returns task id's state: from recs, or, for a finished task,
+// as the daemon noted it (reading its record only when it did not).
+func (d *Daemon) stateOf(recs map[string]*gpusched.Record, id string) (gpusched.State, bool) {
+	if r := recs[id]; r != nil {
+		return r.State, true
+	}
+	if st, ok := d.tasks.endedAs(id); ok {
+		return st, true
+	}
+	if r, ok := d.stored(id); ok {
+		return r.State, true
+	}
+	return 0, false
+}
+
+// lookup returns task id's record, read alone: the scheduler's, or, for a
+// task it does not hold, the state database's.
 func (d *Daemon) lookup(id string) (gpusched.Record, bool) {
 	if r, ok := d.sched.Record(id); ok {
 		return r, true
 	}
-	r, ok := d.tasks.stored[id]
-	return r, ok
+	return d.stored(id)
+}
+
+// stored returns the record of a task the scheduler does not hold, from
+// the state database: a finished task, retired by the scheduler or left
+// by an earlier daemon, or one of a run whose tasks never reached it
+// (markUnqueued). This is the one way the daemon answers for it.
+func (d *Daemon) stored(id string) (gpusched.Record, bool) {
+	if r, ok := d.tasks.unqueued[id]; ok {
+		return r, true
+	}
+	st, ok, err := d.sched.Lookup(id)
+	if err != nil {
+		d.log.Printf("read task %s: %v", id, err)
+		return gpusched.Record{}, false
+	}
+	if !ok || !st.Record.State.Terminal() {
+		return gpusched.Record{}, false // not yet submitted, or being submitted again
+	}
+	d.tasks.setEnded(id, st.Record.State)
+	return st.Record, true
 }
 
 // info is a task as the queue shows it to p.
@@ -154,7 +195,7 @@ func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[strin
 		}
 		var after []string
 		for _, dep := range m.deps {
-			if r := d.record(recs, dep); r != nil && r.State != gpusched.StateComplete {
+			if st, ok := d.stateOf(recs, dep); ok && st != gpusched.StateComplete {
 				after = append(after, d.show(dep))
 			}
 		}

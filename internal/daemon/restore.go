@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gpusched/gpusched"
 )
@@ -18,21 +19,50 @@ import (
 // meanwhile), a pending one is queued again with its history. Their
 // dependencies on tasks that had completed are dropped, being met. The
 // finished tasks are not submitted again (a failed one would run again):
-// the daemon keeps their records (taskIndex.stored) to show and wait for,
-// and a new task after one of them is taken only if it completed.
+// like the tasks the scheduler retires (see retire.go), they are read
+// from the state database when asked for.
 
 // taskIndex is what the daemon knows of tasks besides the scheduler.
-// Filled at start, then only read.
 type taskIndex struct {
-	// stored holds the tasks that had finished when the daemon started,
-	// by the scheduler's id.
-	stored map[string]gpusched.Record
+	mu sync.Mutex
+	// ended holds the end state of the finished tasks the scheduler may
+	// no longer hold, by the scheduler's id: those finished before the
+	// daemon started and those it has seen finish since. It is what the
+	// counts of the metrics read; a task's record is read from the state
+	// database (Daemon.lookup). Guarded by mu.
+	ended map[string]gpusched.State
+	// unqueued holds the records of the tasks of runs saved in runs.db
+	// that never reached the state database (markUnqueued); set at start,
+	// never changed after.
+	unqueued map[string]gpusched.Record
+}
+
+// setEnded notes that task id finished in state s.
+func (x *taskIndex) setEnded(id string, s gpusched.State) {
+	x.mu.Lock()
+	x.ended[id] = s
+	x.mu.Unlock()
+}
+
+// forget forgets that task id had finished: it runs again.
+func (x *taskIndex) forget(id string) {
+	x.mu.Lock()
+	delete(x.ended, id)
+	x.mu.Unlock()
+}
+
+// endedAs returns the state task id finished in, if it is known to have.
+func (x *taskIndex) endedAs(id string) (gpusched.State, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s, ok := x.ended[id]
+	return s, ok
 }
 
 // restore reads the state database, indexes every task under its run,
 // and submits the unfinished ones again.
 func (d *Daemon) restore() error {
-	d.tasks = &taskIndex{stored: map[string]gpusched.Record{}}
+	d.tasks = &taskIndex{ended: map[string]gpusched.State{}, unqueued: map[string]gpusched.Record{}}
 	stored, err := d.sched.Stored()
 	if err != nil {
 		return err
@@ -72,7 +102,7 @@ func (d *Daemon) restore() error {
 		}
 		m.command, m.dir, m.deps = argvOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
 		if st.Record.State.Terminal() {
-			d.tasks.stored[st.Spec.ID] = st.Record
+			d.tasks.ended[st.Spec.ID] = st.Record.State
 			continue
 		}
 		// Its Owner is part of its definition, kept as it was submitted.
@@ -121,7 +151,8 @@ func (d *Daemon) markUnqueued(stored []gpusched.StoredTask) {
 	for _, r := range d.runs.all() {
 		for _, m := range r.tasks {
 			if id := qualify(r.id, m.inner); !have[id] {
-				d.tasks.stored[id] = gpusched.Record{ID: id, State: gpusched.StateFailed, Error: unqueued, Submitted: r.created}
+				d.tasks.unqueued[id] = gpusched.Record{ID: id, State: gpusched.StateFailed, Error: unqueued, Submitted: r.created}
+				d.tasks.setEnded(id, gpusched.StateFailed)
 				n++
 			}
 		}

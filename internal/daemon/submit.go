@@ -181,8 +181,9 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 }
 
 // after resolves the daemon ids a task must come after to the
-// scheduler's tasks. A task that had finished before this daemon started
-// is met if it completed and refused otherwise (it will never complete).
+// scheduler's tasks. A finished task the scheduler no longer holds
+// (retired, or finished before this daemon started) is met if it
+// completed and refused otherwise (it will never complete).
 func (d *Daemon) after(ids []string) ([]string, error) {
 	var deps []string
 	for _, id := range ids {
@@ -195,7 +196,11 @@ func (d *Daemon) after(ids []string) ([]string, error) {
 			return nil, err
 		}
 		for _, t := range ts {
-			if rec, ok := d.tasks.stored[t.id]; ok {
+			if _, held := d.sched.Record(t.id); held {
+				deps = append(deps, t.id)
+				continue
+			}
+			if rec, ok := d.stored(t.id); ok {
 				if rec.State != gpusched.StateComplete {
 					return nil, errorf(http.StatusBadRequest, "after %s: task %s %s, so a task after it would never run", id, t.show, rec.State)
 				}

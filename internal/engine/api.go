@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -32,6 +33,12 @@ type Submission struct {
 	// the store, so a restarted engine knows them too. At most
 	// MaxKeyLength bytes.
 	Key string
+	// Again lets the batch name retired tasks (Config.Retire): each is
+	// taken up again with its history, as a task an earlier run left is
+	// when submitted again (a failed, cancelled or blocked one runs
+	// again, its attempt numbers continuing). It is how a retired task is
+	// retried. Without it, a retired task's id is a duplicate.
+	Again bool
 }
 
 // Resume is the verdict on a task that completed in an earlier run.
@@ -172,7 +179,15 @@ func (ev submitEvent) apply(e *Engine) {
 			return
 		}
 	}
-	retired, err := e.checkBatch(ev.Specs)
+	var again map[string]*store.Row
+	if ev.Again {
+		var err error
+		if again, err = e.retiredOf(ev.Specs); err != nil {
+			ev.reply <- err
+			return
+		}
+	}
+	retired, err := e.checkBatch(ev.Specs, again)
 	if err != nil {
 		ev.reply <- err
 		return
@@ -211,7 +226,11 @@ func (ev submitEvent) apply(e *Engine) {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
 		}
 		e.nextSeq++
-		if p := e.earlier[s.ID]; p != nil {
+		p := e.earlier[s.ID]
+		if r := again[s.ID]; r != nil {
+			p = r // retired in this run: its history is the store's
+		}
+		if p != nil {
 			// Seen in an earlier run: keep its history, continue numbering.
 			// Copies: the loop owns the node, Earlier's callers the row.
 			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clone(p.Attempts), maps.Clone(p.Handles), p.ExitCode

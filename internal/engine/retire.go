@@ -22,7 +22,9 @@ import (
 //   - a new task may depend on a retired one: one that completed satisfies
 //     the dependency, one that failed, was cancelled or was blocked blocks
 //     the new task, as if it were in memory;
-//   - a retired task's id cannot be submitted again (a duplicate);
+//   - a retired task's id cannot be submitted again (a duplicate), except
+//     in a Submission with Again: then it is taken up again with its
+//     history, as a task an earlier run left is (how it is retried);
 //   - Cancel of a retired task does nothing; Wait returns its record;
 //   - Records and Run return only the tasks in memory.
 //
@@ -129,9 +131,32 @@ func (e *Engine) blocker(id string) *node {
 	return n
 }
 
+// retiredOf returns the rows of the retired tasks a batch names, by id
+// (Submission.Again).
+func (e *Engine) retiredOf(specs []*task.Spec) (map[string]*store.Row, error) {
+	var out map[string]*store.Row
+	for _, s := range specs {
+		if e.node(s.ID) != nil {
+			continue // a duplicate, as without Again
+		}
+		r, ok, err := e.lookupRetired(s.ID)
+		if err != nil {
+			return nil, fmt.Errorf("submit batch: %w", err)
+		}
+		if ok {
+			if out == nil {
+				out = map[string]*store.Row{}
+			}
+			out[s.ID] = &r
+		}
+	}
+	return out, nil
+}
+
 // checkBatch checks a batch's graph against the tasks in memory and the
 // retired ones, returning stand-ins for the retired tasks it depends on.
-func (e *Engine) checkBatch(specs []*task.Spec) (retired map[string]*node, err error) {
+// The retired tasks in again are the batch's own, taken up again.
+func (e *Engine) checkBatch(specs []*task.Spec, again map[string]*store.Row) (retired map[string]*node, err error) {
 	if e.svc.retired == 0 {
 		return nil, dag.CheckBatch(specs, e.tasks)
 	}
@@ -139,6 +164,9 @@ func (e *Engine) checkBatch(specs []*task.Spec) (retired map[string]*node, err e
 	has := func(id string) bool {
 		if _, ok := e.tasks[id]; ok {
 			return true
+		}
+		if _, ok := again[id]; ok {
+			return false // the batch's: a dependency on it is inside it
 		}
 		if _, ok := retired[id]; ok {
 			return true

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/gpusched/gpusched/internal/gpu"
@@ -85,4 +86,39 @@ func (ev cardsEvent) apply(e *Engine) {
 		return
 	}
 	ev.reply <- cardsReply{e.board.Views(e.cfg.Now()), true}
+}
+
+// Lookup returns task id as the store holds it now (what is committed of
+// it), whether or not it is in memory: a task retired (Config.Retire) or
+// left by an earlier run is read so. ok is false when the store has no
+// such task. The read runs on the loop, the store's one user.
+func (e *Engine) Lookup(id string) (row store.Row, ok bool, err error) {
+	reply := make(chan lookupReply, 1)
+	if !e.send(lookupEvent{id, reply}) {
+		return store.Row{}, false, ErrClosed
+	}
+	r, sent := await(e, reply)
+	if !sent {
+		return store.Row{}, false, ErrClosed
+	}
+	return r.row, r.ok, r.err
+}
+
+type lookupReply struct {
+	row store.Row
+	ok  bool
+	err error
+}
+
+type lookupEvent struct {
+	id    string
+	reply chan lookupReply
+}
+
+func (ev lookupEvent) apply(e *Engine) {
+	r, ok, err := e.cfg.Store.LookupTask(ev.id)
+	if err != nil {
+		err = fmt.Errorf("read task %q: %w", ev.id, err)
+	}
+	ev.reply <- lookupReply{r, ok, err}
 }
