@@ -108,7 +108,14 @@ func runAttempt(in io.Reader, errOut io.Writer, environ []string) int {
 	r := (&local.Executor{}).Execute(ctx, executor.Job{
 		Args: sp.Args, Env: env, Dir: sp.Dir, LogPath: sp.LogPath, LogRoot: sp.LogRoot,
 		Timeout: sp.Timeout, KillGrace: sp.KillGrace, KillNow: killNow, Token: sp.Token,
-	}, executor.Hooks{})
+	}, executor.Hooks{Running: func(run executor.Running) {
+		// The command runs: note when, for the scheduler's Running hook
+		// and the attempt's clock. A failure here leaves Slurm's state to
+		// tell that it runs.
+		if err := writeFileAtomic(startedFile(sp.Result), []byte(run.Since.Format(time.RFC3339Nano)+"\n"), 0o644); err != nil {
+			fmt.Fprintf(errOut, "gpusched slurm helper: %v\n", err)
+		}
+	}})
 	if err := writeOutcome(sp.Result, outcomeOf(r)); err != nil {
 		fmt.Fprintf(errOut, "gpusched slurm helper: %v\n", err)
 		return 1

@@ -69,13 +69,7 @@ func (e *Executor) Recover(orphans []executor.Orphan) []executor.Recovery {
 		if s.held() {
 			held = append(held, hd.JobID)
 		}
-		var since time.Time
-		if !s.Start.IsZero() && (s.State == "RUNNING" || s.State == "COMPLETING" || s.State == "SUSPENDED") {
-			since = s.Start
-			if since.Before(hd.Submitted) {
-				since = hd.Submitted
-			}
-		}
+		since, _ := readStarted(hd.Result) // zero while it waits
 		out[i].Running = executor.Running{Handle: encodeHandle(hd), Since: since}
 		out[i].Wait = func(ctx context.Context) executor.Result { return e.follow(ctx, job, hd, nil, since) }
 	}

@@ -108,3 +108,14 @@ func readOutcome(path string) (o outcome, ok bool, err error) {
 	}
 	return o, true, nil
 }
+
+// readStarted reads when the helper noted the command started; ok is
+// false when it has not (yet).
+func readStarted(result string) (t time.Time, ok bool) {
+	b, err := os.ReadFile(startedFile(result))
+	if err != nil {
+		return t, false
+	}
+	t, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
+	return t, err == nil
+}

@@ -13,13 +13,17 @@ import (
 // files are where an attempt's own files go in the run directory, beside
 // its log: the batch script and the result file.
 type files struct {
-	script, result string
+	script, result, started string
 }
 
 func filesOf(job executor.Job) files {
 	base := strings.TrimSuffix(job.LogPath, ".log")
-	return files{script: base + ".sbatch", result: base + ".result"}
+	return files{script: base + ".sbatch", result: base + ".result", started: base + ".started"}
 }
+
+// startedFile is the file beside result where the helper notes when the
+// command started.
+func startedFile(result string) string { return strings.TrimSuffix(result, ".result") + ".started" }
 
 // jobName names an attempt's batch job, so that it can be found again
 // without its id (squeue --name): the attempt's token carries the run,
@@ -61,7 +65,8 @@ func scriptFor(binary string, job executor.Job, result string) ([]byte, error) {
 	return []byte(s.String()), nil
 }
 
-// shQuote quotes s for a POSIX shell: single quotes, each ' as '\''.
+// shQuote quotes s for a POSIX shell: in single quotes, each single
+// quote of s closed, escaped and opened again.
 func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -158,8 +158,10 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	}
 	f.Close()
 	fs := filesOf(job)
-	if err := os.Remove(fs.result); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fail(executor.Infrastructure, executor.EnvironmentFault(fmt.Errorf("remove an old result file: %w", err)))
+	for _, old := range []string{fs.result, fs.started} {
+		if err := os.Remove(old); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fail(executor.Infrastructure, executor.EnvironmentFault(fmt.Errorf("remove a file of an earlier attempt: %w", err)))
+		}
 	}
 	script, err := scriptFor(e.cfg.Binary, job, fs.result)
 	if err != nil {
@@ -200,8 +202,9 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 // to the helper, which passes it on and gives the task its kill grace;
 // the job is cancelled after that grace and Slack), KillNow kills it at
 // once, and a job past its timeout, kill grace and Slack is cancelled.
-// running, when not nil, is told once when the job runs; since, when not
-// zero, is when it started (an adopted attempt).
+// running, when not nil, is told once when the command runs (the helper
+// notes it beside the result file); since, when not zero, is when it
+// started (an adopted attempt).
 func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, running func(executor.Running), since time.Time) executor.Result {
 	w := e.tracker().follow(hd.JobID, hd.Result)
 	defer e.tracker().unfollow(w)
@@ -217,9 +220,6 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 			return
 		}
 		told, since = true, t
-		if t.Before(hd.Submitted) {
-			since = hd.Submitted // Slurm's start is to the second
-		}
 		if running != nil {
 			running(executor.Running{Handle: encodeHandle(hd), Since: since})
 		}
@@ -235,6 +235,9 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 	for {
 		select {
 		case s := <-w.ch:
+			if !s.started.IsZero() {
+				tell(s.started)
+			}
 			switch {
 			case s.err != nil:
 				return executor.Result{Reason: executor.Lost, Started: told, Start: since, End: time.Now(), Err: s.err}
@@ -249,14 +252,10 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 				gone = true
 			default:
 				last = s.state
-				if !s.state.Start.IsZero() && (s.state.State == "RUNNING" || s.state.State == "COMPLETING" || s.state.State == "SUSPENDED") {
-					tell(s.state.Start)
-				}
-				if terminal(s.state.State) && cancelled && !told {
-					// Cancelled before it ran.
+				if terminal(last.State) && cancelled && !told {
 					now := time.Now()
 					return executor.Result{Reason: executor.Cancelled, Start: now, End: now,
-						Err: fmt.Errorf("slurm job %s cancelled before it ran", hd.JobID)}
+						Err: fmt.Errorf("slurm job %s cancelled before its command ran", hd.JobID)}
 				}
 			}
 			if (gone || terminal(last.State)) && grace == nil {

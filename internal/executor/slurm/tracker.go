@@ -14,6 +14,7 @@ import (
 // knows the job (gone).
 type sighting struct {
 	outcome *outcome
+	started time.Time // when the command started, once the helper noted it
 	state   jobState
 	gone    bool
 	err     error // the result file could not be read
@@ -22,9 +23,10 @@ type sighting struct {
 // watch is one job the tracker follows for a watcher; the tracker sends
 // on ch, the watcher receives (only the latest sighting is kept).
 type watch struct {
-	id     string
-	result string
-	ch     chan sighting
+	id      string
+	result  string
+	ch      chan sighting
+	started time.Time // owned by the tracker's goroutine: when the helper noted the start
 }
 
 // signalReq asks the tracker to signal jobs: sig "" cancels them.
@@ -196,6 +198,12 @@ func (t *tracker) round() bool {
 			delete(t.watches, w)
 			changed = true
 		default:
+			if w.started.IsZero() {
+				if at, ok := readStarted(w.result); ok {
+					w.started = at
+					changed = true
+				}
+			}
 			ask = append(ask, w)
 		}
 	}
@@ -229,7 +237,7 @@ func (t *tracker) round() bool {
 					t.last[w.id] = "gone"
 					changed = true
 				}
-				t.tell(w, sighting{gone: true})
+				t.tell(w, sighting{gone: true, started: w.started})
 				continue
 			default:
 				t.health.note(err)
@@ -240,7 +248,7 @@ func (t *tracker) round() bool {
 			t.last[w.id] = key
 			changed = true
 		}
-		t.tell(w, sighting{state: s})
+		t.tell(w, sighting{state: s, started: w.started})
 	}
 	for id := range t.last {
 		if !slices.Contains(ids, id) {
