@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/executor/slurm"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/supervise"
 	"github.com/gpusched/gpusched/internal/task"
@@ -110,6 +111,7 @@ var supervisorReady atomic.Bool
 // exits at once when its front dies, leaving its attempts to the
 // supervisor.
 func SupervisorMain() {
+	slurm.MaybeAttempt() // the helper of a Slurm batch job (see docs/slurm.md)
 	supervise.MaybeServe()
 	supervise.MaybeScheduler()
 	supervisorReady.Store(true)
