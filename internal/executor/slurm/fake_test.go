@@ -360,3 +360,32 @@ func TestResultFile(t *testing.T) {
 		t.Error("a torn result file was read")
 	}
 }
+
+// TestRecoverReleasesHeld: the scheduler died after it saved the handle,
+// before it released the job; the next one releases and adopts it.
+func TestRecoverReleasesHeld(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	old := newExecutor(t, testConfig(f))
+	ran := filepath.Join(t.TempDir(), "ran")
+	j := executortest.NewJob(t, sleeper, "-pidfile", ran, "-exit", "6")
+	var saved executor.Handle
+	r := old.Execute(context.Background(), j, executor.Hooks{Submitted: func(h executor.Handle) error {
+		saved = h
+		old.Close() // the crash, after the commit
+		return nil
+	}})
+	if r.Reason != executor.Lost || f.count("scontrol release") != 0 {
+		t.Fatalf("result = %+v after %d releases, want lost, the job still held", r, f.count("scontrol release"))
+	}
+	rec := newExecutor(t, testConfig(f)).Recover([]executor.Orphan{{Job: j, Handle: saved}})[0]
+	if rec.Wait == nil || !rec.Running.Since.IsZero() {
+		t.Fatalf("recovery = %+v, want the held job adopted, not yet running", rec)
+	}
+	if res := rec.Wait(context.Background()); res.Reason != executor.Exited || res.ExitCode != 6 {
+		t.Errorf("result = %+v, want exited 6", res)
+	}
+	if n := countLines(ran); n != 1 {
+		t.Errorf("the command ran %d times, want once", n)
+	}
+}

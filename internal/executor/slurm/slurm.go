@@ -192,8 +192,9 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		return fail(executor.Lost, fmt.Errorf("slurm executor closed: job %s stays held for the next scheduler", id))
 	}
 	if err := e.release(ctx, id); err != nil && ctx.Err() == nil {
-		// The state of the job tells what came of it.
-		_ = err
+		// Slurm refused to let it run: it would wait held for ever.
+		e.tracker().send(signalReq{ids: []string{id}})
+		return fail(executor.Infrastructure, fmt.Errorf("release slurm job %s: %w", id, err))
 	}
 	return e.follow(ctx, job, hd, hooks.Running, time.Time{})
 }

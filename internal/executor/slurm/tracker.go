@@ -250,8 +250,12 @@ func (t *tracker) round() bool {
 		}
 		t.tell(w, sighting{state: s, started: w.started})
 	}
+	asked := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		asked[id] = true
+	}
 	for id := range t.last {
-		if !slices.Contains(ids, id) {
+		if !asked[id] {
 			delete(t.last, id)
 		}
 	}
