@@ -3,6 +3,7 @@ package slurm
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/executortest"
@@ -20,6 +21,14 @@ func TestConformance(t *testing.T) {
 // SLURM_CONF names (../shared/slurm-local.sh up brings one up). It is
 // skipped only outside CI when SLURM_CONF is unset.
 func TestConformanceRealSlurm(t *testing.T) {
+	executortest.Run(t, harness(realSlurm(t)))
+}
+
+// realSlurm returns a configuration for the Slurm that SLURM_CONF names.
+// It skips the test only outside CI when SLURM_CONF is unset; under CI,
+// it fails it.
+func realSlurm(t *testing.T) Config {
+	t.Helper()
 	if os.Getenv("SLURM_CONF") == "" {
 		if os.Getenv("CI") == "" {
 			t.Skip("SLURM_CONF is not set: no Slurm cluster to test against")
@@ -27,8 +36,8 @@ func TestConformanceRealSlurm(t *testing.T) {
 		t.Fatal("CI is set, and SLURM_CONF is not: the Slurm tests must run under CI")
 	}
 	cfg := testConfig(PathCommands{})
-	cfg.LostGrace = 5e9
-	executortest.Run(t, harness(cfg))
+	cfg.LostGrace = 5 * time.Second
+	return cfg
 }
 
 func harness(cfg Config) executortest.Harness {
