@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 // AttemptCommand is the first argument that makes a program built with
 // MaybeAttempt act as the helper of a batch job (see MaybeAttempt).
 const AttemptCommand = "__gpusched-slurm-attempt"
+
+// helperReady: MaybeAttempt was called and returned, so this program can
+// serve as the helper of the batch jobs it submits.
+var helperReady atomic.Bool
 
 // attemptSpec is what the wrapper script hands the helper on its standard
 // input: the task's command, folder and environment, and where to write
@@ -60,6 +65,7 @@ func fromSlurm(kv string) bool {
 // does).
 func MaybeAttempt() {
 	if len(os.Args) < 2 || os.Args[1] != AttemptCommand {
+		helperReady.Store(true)
 		return
 	}
 	os.Exit(runAttempt(os.Stdin, os.Stderr, os.Environ()))
@@ -78,7 +84,14 @@ func runAttempt(in io.Reader, errOut io.Writer, environ []string) int {
 		fmt.Fprintf(errOut, "gpusched slurm helper: read the attempt: %v\n", err)
 		return 1
 	}
-	env := append([]string(nil), sp.Env...)
+	// The task's environment, less what Slurm sets for the job (the GPUs
+	// it gave, which job this is), then Slurm's.
+	var env []string
+	for _, kv := range sp.Env {
+		if !fromSlurm(kv) {
+			env = append(env, kv)
+		}
+	}
 	for _, kv := range environ {
 		if fromSlurm(kv) {
 			env = append(env, kv)

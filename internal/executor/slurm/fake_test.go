@@ -389,3 +389,20 @@ func TestRecoverReleasesHeld(t *testing.T) {
 		t.Errorf("the command ran %d times, want once", n)
 	}
 }
+
+// TestSlurmOverridesTaskGPUs: a task's own CUDA_VISIBLE_DEVICES (the
+// scheduler's view of this machine) gives way to the GPUs Slurm gave the
+// job.
+func TestSlurmOverridesTaskGPUs(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	j := executortest.NewJob(t, sleeper, "-env", "CUDA_VISIBLE_DEVICES")
+	j.Env = append(j.Env, "CUDA_VISIBLE_DEVICES=GPU-local-card")
+	j.GPUs = 1
+	if r := newExecutor(t, testConfig(f)).Execute(context.Background(), j, executor.Hooks{}); r.Reason != executor.Exited || r.ExitCode != 0 {
+		t.Fatalf("result = %+v", r)
+	}
+	if log, _ := os.ReadFile(j.LogPath); string(log) != "CUDA_VISIBLE_DEVICES=0\n" {
+		t.Errorf("log = %q, want Slurm's GPU alone", log)
+	}
+}

@@ -19,7 +19,9 @@ import (
 type Config struct {
 	// Binary is the helper each batch job runs (with AttemptCommand):
 	// a program that calls MaybeAttempt first thing, such as gpusched,
-	// at a path the compute nodes see. Default: this program.
+	// at a path the compute nodes see. Default: this program, provided
+	// it called MaybeAttempt (gpusched.SupervisorMain does); else
+	// attempts fail, saying so.
 	Binary string
 	// Commands runs sbatch, squeue, scontrol and scancel. Default: the
 	// programs in PATH (PathCommands).
@@ -64,9 +66,6 @@ func (c Config) withDefaults() Config {
 	c.Slack = cmp.Or(c.Slack, 10*time.Second)
 	if c.Commands == nil {
 		c.Commands = PathCommands{}
-	}
-	if c.Binary == "" {
-		c.Binary, _ = os.Executable()
 	}
 	return c
 }
@@ -150,6 +149,15 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	case ctx.Err() != nil:
 		return fail(executor.Cancelled, context.Cause(ctx))
 	}
+	binary := e.cfg.Binary
+	if binary == "" {
+		self, err := os.Executable()
+		if err != nil || !helperReady.Load() {
+			return fail(executor.Unrunnable, executor.CommandFault(fmt.Errorf(
+				"task %s: this program cannot serve as its Slurm jobs' helper: call gpusched.SupervisorMain first thing in main, or give the slurm executor a helper binary", job.TaskID)))
+		}
+		binary = self
+	}
 	// The log is made here, with the run directory's protections: Slurm
 	// opens --output following links, so it must find a file of ours.
 	f, err := local.OpenLog(job.LogRoot, job.LogPath)
@@ -163,7 +171,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 			return fail(executor.Infrastructure, executor.EnvironmentFault(fmt.Errorf("remove a file of an earlier attempt: %w", err)))
 		}
 	}
-	script, err := scriptFor(e.cfg.Binary, job, fs.result)
+	script, err := scriptFor(binary, job, fs.result)
 	if err != nil {
 		return fail(executor.Unrunnable, executor.CommandFault(err))
 	}
