@@ -183,3 +183,53 @@ func TestByState(t *testing.T) {
 		}
 	}
 }
+
+// Fuzz the parsers of Slurm's output, seeded with the captures: they
+// never panic, and what they read holds together.
+func FuzzParseQueue(f *testing.F) {
+	for _, name := range []string{"squeue-mixed.txt", "squeue-held.txt", "squeue-cancelled.txt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		jobs, err := parseQueue(b)
+		if err != nil {
+			return
+		}
+		for _, j := range jobs {
+			if j.State == "PENDING" && !j.Start.IsZero() {
+				t.Errorf("a pending job has a start: %+v", j)
+			}
+		}
+	})
+}
+
+func FuzzParseShowJob(f *testing.F) {
+	for _, name := range []string{"scontrol-exit3.txt", "scontrol-signal.txt", "scontrol-cancelled.txt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if s, err := parseShowJob(b); err == nil && (s.ID == "" || s.State == "") {
+			t.Errorf("read a job without id or state: %+v", s)
+		}
+	})
+}
+
+func FuzzDecodeExit(f *testing.F) {
+	for _, s := range []string{"3:0", "0:11", "768", "9", "0:0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		code, sig, err := decodeExit(s)
+		if err == nil && (code < 0 || sig < 0) {
+			t.Errorf("decodeExit(%q) = %d, %v", s, code, sig)
+		}
+	})
+}
