@@ -19,6 +19,9 @@
 //	sbatch-fail   "N message": the next N sbatch calls fail with message
 //	start-delay   a duration: how long a released job stays PENDING
 //	kill-wait     a duration: SIGTERM to SIGKILL on cancel (default 1s)
+//	sbatch-kill-caller  the next sbatch submits the job, then kills its
+//	              caller (SIGKILL) before it answers: a crash between
+//	              sbatch and saving the job id
 package main
 
 import (
@@ -258,6 +261,12 @@ func sbatch(args []string) {
 	})
 	if !j.Held {
 		spawn(j.ID)
+	}
+	if f := filepath.Join(dir, "sbatch-kill-caller"); fileExists(f) {
+		// The caller dies between sbatch and saving what it answered.
+		os.Remove(f)
+		syscall.Kill(os.Getppid(), syscall.SIGKILL)
+		os.Exit(1)
 	}
 	if _, ok := o["parsable"]; ok {
 		fmt.Println(j.ID)

@@ -162,3 +162,41 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestRunKilledBetweenSbatchAndCommit: gpusched's scheduler dies (-9)
+// after sbatch made the job, before it saved the job id. Run again, it
+// finds the held job by its name and runs it: one job, run once.
+func TestRunKilledBetweenSbatchAndCommit(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	writeFile(t, filepath.Join(dir, "wf.yaml"), `
+scheduling:
+  executor: slurm
+tasks:
+  - id: once
+    args: [`+sleeper+`, -pidfile, `+ran+`, -exit, "0"]
+`)
+	run := filepath.Join(dir, "run")
+	c.set(t, "sbatch-kill-caller", "")
+	first := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress")
+	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := first.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the first run succeeded though its scheduler was killed:\n%s", out)
+	}
+	syscall.Kill(-first.Process.Pid, syscall.SIGKILL) // whatever is left of it
+	if n := countLines(ran); n != 0 {
+		t.Fatalf("the held job ran %d times before anyone released it", n)
+	}
+	if out, err := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress").CombinedOutput(); err != nil {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+	if n := countLines(ran); n != 1 {
+		t.Errorf("the command ran %d times, want once", n)
+	}
+	if n := c.count("sbatch"); n != 1 {
+		t.Errorf("%d sbatch calls, want 1: the job made before the crash is the one that ran", n)
+	}
+}
