@@ -41,6 +41,11 @@ func filled(t *testing.T) TaskSpec {
 			f.Set(reflect.ValueOf([]string{"echo", "hi"}))
 		case reflect.Struct:
 			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true}
+		case reflect.Pointer:
+			if v.Type().Field(i).Name != "Slurm" {
+				t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
+			}
+			ts.Slurm = &SlurmSettings{Partition: "p", Account: "a", QOS: "q", Constraint: "c", CPUsPerTask: 2, Mem: "1G", ExtraArgs: []string{"--x"}}
 		default:
 			t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
 		}

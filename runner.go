@@ -80,7 +80,18 @@ func (r runner) job(req engine.AttemptRequest) executor.Job {
 		KillNow:   req.KillNow,
 		LogRoot:   r.s.runDir,
 		Token:     r.s.token(req.Spec.ID, req.Number),
+		GPUs:      gpus(req.Spec),
+		Slurm:     req.Spec.Slurm,
 	}
+}
+
+// gpus is how many whole GPUs sp asks of an executor that places work
+// itself: one for a GPU task.
+func gpus(sp *task.Spec) int {
+	if sp.Resources.GPU() {
+		return 1
+	}
+	return 0
 }
 
 // runAs is whom sp's attempts run as: nil for the scheduler's own user

@@ -13,6 +13,7 @@ import (
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/executor/slurm"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/gpu/nvidiasmi"
 	"github.com/gpusched/gpusched/internal/store"
@@ -87,6 +88,10 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 	}
 	if o.executors[local.Name] == nil {
 		o.executors[local.Name] = defaultLocal(abs)
+	}
+	if o.executors[slurm.Name] == nil {
+		// Idle until a task names it: it asks nothing of Slurm before.
+		o.executors[slurm.Name] = slurm.New(slurm.Config{})
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("create run directory: %w", err)

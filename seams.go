@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/executor/slurm"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/supervise"
 	"github.com/gpusched/gpusched/internal/task"
@@ -97,7 +98,9 @@ const NoSupervisorVar = "GPUSCHED_NO_SUPERVISOR"
 var supervisorReady atomic.Bool
 
 // SupervisorMain makes this program able to supervise attempts, so that
-// they outlive the scheduler that started them (see docs/adoption.md).
+// they outlive the scheduler that started them (see docs/adoption.md),
+// and to serve as the helper inside the Slurm batch jobs of the slurm
+// executor (see docs/slurm.md).
 // Call it first thing in main: when the process was started as a run
 // directory's supervisor it serves, then exits, and never returns;
 // otherwise it returns at once, and schedulers created afterwards run
@@ -110,6 +113,7 @@ var supervisorReady atomic.Bool
 // exits at once when its front dies, leaving its attempts to the
 // supervisor.
 func SupervisorMain() {
+	slurm.MaybeAttempt() // the helper of a Slurm batch job (see docs/slurm.md)
 	supervise.MaybeServe()
 	supervise.MaybeScheduler()
 	supervisorReady.Store(true)

@@ -10,6 +10,8 @@ import (
 	"github.com/gpusched/gpusched/internal/artifact"
 	"github.com/gpusched/gpusched/internal/dag"
 	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/executor/slurm"
 	"github.com/gpusched/gpusched/internal/gpu/nvidiasmi"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -130,10 +132,10 @@ func ValidateTasks(tasks []TaskSpec) error {
 	if err != nil {
 		return err
 	}
-	// The built-in executors: a fresh scheduler has local alone.
+	// The built-in executors: a fresh scheduler has local and slurm.
 	for _, sp := range specs {
-		if sp.Executor != "" && sp.Executor != "local" {
-			return &TaskError{TaskID: sp.ID, Field: "executor", Reason: fmt.Sprintf("unknown executor %q (known: local)", sp.Executor), Kind: ErrInvalidTask}
+		if sp.Executor != "" && sp.Executor != local.Name && sp.Executor != slurm.Name {
+			return &TaskError{TaskID: sp.ID, Field: "executor", Reason: fmt.Sprintf("unknown executor %q (known: local, slurm)", sp.Executor), Kind: ErrInvalidTask}
 		}
 	}
 	return publicError(dag.CheckBatch(specs, map[string]struct{}{}))

@@ -7,6 +7,11 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
+// SlurmSettings are what a task asks of Slurm (sbatch's --partition,
+// --account, --qos, --constraint, --cpus-per-task, --mem, and extra
+// arguments as they are).
+type SlurmSettings = task.SlurmSettings
+
 // TaskSpec describes one task: what to run, after what, with what priority
 // and resources, and what to do when it fails. The zero value of every field
 // but ID is a usable default. The JSON names are those of workflow files.
@@ -35,6 +40,11 @@ type TaskSpec struct {
 	// part of the task's definition: a task completed on one executor stays
 	// complete when it is submitted again naming another.
 	Executor string `json:"executor,omitempty"`
+	// Slurm is what the task asks of Slurm when the slurm executor runs
+	// it (partition, account, memory...; see docs/slurm.md); nil asks for
+	// nothing. Other executors ignore it. Like Executor, it is not part
+	// of the task's definition.
+	Slurm *SlurmSettings `json:"slurm,omitempty"`
 	// Timeout bounds each attempt; 0 means the queue's default, NoTimeout
 	// none.
 	Timeout time.Duration `json:"timeout,omitempty"`

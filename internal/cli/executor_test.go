@@ -18,7 +18,7 @@ tasks:
   - id: a
     args: [touch, `+q(marker)+`]
 `)
-	const unknownDefault = `:2: scheduling.executor: unknown executor "slurmm" (known: local)`
+	const unknownDefault = `:2: scheduling.executor: unknown executor "slurmm" (known: local, slurm)`
 	for _, args := range [][]string{{"validate", byDefault}, {"plan", byDefault}, {"run", byDefault}} {
 		r := gs(t, dir, args...)
 		r.want(t, 2)
@@ -51,7 +51,7 @@ tasks:
 	for _, args := range [][]string{{"validate", own, "--executor", "local"}, {"plan", own, "--executor", "local"}, {"run", own, "--executor", "local"}} {
 		r := gs(t, dir, args...)
 		r.want(t, 2)
-		if got, want := oneLineError(t, r), "gpusched: "+own+`:8: task "b": executor: unknown executor "slurmm" (known: local)`; got != want {
+		if got, want := oneLineError(t, r), "gpusched: "+own+`:8: task "b": executor: unknown executor "slurmm" (known: local, slurm)`; got != want {
 			t.Errorf("%v: %q, want %q", args, got, want)
 		}
 	}
@@ -71,7 +71,7 @@ func TestExecutorFlagInvalid(t *testing.T) {
 `)
 	tests := []struct{ name, want string }{
 		{"Slurm", `gpusched: --executor: "Slurm" is not an executor name: use a lowercase letter, then lowercase letters, digits, _ and -`},
-		{"slurmm", `gpusched: --executor: unknown executor "slurmm" (known: local)`},
+		{"slurmm", `gpusched: --executor: unknown executor "slurmm" (known: local, slurm)`},
 		{"", `gpusched: --executor: must not be empty`},
 	}
 	for _, tt := range tests {

@@ -62,7 +62,8 @@ attempt-ended, then complete, retrying, failed or cancelled.
 
 --executor NAME runs the tasks that name no executor on NAME, in place of
 the workflow's scheduling.executor; a task's own executor key still wins.
-The executors: local (subprocesses on this machine, the default).
+The executors: local (subprocesses on this machine, the default) and
+slurm (each attempt a Slurm batch job; see docs/slurm.md).
 
 WORKFLOW "-" reads the workflow from standard input. A workflow that does
 not come from a file in a folder of its own ("-", a pipe, /dev/stdin,
@@ -190,7 +191,7 @@ is invalid (nothing ran).`,
 // addExecutorFlag gives c (run, validate, plan: they judge the same tasks)
 // the --executor flag.
 func addExecutorFlag(c *cobra.Command, name *string) {
-	c.Flags().StringVar(name, "executor", "", "run the tasks that name no executor on `NAME` (local), in place of the workflow's scheduling.executor")
+	c.Flags().StringVar(name, "executor", "", "run the tasks that name no executor on `NAME` (local, slurm), in place of the workflow's scheduling.executor")
 }
 
 // executorOptions checks the --executor flag, if given, and returns the

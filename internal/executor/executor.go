@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // Job is one attempt to run.
@@ -54,6 +56,13 @@ type Job struct {
 	// nothing is created or followed with root's rights in folders the
 	// user controls. Nil: as the scheduler's own user.
 	User *User
+	// GPUs is how many whole GPUs the attempt asks of an executor that
+	// places work itself (Slurm: --gres=gpu:N). The local executor
+	// ignores it: there the scheduler chose the card, and Env names it.
+	GPUs int
+	// Slurm is what the attempt asks of Slurm, for the slurm executor
+	// (others ignore it); nil: nothing beyond the executor's defaults.
+	Slurm *task.SlurmSettings
 }
 
 // TokenVar is the environment variable that carries Job.Token.

@@ -76,6 +76,10 @@ type Spec struct {
 	// the scheduler's default, local. It is not part of the definition:
 	// moving a task to another executor does not make it run again.
 	Executor string `json:"executor,omitempty"`
+	// Slurm is what the task asks of Slurm when the slurm executor runs
+	// it (partition, account...); nil: nothing. Like Executor, it is not
+	// part of the definition.
+	Slurm *SlurmSettings `json:"slurm,omitempty"`
 	// Timeout bounds each attempt; 0 means the queue default, NoTimeout none.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// Retries is how many extra attempts a failing task gets; 0 means the
@@ -418,6 +422,11 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			if !report(Invalid(s.ID, "executor", "%s", why)) {
 				return
 			}
+		}
+	}
+	if field, why := s.Slurm.Validate(); field != "" {
+		if !report(Invalid(s.ID, "slurm."+field, "%s", why)) {
+			return
 		}
 	}
 	if s.Timeout < 0 && s.Timeout != NoTimeout {

@@ -70,7 +70,7 @@ func equalMaps(a, b map[string]string) bool {
 	return true
 }
 
-// Only local exists for now: which of the tasks take another executor
+// Only local and slurm exist: which of the tasks take another executor
 // decides where the error is said. A task's own key is blamed at its line,
 // once per task; the file's default once, at its line; a name that cannot
 // be an executor's is said as such, once.
@@ -81,17 +81,17 @@ func TestExecutorErrors(t *testing.T) {
 		want      []string
 	}{
 		{"unknown, a task's own", "tasks:\n  - id: a\n    args: [x]\n    executor: slurmm\n",
-			[]string{`/f.yaml:4: task "a": executor: unknown executor "slurmm" (known: local)`}},
+			[]string{`/f.yaml:4: task "a": executor: unknown executor "slurmm" (known: local, slurm)`}},
 		{"unknown, two tasks' own", "tasks:\n  - id: a\n    args: [x]\n    executor: slurmm\n  - id: b\n    executor: slurmm\n    args: [x]\n",
-			[]string{`/f.yaml:4: task "a": executor: unknown executor "slurmm" (known: local)`,
-				`/f.yaml:6: task "b": executor: unknown executor "slurmm" (known: local)`}},
+			[]string{`/f.yaml:4: task "a": executor: unknown executor "slurmm" (known: local, slurm)`,
+				`/f.yaml:6: task "b": executor: unknown executor "slurmm" (known: local, slurm)`}},
 		{"unknown, the file's default, said once", "scheduling:\n  executor: slurmm\ntasks:\n  - id: a\n    args: [x]\n  - id: b\n    args: [x]\n  - id: c\n    args: [x]\n    executor: local\n",
-			[]string{`/f.yaml:2: scheduling.executor: unknown executor "slurmm" (known: local)`}},
-		{"unknown, beside another problem", "tasks:\n  - id: a\n    args: [x]\n    priorty: 1\n  - id: b\n    args: [x]\n    executor: slurm\n",
+			[]string{`/f.yaml:2: scheduling.executor: unknown executor "slurmm" (known: local, slurm)`}},
+		{"unknown, beside another problem", "tasks:\n  - id: a\n    args: [x]\n    priorty: 1\n  - id: b\n    args: [x]\n    executor: kubernetes\n",
 			[]string{`/f.yaml:4: task "a": unknown key "priorty" (did you mean "priority"?)`,
-				`/f.yaml:7: task "b": executor: unknown executor "slurm" (known: local)`}},
-		{"unknown default beside another problem", "scheduling:\n  executor: slurm\ntasks:\n  - id: a\n    args: [x]\n    timeout: soon\n  - id: b\n    args: [x]\n",
-			[]string{`/f.yaml:2: scheduling.executor: unknown executor "slurm" (known: local)`,
+				`/f.yaml:7: task "b": executor: unknown executor "kubernetes" (known: local, slurm)`}},
+		{"unknown default beside another problem", "scheduling:\n  executor: kubernetes\ntasks:\n  - id: a\n    args: [x]\n    timeout: soon\n  - id: b\n    args: [x]\n",
+			[]string{`/f.yaml:2: scheduling.executor: unknown executor "kubernetes" (known: local, slurm)`,
 				`/f.yaml:6: task "a": timeout: "soon" is not a duration; use Go syntax such as 90s, 30m or 2h`}},
 		{"not a name, a task's own", "tasks:\n  - id: a\n    args: [x]\n    executor: Slurm\n",
 			[]string{`/f.yaml:4: task "a": executor: "Slurm" is not an executor name: use a lowercase letter, then lowercase letters, digits, _ and -`}},
@@ -142,7 +142,7 @@ func TestUnknownExecutorIsAnInvalidTask(t *testing.T) {
 	}
 	err := gpusched.ValidateTasks([]gpusched.TaskSpec{{ID: "a", Payload: []string{"x"}, Executor: "slurmm"}})
 	var te *gpusched.TaskError
-	if !errors.As(err, &te) || te.Reason != `unknown executor "slurmm" (known: local)` {
+	if !errors.As(err, &te) || te.Reason != `unknown executor "slurmm" (known: local, slurm)` {
 		t.Errorf("ValidateTasks() = %v: the messages above quote its reason", err)
 	}
 }
@@ -158,10 +158,10 @@ func TestOptionsExecutorErrors(t *testing.T) {
 		opts workflow.Options
 		want string
 	}{
-		{doc, workflow.Options{Executor: "slurmm", ExecutorFrom: "--executor"}, `/f.yaml: --executor: unknown executor "slurmm" (known: local)`},
-		{owned, workflow.Options{Executor: "slurmm", ExecutorFrom: "--executor"}, `/f.yaml: --executor: unknown executor "slurmm" (known: local)`},
+		{doc, workflow.Options{Executor: "slurmm", ExecutorFrom: "--executor"}, `/f.yaml: --executor: unknown executor "slurmm" (known: local, slurm)`},
+		{owned, workflow.Options{Executor: "slurmm", ExecutorFrom: "--executor"}, `/f.yaml: --executor: unknown executor "slurmm" (known: local, slurm)`},
 		{doc, workflow.Options{Executor: "Slurm"}, `/f.yaml: the default executor: "Slurm" is not an executor name: use a lowercase letter, then lowercase letters, digits, _ and -`},
-		{"tasks: [", workflow.Options{Executor: "slurmm", ExecutorFrom: "--executor"}, `/f.yaml: --executor: unknown executor "slurmm" (known: local)`},
+		{"tasks: [", workflow.Options{Executor: "slurmm", ExecutorFrom: "--executor"}, `/f.yaml: --executor: unknown executor "slurmm" (known: local, slurm)`},
 	}
 	for _, tt := range tests {
 		_, err := workflow.ParseWith("/f.yaml", []byte(tt.doc), tt.opts)

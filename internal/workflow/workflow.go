@@ -37,6 +37,9 @@ type Workflow struct {
 	// (relative to the file's folder, which is also the default), and
 	// Executor set to the workflow's for those that name none.
 	Tasks []gpusched.TaskSpec
+	// Slurm is the file's top-level slurm: settings, the defaults of every
+	// task's own (applied to Tasks: a task's keys win); nil when none.
+	Slurm *gpusched.SlurmSettings
 
 	locs       []taskLoc      // where each of Tasks is in the file
 	schedLines map[string]int // scheduling key -> line
@@ -216,6 +219,9 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 	}
 	p.top(doc.Content[0])
 	p.applyExecutor()
+	for i := range w.Tasks {
+		w.Tasks[i].Slurm = w.Tasks[i].Slurm.Over(w.Slurm)
+	}
 	if !p.schedBad {
 		if err := w.Scheduling.Validate(); err != nil {
 			p.add(w.locate(err))
@@ -367,7 +373,7 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 	return task.Spec{
 		ID: t.ID, Kind: t.Kind, Dependencies: t.Dependencies, Payload: t.Payload, Priority: t.Priority,
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
-		Executor:  t.Executor, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
+		Executor:  t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
 		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
@@ -604,7 +610,7 @@ func has(set uint64, known []string, key string) bool {
 	return i >= 0 && set&(1<<i) != 0
 }
 
-var topKeys = []string{"scheduling", "tasks"}
+var topKeys = []string{"scheduling", "tasks", "slurm"}
 
 // misplaced tells, by "where key", where a key that is unknown where it
 // was written belongs.
@@ -618,6 +624,8 @@ func (p *parser) top(n *yaml.Node) {
 		switch key {
 		case "scheduling":
 			p.scheduling(v)
+		case "slurm":
+			p.w.Slurm = p.slurm(v, "slurm", nil)
 		default:
 			tasksKey, tasks = k, v
 			p.tasks(v)
@@ -739,7 +747,7 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 }
 
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
-	"executor", "artifacts", "hash_artifacts", "on_complete", "retry_delay", "retry_on_exit_codes", "retry_on_timeout"}
+	"executor", "artifacts", "hash_artifacts", "on_complete", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm"}
 
 func (p *parser) tasks(n *yaml.Node) {
 	if n.Kind != yaml.SequenceNode {
@@ -844,6 +852,8 @@ func (p *parser) task(i int, tn *yaml.Node) {
 			t.RetryOnExitCodes, err = p.ints(v, field)
 		case "retry_on_timeout":
 			t.RetryOnTimeout, err = p.boolean(v, field)
+		case "slurm":
+			t.Slurm = p.slurm(v, where+": slurm", &loc)
 		}
 		return err
 	})
@@ -896,6 +906,48 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 		return err
 	})
 	return r
+}
+
+// slurmKeys are the keys of a slurm: mapping, at the top of the file or
+// in a task.
+var slurmKeys = []string{"partition", "account", "qos", "constraint", "cpus_per_task", "mem", "extra_args"}
+
+// slurm reads a slurm: mapping; loc, when not nil, notes its keys' lines
+// ("slurm.mem") for the task's later errors. The values are checked as
+// the task is (task.SlurmSettings.Validate), and, for the top-level one,
+// here.
+func (p *parser) slurm(n *yaml.Node, where string, loc *taskLoc) *gpusched.SlurmSettings {
+	var s gpusched.SlurmSettings
+	p.fields(n, where, slurmKeys, func(key string, k, v *yaml.Node) error {
+		if loc != nil {
+			loc.fields = append(loc.fields, fieldLine{"slurm." + key, k.Line})
+		}
+		at := where + "." + key
+		var err error
+		switch key {
+		case "partition":
+			s.Partition, err = p.scalar(v, at)
+		case "account":
+			s.Account, err = p.scalar(v, at)
+		case "qos":
+			s.QOS, err = p.scalar(v, at)
+		case "constraint":
+			s.Constraint, err = p.scalar(v, at)
+		case "cpus_per_task":
+			s.CPUsPerTask, err = p.nonNegative(v, at)
+		case "mem":
+			s.Mem, err = p.scalar(v, at)
+		case "extra_args":
+			s.ExtraArgs, err = p.strings(v, at)
+		}
+		return err
+	})
+	if field, why := s.Validate(); field != "" && loc == nil {
+		// Reported once, here: the tasks do not inherit it.
+		p.add(p.errorf(n, "%s.%s: %s", where, field, why))
+		return nil
+	}
+	return &s
 }
 
 func (p *parser) scalar(n *yaml.Node, where string) (string, error) {

@@ -1,0 +1,92 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/executor/executortest"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// Scenarios against the real Slurm that SLURM_CONF names
+// (../shared/slurm-local.sh up: one node, two fake GPUs as gres).
+
+// TestRealSlurmGPUs: --gres=gpu:N gives the job N GPUs, named in
+// CUDA_VISIBLE_DEVICES by Slurm.
+func TestRealSlurmGPUs(t *testing.T) {
+	cfg := realSlurm(t)
+	t.Parallel()
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			j := executortest.NewJob(t, sleeper, "-env", "CUDA_VISIBLE_DEVICES")
+			j.GPUs = n
+			r := newExecutor(t, cfg).Execute(context.Background(), j, executor.Hooks{})
+			if r.Reason != executor.Exited || r.ExitCode != 0 {
+				t.Fatalf("result = %+v", r)
+			}
+			log := strings.TrimSpace(readFile(t, j.LogPath))
+			devs, ok := strings.CutPrefix(log, "CUDA_VISIBLE_DEVICES=")
+			if !ok || len(strings.Split(devs, ",")) != n {
+				t.Errorf("log = %q, want %d GPUs in CUDA_VISIBLE_DEVICES", log, n)
+			}
+		})
+	}
+}
+
+// TestRealSlurmCancelPending: a job that waits in the queue (its begin
+// time is an hour away) is cancelled and never runs.
+func TestRealSlurmCancelPending(t *testing.T) {
+	cfg := realSlurm(t)
+	t.Parallel()
+	ran := filepath.Join(t.TempDir(), "ran")
+	j := executortest.NewJob(t, sleeper, "-touch", ran)
+	j.Slurm = &task.SlurmSettings{ExtraArgs: []string{"--begin=now+1hour"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := newRecorder()
+	done := start(newExecutor(t, cfg), ctx, j, rec)
+	waitFor(t, "the job was submitted", func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.handles) == 1 })
+	cancel()
+	r := await(t, done, "cancel")
+	if r.Reason != executor.Cancelled || r.Started {
+		t.Errorf("result = %+v, want cancelled, never started", r)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the job ran")
+	}
+}
+
+// TestRealSlurmWorkflow: gpusched run of a workflow whose tasks run on
+// Slurm, in order, with their settings.
+func TestRealSlurmWorkflow(t *testing.T) {
+	realSlurm(t)
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "wf.yaml"), `
+scheduling:
+  executor: slurm
+slurm:
+  partition: debug
+tasks:
+  - id: prep
+    args: [sh, -c, "echo prepared > out.txt"]
+    artifacts: [out.txt]
+  - id: train
+    args: [sh, -c, "cat out.txt; echo trained"]
+    dependencies: [prep]
+    slurm:
+      mem: 100M
+`)
+	c := &cluster{fake: &fake{}, env: append(os.Environ(), "HOME="+t.TempDir())}
+	run := filepath.Join(dir, "run")
+	if out, err := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress").CombinedOutput(); err != nil {
+		t.Fatalf("gpusched run: %v\n%s", err, out)
+	}
+	if log := readFile(t, filepath.Join(run, "logs", "train", "attempt-1.log")); log != "prepared\ntrained\n" {
+		t.Errorf("train's log = %q", log)
+	}
+}
