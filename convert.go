@@ -98,7 +98,8 @@ func publicEvent(ev engine.Event) Event {
 		k = eventKinds[ev.Kind]
 	}
 	return Event{Seq: ev.Seq, Time: ev.Time, Kind: k, TaskID: ev.TaskID, Attempt: Attempt(ev.Attempt), BlockedBy: ev.BlockedBy,
-		Error: ev.Error, Rerun: ev.Rerun, Card: ev.Card, RetryAt: ev.RetryAt, Ended: ev.Ended}
+		Error: ev.Error, Rerun: ev.Rerun, Card: ev.Card, RetryAt: ev.RetryAt, Ended: ev.Ended,
+		Submitted: ev.Submitted}
 }
 
 // publicObserver adapts an observer of public events to the engine's.

@@ -370,6 +370,10 @@ type Event struct {
 	// Ended, for EventAdopted: the attempt had ended while no scheduler
 	// watched it.
 	Ended bool
+	// Submitted, for the end of a task (EventComplete, EventFailed,
+	// EventBlocked, EventCancelled), is when it was last submitted, as its
+	// Record says.
+	Submitted time.Time
 }
 
 // EventKind says what an Event reports.

@@ -125,7 +125,8 @@ func (d *Daemon) wait(w http.ResponseWriter, r *http.Request, p peer) error {
 			}
 			return nil // the client asks again
 		}
-		ti := d.info(p, e.t.run, e.t.meta, &e.rec, nil)
+		sh := shownOf(&e.rec) // finished: nothing more than what a finished task shows
+		ti := d.info(p, e.t.run, e.t.meta, &sh, nil, nil)
 		if err := s.send(client.WaitLine{Task: &ti}); err != nil {
 			return nil
 		}

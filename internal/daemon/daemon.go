@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/metrics"
+	"github.com/gpusched/gpusched/internal/store"
 )
 
 // API versions this daemon serves (client.APIVersion is the client's).
@@ -110,6 +111,12 @@ type Daemon struct {
 	// the daemon's user (no Owner). The system daemon, as root, takes
 	// every user's tasks without it and runs them as their owners.
 	runAsAnyone bool
+	// readSummaries reads what the queue shows of finished tasks from the
+	// state database, in one read (summarise); lookupStored reads one
+	// task whole (stored). Seams for tests, which count them.
+	readSummaries func(ids []string) ([]store.Summary, error)
+	lookupStored  func(id string) (gpusched.StoredTask, bool, error)
+	summaries     *summaryReader
 
 	stopping chan struct{} // closed when the daemon starts stopping: streams end
 	stopOnce sync.Once
@@ -207,6 +214,8 @@ func start(cfg Config) (*Daemon, *socket, error) {
 		d.runs.close()
 		return failSock(err)
 	}
+	d.summaries = newSummaryReader(cfg.StateDir)
+	d.readSummaries, d.lookupStored = d.summaries.read, d.sched.Lookup
 	if err := d.restore(); err != nil {
 		d.sched.Close()
 		d.runs.close()
@@ -265,10 +274,12 @@ func (d *Daemon) serve(ctx context.Context, sock *socket) error {
 	srv.Close()
 	if fatal != nil {
 		d.stopServe()
+		d.summaries.close()
 		d.sched.Close()
 		d.runs.close()
 		return fatal
 	}
+	d.summaries.close()
 	if !kill {
 		d.log.Printf("stopped; running tasks go on under their supervisor and the next daemon adopts them")
 		return ErrStopped

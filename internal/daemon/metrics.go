@@ -110,7 +110,7 @@ func (d *Daemon) countEvents(sub *gpusched.Subscription, last *uint64) bool {
 			*last = ev.Seq
 			d.metrics.Observe(ev, d.ownerName(ev.TaskID))
 			if st, ok := endState(ev.Kind); ok {
-				d.tasks.setEnded(ev.TaskID, st)
+				d.tasks.note(ev.TaskID, summaryOfEvent(&ev, st))
 			}
 		case <-d.stopping:
 			sub.Close()

@@ -50,7 +50,15 @@ func (d *Daemon) queue(w http.ResponseWriter, r *http.Request, p peer) error {
 		all = true
 	}
 	recs := d.liveRecords()
-	out := client.Queue{Tasks: []client.TaskInfo{}}
+	// The tasks shown: the scheduler's records, and for finished tasks it
+	// does not hold, their summaries, read in one go for those without.
+	type row struct {
+		rn *run
+		m  *taskMeta
+		id string
+	}
+	var rows []row
+	var finished []string
 	for _, rn := range d.runs.all() {
 		if uid >= 0 && rn.uid != uid {
 			continue
@@ -61,24 +69,39 @@ func (d *Daemon) queue(w http.ResponseWriter, r *http.Request, p peer) error {
 			if only != nil && !only[id] {
 				continue
 			}
-			if !all && recs[id] == nil {
-				continue // finished (what has not is in the scheduler), or being submitted
+			if recs[id] == nil {
+				if !all {
+					continue // finished (what has not is in the scheduler), or being submitted
+				}
+				if st, ok := d.tasks.endedAs(id); ok && states != nil && !slices.Contains(states, st.String()) {
+					continue // spares reading it
+				}
+				finished = append(finished, id)
 			}
-			if st, ok := d.tasks.endedAs(id); ok && recs[id] == nil && states != nil && !slices.Contains(states, st.String()) {
-				continue // spares reading its record
-			}
-			rec := d.record(recs, id)
-			if rec == nil {
+			rows = append(rows, row{rn, m, id})
+		}
+	}
+	d.summarise(finished)
+	out := client.Queue{Tasks: []client.TaskInfo{}}
+	for _, r := range rows {
+		rec := recs[r.id]
+		var sh shown
+		if rec != nil {
+			sh = shownOf(rec)
+		} else {
+			sm, ok := d.tasks.summaryOf(r.id)
+			if !ok {
 				continue // being submitted, or lost with a crash before it was
 			}
-			if !all && rec.State.Terminal() {
-				continue
-			}
-			if states != nil && !slices.Contains(states, rec.State.String()) {
-				continue
-			}
-			out.Tasks = append(out.Tasks, d.info(p, rn, m, rec, recs))
+			sh = sm.shown()
 		}
+		if !all && sh.state.Terminal() {
+			continue
+		}
+		if states != nil && !slices.Contains(states, sh.state.String()) {
+			continue
+		}
+		out.Tasks = append(out.Tasks, d.info(p, r.rn, r.m, &sh, rec, recs))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if err := writeQueue(w, out.Tasks); err != nil {
@@ -95,18 +118,6 @@ func (d *Daemon) liveRecords() map[string]*gpusched.Record {
 		m[list[i].ID] = &list[i]
 	}
 	return m
-}
-
-// record returns task id's record: from recs (the scheduler's), or as
-// lookup reads it; nil if neither has it.
-func (d *Daemon) record(recs map[string]*gpusched.Record, id string) *gpusched.Record {
-	if r := recs[id]; r != nil {
-		return r
-	}
-	if r, ok := d.stored(id); ok {
-		return &r
-	}
-	return nil
 }
 
 // stateOf returns task id's state: from recs, or, for a finished task,
@@ -141,7 +152,7 @@ func (d *Daemon) stored(id string) (gpusched.Record, bool) {
 	if r, ok := d.tasks.unqueued[id]; ok {
 		return r, true
 	}
-	st, ok, err := d.sched.Lookup(id)
+	st, ok, err := d.lookupStored(id)
 	if err != nil {
 		d.log.Printf("read task %s: %v", id, err)
 		return gpusched.Record{}, false
@@ -149,32 +160,29 @@ func (d *Daemon) stored(id string) (gpusched.Record, bool) {
 	if !ok || !st.Record.State.Terminal() {
 		return gpusched.Record{}, false // not yet submitted, or being submitted again
 	}
-	d.tasks.setEnded(id, st.Record.State)
+	if sm, ok := d.tasks.summaryOf(id); !ok || sm.state != st.Record.State {
+		d.tasks.note(id, summaryOf(&st.Record))
+	}
 	return st.Record, true
 }
 
-// info is a task as the queue shows it to p.
-func (d *Daemon) info(p peer, rn *run, m *taskMeta, rec *gpusched.Record, recs map[string]*gpusched.Record) client.TaskInfo {
+// info is a task as the queue shows it to p: sh, and for a task the
+// scheduler holds, rec (nil otherwise).
+func (d *Daemon) info(p peer, rn *run, m *taskMeta, sh *shown, rec *gpusched.Record, recs map[string]*gpusched.Record) client.TaskInfo {
 	t := client.TaskInfo{
 		ID: showID(rn, m.inner), Run: strconv.FormatInt(rn.id, 10), Kind: rn.kind, Name: rn.name, Owner: rn.user, UID: rn.uid,
-		State: rec.State.String(), Attempts: len(rec.Attempts), ExitCode: rec.ExitCode, Error: rec.Error, Submitted: rec.Submitted,
+		State: sh.state.String(), Attempts: sh.attempts, ExitCode: sh.exitCode, Error: sh.err, Submitted: sh.submitted,
+		GPU: sh.gpu, Started: sh.start, Ended: sh.end,
 	}
-	if rec.BlockedBy != "" {
-		t.BlockedBy = d.show(rec.BlockedBy)
+	if sh.blockedBy != "" {
+		t.BlockedBy = d.show(sh.blockedBy)
 	}
-	if a := rec.LastAttempt(); a != nil {
-		t.GPU = a.GPU
-		start := a.Start
-		t.Started = &start
-		if a.Ended() {
-			end := a.End
-			t.Ended = &end
+	if rec != nil {
+		if rec.State == gpusched.StatePending {
+			t.Waiting, t.WaitingKind = d.waitingReason(rec, m, recs)
 		}
+		t.Paused = rec.Paused
 	}
-	if rec.State == gpusched.StatePending {
-		t.Waiting, t.WaitingKind = d.waitingReason(rec, m, recs)
-	}
-	t.Paused = rec.Paused
 	if owns(p, rn) {
 		t.Command, t.Dir = m.command, m.dir
 	}

@@ -25,22 +25,31 @@ import (
 // taskIndex is what the daemon knows of tasks besides the scheduler.
 type taskIndex struct {
 	mu sync.Mutex
-	// ended holds the end state of the finished tasks the scheduler may
-	// no longer hold, by the scheduler's id: those finished before the
-	// daemon started and those it has seen finish since. It is what the
-	// counts of the metrics read; a task's record is read from the state
-	// database (Daemon.lookup). Guarded by mu.
-	ended map[string]gpusched.State
+	// ended holds, by the scheduler's id, what the daemon knows of the
+	// finished tasks the scheduler may no longer hold (those finished
+	// before the daemon started and those it has seen finish since): at
+	// least their end state, which the metrics count, and mostly what the
+	// queue shows of them (summary.go). Guarded by mu.
+	ended map[string]summary
+	// forgets counts forget calls, so that summaries read from the state
+	// database before one are not noted after it. Guarded by mu.
+	forgets uint64
 	// unqueued holds the records of the tasks of runs saved in runs.db
 	// that never reached the state database (markUnqueued); set at start,
 	// never changed after.
 	unqueued map[string]gpusched.Record
 }
 
-// setEnded notes that task id finished in state s.
+// setEnded notes that task id finished in state s, knowing nothing more
+// of it.
 func (x *taskIndex) setEnded(id string, s gpusched.State) {
+	x.note(id, summary{state: s})
+}
+
+// note notes what the queue shows of finished task id.
+func (x *taskIndex) note(id string, sm summary) {
 	x.mu.Lock()
-	x.ended[id] = s
+	x.ended[id] = sm
 	x.mu.Unlock()
 }
 
@@ -48,6 +57,7 @@ func (x *taskIndex) setEnded(id string, s gpusched.State) {
 func (x *taskIndex) forget(id string) {
 	x.mu.Lock()
 	delete(x.ended, id)
+	x.forgets++
 	x.mu.Unlock()
 }
 
@@ -56,13 +66,13 @@ func (x *taskIndex) endedAs(id string) (gpusched.State, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	s, ok := x.ended[id]
-	return s, ok
+	return s.state, ok
 }
 
 // restore reads the state database, indexes every task under its run,
 // and submits the unfinished ones again.
 func (d *Daemon) restore() error {
-	d.tasks = &taskIndex{ended: map[string]gpusched.State{}, unqueued: map[string]gpusched.Record{}}
+	d.tasks = &taskIndex{ended: map[string]summary{}, unqueued: map[string]gpusched.Record{}}
 	stored, err := d.sched.Stored()
 	if err != nil {
 		return err
@@ -102,7 +112,7 @@ func (d *Daemon) restore() error {
 		}
 		m.command, m.dir, m.deps = argvOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
 		if st.Record.State.Terminal() {
-			d.tasks.ended[st.Spec.ID] = st.Record.State
+			d.tasks.ended[st.Spec.ID] = summaryOf(&st.Record)
 			continue
 		}
 		// Its Owner is part of its definition, kept as it was submitted.
@@ -151,8 +161,9 @@ func (d *Daemon) markUnqueued(stored []gpusched.StoredTask) {
 	for _, r := range d.runs.all() {
 		for _, m := range r.tasks {
 			if id := qualify(r.id, m.inner); !have[id] {
-				d.tasks.unqueued[id] = gpusched.Record{ID: id, State: gpusched.StateFailed, Error: unqueued, Submitted: r.created}
-				d.tasks.setEnded(id, gpusched.StateFailed)
+				rec := gpusched.Record{ID: id, State: gpusched.StateFailed, Error: unqueued, Submitted: r.created}
+				d.tasks.unqueued[id] = rec
+				d.tasks.note(id, summaryOf(&rec))
 				n++
 			}
 		}

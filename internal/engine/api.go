@@ -394,7 +394,7 @@ func (ev cancelEvent) apply(e *Engine) {
 		e.unready(n)
 		n.rec.State, n.rec.Error = task.Cancelled, "cancelled before it started"
 		e.writeTask(n)
-		e.notify(Event{Kind: TaskCancelled, TaskID: n.spec.ID})
+		e.notify(Event{Kind: TaskCancelled, TaskID: n.spec.ID, Submitted: n.rec.Submitted})
 		e.blockDownstream(n)
 		e.effects = append(e.effects, func(err error) { ev.reply <- err })
 	case task.Complete, task.Failed, task.Blocked, task.Cancelled:
@@ -489,4 +489,9 @@ type Event struct {
 	// earliest (retry delay, or a back-off after a fault of the
 	// environment); zero when it may start at once.
 	RetryAt time.Time
+	// Submitted, for the end of a task (Completed, Failed, TaskBlocked,
+	// TaskCancelled), is when it was last submitted (its record's), so
+	// that a subscriber can note what a listing shows of it without
+	// reading it back.
+	Submitted time.Time
 }

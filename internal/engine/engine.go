@@ -737,7 +737,7 @@ func (ev exitEvent) apply(e *Engine) {
 	if n.card >= 0 {
 		oom = e.releaseGPU(n, a.Error != "" && !cancelled, out)
 	}
-	ended := Event{TaskID: n.spec.ID}
+	ended := Event{TaskID: n.spec.ID, Submitted: n.rec.Submitted}
 
 	switch {
 	case a.Error == "" && n.rerunAfter != "":
@@ -1006,7 +1006,7 @@ func (e *Engine) block(d, by *node) {
 	d.rec.BlockedBy = by.spec.ID
 	d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", by.spec.ID, by.rec.State)
 	e.writeTask(d)
-	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: by.spec.ID})
+	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: by.spec.ID, Submitted: d.rec.Submitted})
 }
 
 // writeTask queues the task's row, as it is now, for the next commit. A

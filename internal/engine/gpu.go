@@ -358,7 +358,7 @@ func (e *Engine) checkGPUWaits() {
 		e.unready(n)
 		n.rec.State = task.Failed
 		e.writeTask(n)
-		e.notify(Event{Kind: Failed, TaskID: n.spec.ID, Error: n.rec.Error})
+		e.notify(Event{Kind: Failed, TaskID: n.spec.ID, Error: n.rec.Error, Submitted: n.rec.Submitted})
 		e.blockDownstream(n)
 	}
 }
