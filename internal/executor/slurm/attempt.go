@@ -103,9 +103,11 @@ func runAttempt(in io.Reader, errOut io.Writer, environ []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	killNow := make(chan struct{})
+	var outside atomic.Bool // the helper was told to stop
 	go func() {
 		killed := false
 		for s := range sigs {
+			outside.Store(true)
 			switch s {
 			case syscall.SIGUSR1:
 				if !killed {
@@ -129,6 +131,19 @@ func runAttempt(in io.Reader, errOut io.Writer, environ []string) int {
 			fmt.Fprintf(errOut, "gpusched slurm helper: %v\n", err)
 		}
 	}})
+	if r.Reason == executor.Signalled && (r.Signal == syscall.SIGTERM || r.Signal == syscall.SIGKILL) {
+		// scancel signals every process of the job, the command's too: it
+		// may die of that SIGTERM before the helper's own copy is read.
+		// A signal sent to the helper is delivered within moments; wait
+		// for it a little, so that a job stopped from outside is told as
+		// such and not as a command that died of a signal on its own.
+		for i := 0; i < 50 && !outside.Load(); i++ {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if outside.Load() {
+			r.Reason = executor.Cancelled
+		}
+	}
 	if err := writeOutcome(sp.Result, outcomeOf(r)); err != nil {
 		fmt.Fprintf(errOut, "gpusched slurm helper: %v\n", err)
 		return 1
