@@ -40,12 +40,6 @@ type taskIndex struct {
 	unqueued map[string]gpusched.Record
 }
 
-// setEnded notes that task id finished in state s, knowing nothing more
-// of it.
-func (x *taskIndex) setEnded(id string, s gpusched.State) {
-	x.note(id, summary{state: s})
-}
-
 // note notes what the queue shows of finished task id.
 func (x *taskIndex) note(id string, sm summary) {
 	x.mu.Lock()
