@@ -80,12 +80,7 @@ A task named that is pending, running or complete, or one that depends
 on a failed task not retried with it, is refused and nothing is retried.
 It prints every task made pending again. Only a task's owner and root
 may retry it.`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return inputf("%s takes the ids of tasks or runs; see gpusched queue", c.CommandPath())
-			}
-			return nil
-		},
+		Args: needIDs,
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := dialDaemon(c.Context(), socket)
 			if err != nil {

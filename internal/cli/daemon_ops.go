@@ -20,12 +20,7 @@ group, SIGKILL after the kill grace); both end cancelled, and what depends
 on them blocked. It prints each task it cancelled, once it has ended;
 finished tasks are left as they are. Only a task's owner and root may
 cancel it.`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return inputf("%s takes the ids of tasks or runs; see gpusched queue", c.CommandPath())
-			}
-			return nil
-		},
+		Args: needIDs,
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := dialDaemon(c.Context(), socket)
 			if err != nil {
@@ -55,12 +50,7 @@ func newWaitCmd() *cobra.Command {
 finished. Exit code 0 when all completed; 1 otherwise, after a line that
 says which did not and why. If the daemon restarts meanwhile, wait
 connects again (and again, backing off up to 2s) and goes on.`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return inputf("%s takes the ids of tasks or runs; see gpusched queue", c.CommandPath())
-			}
-			return nil
-		},
+		Args: needIDs,
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := dialDaemon(c.Context(), socket)
 			if err != nil {
@@ -110,4 +100,13 @@ func unfinished(tasks []client.TaskInfo) error {
 		more = fmt.Sprintf(", and %d more", n-len(bad))
 	}
 	return fmt.Errorf("%d of %d tasks did not complete: %s%s", n, len(tasks), strings.Join(bad, ", "), more)
+}
+
+// needIDs is the argument check of the commands that act on tasks or
+// runs named by id.
+func needIDs(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return inputf("%s takes the ids of tasks or runs; see gpusched queue", c.CommandPath())
+	}
+	return nil
 }
