@@ -202,16 +202,31 @@ type StoredTask struct {
 // stay pending only if submitted again (Submit keeps their history), and
 // those that were running are adopted (see docs/adoption.md).
 func (s *Scheduler) Stored() ([]StoredTask, error) {
+	return s.stored(false)
+}
+
+// StoredUnfinished is Stored with only the tasks that had not finished
+// (pending or running): a long-lived program that reads its finished
+// tasks some cheaper way decodes only these definitions.
+func (s *Scheduler) StoredUnfinished() ([]StoredTask, error) {
+	return s.stored(true)
+}
+
+func (s *Scheduler) stored(unfinished bool) ([]StoredTask, error) {
 	rows := s.engine.Stored()
-	out := make([]StoredTask, len(rows))
-	for i, r := range rows {
+	out := make([]StoredTask, 0, len(rows))
+	for _, r := range rows {
+		if unfinished && r.State.Terminal() {
+			continue
+		}
 		var sp task.Spec
 		if err := json.Unmarshal(r.Spec, &sp); err != nil {
 			return nil, fmt.Errorf("read stored task %q: %w", r.ID, err)
 		}
 		sp.Normalize()
-		out[i] = StoredTask{Spec: *publicSpec(&sp), Record: publicRecord(r.Record)}
-		out[i].Spec.Payload = argvPayload(sp.Kind, sp.Payload)
+		st := StoredTask{Spec: *publicSpec(&sp), Record: publicRecord(r.Record)}
+		st.Spec.Payload = argvPayload(sp.Kind, sp.Payload)
+		out = append(out, st)
 	}
 	return out, nil
 }

@@ -194,6 +194,9 @@ func TestStoredAfterReopen(t *testing.T) {
 	if _, ok := stored[0].Spec.Payload.([]string); !ok {
 		t.Errorf("payload %T, want []string", stored[0].Spec.Payload)
 	}
+	if open, err := s.StoredUnfinished(); err != nil || len(open) != 0 {
+		t.Errorf("StoredUnfinished of finished tasks = %+v, %v; want none", open, err)
+	}
 	if err := s.Submit(stored[0].Spec); err != nil {
 		t.Fatal(err)
 	}

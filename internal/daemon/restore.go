@@ -64,10 +64,16 @@ func (x *taskIndex) endedAs(id string) (gpusched.State, bool) {
 }
 
 // restore reads the state database, indexes every task under its run,
-// and submits the unfinished ones again.
+// and submits the unfinished ones again. Of the finished tasks, most of
+// them, it reads only what the index and the queue show (store.Brief),
+// never their whole definitions.
 func (d *Daemon) restore() error {
 	d.tasks = &taskIndex{ended: map[string]summary{}, unqueued: map[string]gpusched.Record{}}
-	stored, err := d.sched.Stored()
+	open, err := d.sched.StoredUnfinished()
+	if err != nil {
+		return err
+	}
+	briefs, err := d.summaries.briefs()
 	if err != nil {
 		return err
 	}
@@ -79,22 +85,27 @@ func (d *Daemon) restore() error {
 			metas[qualify(r.id, r.tasks[i].inner)] = &r.tasks[i]
 		}
 	}
-	unfinished := map[string]bool{}
-	for _, st := range stored {
-		if !st.Record.State.Terminal() {
-			unfinished[st.Spec.ID] = true
-		}
+	// Unfinished as the scheduler loaded them: a task it adopted may have
+	// ended since in the database, and is submitted again all the same.
+	unfinished := make(map[string]*gpusched.StoredTask, len(open))
+	for i := range open {
+		unfinished[open[i].Spec.ID] = &open[i]
 	}
 	var again []gpusched.TaskSpec
-	for _, st := range stored {
-		runID, inner, ok := splitTaskID(st.Spec.ID)
+	for i := range briefs {
+		b := &briefs[i]
+		runID, inner, ok := splitTaskID(b.ID)
 		if !ok {
 			continue // not a daemon's task (a gpusched run on this folder?)
 		}
-		m := metas[st.Spec.ID]
+		st := unfinished[b.ID]
+		if st == nil && !b.State.Terminal() {
+			continue // cannot be: nothing was submitted since the scheduler loaded it
+		}
+		m := metas[b.ID]
 		if m == nil {
 			uid := d.uid
-			if n, err := strconv.Atoi(st.Spec.Owner); err == nil {
+			if n, err := strconv.Atoi(b.Owner); err == nil {
 				uid = n
 			}
 			r := d.runs.adopt(runID, uid, d.userName(uid))
@@ -104,22 +115,27 @@ func (d *Daemon) restore() error {
 				metas[qualify(r.id, r.tasks[i].inner)] = &r.tasks[i]
 			}
 		}
-		m.command, m.dir, m.deps = argvOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
-		if st.Record.State.Terminal() {
-			d.tasks.ended[st.Spec.ID] = summaryOf(&st.Record)
+		if st == nil {
+			m.command, m.dir, m.deps = b.Argv, b.Dir, b.Dependencies
+			d.tasks.ended[b.ID] = summaryOfStored(&b.Summary)
 			continue
 		}
+		m.command, m.dir, m.deps = argvOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
 		// Its Owner is part of its definition, kept as it was submitted.
 		sp := st.Spec
 		sp.Dependencies = nil
 		for _, dep := range st.Spec.Dependencies {
-			if unfinished[dep] {
+			if unfinished[dep] != nil {
 				sp.Dependencies = append(sp.Dependencies, dep)
 			}
 		}
 		again = append(again, sp)
 	}
-	d.markUnqueued(stored)
+	have := make(map[string]bool, len(briefs))
+	for i := range briefs {
+		have[briefs[i].ID] = true
+	}
+	d.markUnqueued(have)
 	if len(again) == 0 {
 		return nil
 	}
@@ -145,12 +161,9 @@ const unqueued = "the daemon stopped before queueing its tasks; submit it again"
 
 // markUnqueued records as failed (unqueued), among the finished tasks,
 // every task of a run of runs.db that is not in the state database
-// (stored), so that its run is never shown empty nor waited for in vain.
-func (d *Daemon) markUnqueued(stored []gpusched.StoredTask) {
-	have := make(map[string]bool, len(stored))
-	for _, st := range stored {
-		have[st.Spec.ID] = true
-	}
+// (have, by id), so that its run is never shown empty nor waited for in
+// vain.
+func (d *Daemon) markUnqueued(have map[string]bool) {
 	n := 0
 	for _, r := range d.runs.all() {
 		for _, m := range r.tasks {

@@ -220,14 +220,37 @@ type summaryReader struct {
 func (r *summaryReader) read(ids []string) ([]store.Summary, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.db == nil {
-		db, err := store.OpenSQLiteReadOnly(r.path, r.dir)
-		if err != nil {
-			return nil, fmt.Errorf("open the state database to read finished tasks: %w", err)
-		}
-		r.db = db
+	if err := r.open(); err != nil {
+		return nil, err
 	}
 	return r.db.FinishedSummaries(ids)
+}
+
+// briefs reads every stored task as a store.Brief (restore).
+func (r *summaryReader) briefs() ([]store.Brief, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	list, err := r.db.Briefs()
+	if err != nil {
+		return nil, fmt.Errorf("read the tasks of the state database: %w", err)
+	}
+	return list, nil
+}
+
+// open opens the connection if it is not. r.mu must be held.
+func (r *summaryReader) open() error {
+	if r.db != nil {
+		return nil
+	}
+	db, err := store.OpenSQLiteReadOnly(r.path, r.dir)
+	if err != nil {
+		return fmt.Errorf("open the state database to read finished tasks: %w", err)
+	}
+	r.db = db
+	return nil
 }
 
 func (r *summaryReader) close() {
