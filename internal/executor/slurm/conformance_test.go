@@ -1,7 +1,12 @@
 package slurm
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +32,11 @@ func TestConformanceRealSlurm(t *testing.T) {
 // realSlurm returns a configuration for the Slurm that SLURM_CONF names.
 // It skips the test only outside CI when SLURM_CONF is unset; under CI,
 // it fails it.
+var (
+	controllerUp  sync.Once
+	controllerErr error
+)
+
 func realSlurm(t *testing.T) Config {
 	t.Helper()
 	if os.Getenv("SLURM_CONF") == "" {
@@ -34,6 +44,19 @@ func realSlurm(t *testing.T) Config {
 			t.Skip("SLURM_CONF is not set: no Slurm cluster to test against")
 		}
 		t.Fatal("CI is set, and SLURM_CONF is not: the Slurm tests must run under CI")
+	}
+	// A controller that does not answer would hold the tests until go
+	// test's own timeout (submission waits for it): fail at once instead.
+	controllerUp.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "scontrol", "ping").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "UP") {
+			controllerErr = fmt.Errorf("scontrol ping: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+	})
+	if controllerErr != nil {
+		t.Fatalf("the Slurm controller of SLURM_CONF=%s does not answer: %v", os.Getenv("SLURM_CONF"), controllerErr)
 	}
 	cfg := testConfig(PathCommands{})
 	cfg.LostGrace = 5 * time.Second
