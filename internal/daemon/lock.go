@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
+
+	"github.com/gpusched/gpusched/internal/pidlock"
 )
 
 // LockFile, in the state directory, is held (flock) by the daemon that
@@ -28,31 +27,14 @@ func (e *LockedError) Error() string {
 	return fmt.Sprintf("%s is in use by %s; stop it with `gpusched daemon stop` or choose another", e.What, holder)
 }
 
-// lockPID takes the lock file at path for this process and writes its PID
-// there; a lock held by another process is a *LockedError naming it.
+// lockPID takes the lock file at path for this process (pidlock); a lock
+// held by another process is a *LockedError naming it.
 func lockPID(path, what string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	f, err := pidlock.Take(path, 0o644)
+	if held, ok := errors.AsType[*pidlock.HeldError](err); ok {
+		return nil, &LockedError{What: what, PID: held.PID}
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			b := make([]byte, 32)
-			n, _ := f.ReadAt(b, 0)
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
-			return nil, &LockedError{What: what, PID: pid}
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("write lock %s: %w", path, err)
-		}
-	}
-	return f, nil
+	return f, err
 }
 
 // lockStateDir takes the state directory for this daemon.

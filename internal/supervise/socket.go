@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/gpusched/gpusched/internal/pidlock"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,27 +119,11 @@ func checkPeer(c *net.UnixConn) (int, error) {
 }
 
 // lockRunDir takes the supervisor lock of dir without waiting and writes
-// our PID in it. held is true when another process holds it.
+// our PID in it (pidlock). held is true when another process holds it.
 func lockRunDir(dir string) (f *os.File, held bool, err error) {
-	p := filepath.Join(dir, lockName)
-	f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return nil, false, fmt.Errorf("open lock %s: %w", p, err)
+	f, err = pidlock.Take(filepath.Join(dir, lockName), 0o600)
+	if _, ok := errors.AsType[*pidlock.HeldError](err); ok {
+		return nil, true, nil
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if err == unix.EWOULDBLOCK {
-			return nil, true, nil
-		}
-		return nil, false, fmt.Errorf("lock %s: %w", p, err)
-	}
-	err = f.Truncate(0)
-	if err == nil {
-		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	if err != nil {
-		f.Close()
-		return nil, false, fmt.Errorf("write lock %s: %w", p, err)
-	}
-	return f, false, nil
+	return f, false, err
 }
