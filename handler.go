@@ -3,6 +3,7 @@ package gpusched
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -155,10 +156,11 @@ func (CommandHandler) OnComplete(ctx context.Context, ev CompletionEvent) error 
 	}
 	vars := []string{"GPUSCHED_TASK_ID=" + ev.TaskID, "GPUSCHED_EVENT_ID=" + strconv.FormatInt(ev.ID, 10),
 		"GPUSCHED_ATTEMPT=" + strconv.Itoa(ev.Attempt), "CUDA_VISIBLE_DEVICES="}
-	env := environ(vars, ev.Spec.Env, ev.Env)
+	base := os.Environ()
 	if ev.Spec.CleanEnv {
-		env = environFrom(nil, vars, ev.Spec.Env, ev.Env)
+		base = nil // the task's own environment in place of the scheduler's
 	}
+	env := environFrom(base, vars, ev.Spec.Env, ev.Env)
 	res := (&local.Executor{}).Execute(ctx, executor.Job{
 		TaskID: ev.TaskID, Args: argv, Env: env, Dir: ev.Spec.Dir, LogPath: ev.LogPath, LogRoot: ev.RunDir, KillGrace: 10 * time.Second,
 	}, executor.Hooks{})

@@ -101,26 +101,32 @@ func gpus(sp *task.Spec) int {
 // a user cannot run anything: both are the task's fault, and it fails at
 // once (executor.CommandFault).
 func runAs(sp *task.Spec) (*executor.User, error) {
-	if sp.Owner == "" {
-		return nil, nil
+	uid, other, err := otherOwner(sp)
+	if err != nil || !other {
+		return nil, err
 	}
-	uid, err := strconv.ParseUint(sp.Owner, 10, 32)
-	if err != nil {
-		return nil, executor.CommandFault(fmt.Errorf("task %s: owner %q is not a uid", sp.ID, sp.Owner))
-	}
-	me := os.Geteuid()
-	if uid == uint64(me) {
-		return nil, nil
-	}
-	if me != 0 {
+	if me := os.Geteuid(); me != 0 {
 		return nil, executor.CommandFault(fmt.Errorf("task %s belongs to user %s, and this scheduler runs as user %s, not root: it can run tasks as its own user only",
 			sp.ID, userName(uint32(uid)), userName(uint32(me))))
 	}
-	u, err := executor.LookupUser(uint32(uid))
+	u, err := executor.LookupUser(uid)
 	if err != nil {
 		return nil, executor.CommandFault(fmt.Errorf("task %s cannot run as its owner: %w", sp.ID, err))
 	}
 	return u, nil
+}
+
+// otherOwner returns the uid of sp's owner, and whether that is another
+// user than the one this scheduler runs as.
+func otherOwner(sp *task.Spec) (uint32, bool, error) {
+	if sp.Owner == "" {
+		return 0, false, nil
+	}
+	uid, err := strconv.ParseUint(sp.Owner, 10, 32)
+	if err != nil {
+		return 0, false, executor.CommandFault(fmt.Errorf("task %s: owner %q is not a uid", sp.ID, sp.Owner))
+	}
+	return uint32(uid), uid != uint64(os.Geteuid()), nil
 }
 
 // noGroup is the group a log written for an owner who is no longer a
@@ -296,13 +302,14 @@ func (s *Scheduler) onFailure(sp *task.Spec, rec task.Record) {
 // could plant a link or a FIFO there: it is read without following a
 // link, and only if it is a regular file of theirs (local.ReadLog).
 func (r runner) logTail(req engine.AttemptRequest, n int64) []byte {
-	as, err := runAs(req.Spec)
+	// The owner's uid alone is needed: no lookup in the user database.
+	uid, other, err := otherOwner(req.Spec)
 	if err != nil {
 		return nil
 	}
 	var f *os.File
-	if as != nil {
-		f, err = local.ReadLog(r.s.runDir, req.LogPath, int(as.UID))
+	if other {
+		f, err = local.ReadLog(r.s.runDir, req.LogPath, int(uid))
 	} else {
 		f, err = os.Open(req.LogPath)
 	}

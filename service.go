@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -66,14 +67,8 @@ func (s *Scheduler) Lookup(id string) (t StoredTask, ok bool, err error) {
 	if err != nil || !ok {
 		return StoredTask{}, false, publicError(err)
 	}
-	var sp task.Spec
-	if err := json.Unmarshal(r.Spec, &sp); err != nil {
-		return StoredTask{}, false, fmt.Errorf("read stored task %q: %w", r.ID, err)
-	}
-	sp.Normalize()
-	t = StoredTask{Spec: *publicSpec(&sp), Record: publicRecord(r.Record)}
-	t.Spec.Payload = argvPayload(sp.Kind, sp.Payload)
-	return t, true, nil
+	t, err = storedTask(&r)
+	return t, err == nil, err
 }
 
 // SubmitAgain is SubmitManyContext for tasks that may have been retired
@@ -219,16 +214,25 @@ func (s *Scheduler) stored(unfinished bool) ([]StoredTask, error) {
 		if unfinished && r.State.Terminal() {
 			continue
 		}
-		var sp task.Spec
-		if err := json.Unmarshal(r.Spec, &sp); err != nil {
-			return nil, fmt.Errorf("read stored task %q: %w", r.ID, err)
+		st, err := storedTask(r)
+		if err != nil {
+			return nil, err
 		}
-		sp.Normalize()
-		st := StoredTask{Spec: *publicSpec(&sp), Record: publicRecord(r.Record)}
-		st.Spec.Payload = argvPayload(sp.Kind, sp.Payload)
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// storedTask decodes a stored row into the task it saved.
+func storedTask(r *store.Row) (StoredTask, error) {
+	var sp task.Spec
+	if err := json.Unmarshal(r.Spec, &sp); err != nil {
+		return StoredTask{}, fmt.Errorf("read stored task %q: %w", r.ID, err)
+	}
+	sp.Normalize()
+	st := StoredTask{Spec: *publicSpec(&sp), Record: publicRecord(r.Record)}
+	st.Spec.Payload = argvPayload(sp.Kind, sp.Payload)
+	return st, nil
 }
 
 // argvPayload gives a command's payload, read back from JSON as []any, its
