@@ -31,9 +31,7 @@ cancel it.`,
 			if err != nil {
 				return refusal(fmt.Errorf("cancel %s: %w", strings.Join(args, " "), err))
 			}
-			for _, id := range done {
-				fmt.Fprintln(c.OutOrStdout(), id)
-			}
+			printIDs(c, done)
 			return nil
 		},
 	}

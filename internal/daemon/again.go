@@ -101,12 +101,8 @@ func (d *Daemon) submitAgain(ctx context.Context, ids []string) ([]string, error
 		}
 		specs = append(specs, sp)
 	}
-	for _, id := range set { // their owners' log folders, as at submit
-		if rn, _, ok := d.runOf(id); ok && d.runsAsOthers(rn) {
-			if err := d.ownLogDir(rn, -1); err != nil {
-				return nil, fmt.Errorf("retry task %s: %w", d.show(id), err)
-			}
-		}
+	if id, err := d.ownLogDirsOf(set); err != nil { // their owners' log folders, as at submit
+		return nil, fmt.Errorf("retry task %s: %w", d.show(id), err)
 	}
 	if err := d.sched.SubmitAgain(ctx, specs); err != nil {
 		return nil, d.controlError(fmt.Errorf("retry: %w", err))

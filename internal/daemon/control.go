@@ -20,14 +20,9 @@ func (d *Daemon) cancel(w http.ResponseWriter, r *http.Request, p peer) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	ts, err := d.resolveAll(req.IDs)
+	ts, err := d.resolveOwned(p, req.IDs, "cancel")
 	if err != nil {
 		return err
-	}
-	for _, t := range ts {
-		if !owns(p, t.run) {
-			return d.forbidden(t, "cancel")
-		}
 	}
 	var pending, running []target
 	for _, t := range ts {
@@ -225,4 +220,19 @@ func (d *Daemon) event(ev gpusched.Event) client.Event {
 		out.Attempt, out.ExitCode, out.GPU = ev.Attempt.Number, ev.Attempt.ExitCode, ev.Attempt.GPU
 	}
 	return out
+}
+
+// resolveOwned is resolveAll of tasks p may verb: all of them are p's, or
+// p is root; else nothing is done and the first of another's is refused.
+func (d *Daemon) resolveOwned(p peer, ids []string, verb string) ([]target, error) {
+	ts, err := d.resolveAll(ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		if !owns(p, t.run) {
+			return nil, d.forbidden(t, verb)
+		}
+	}
+	return ts, nil
 }

@@ -206,6 +206,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 type stream struct {
 	enc *json.Encoder
 	rc  *http.ResponseController
+	buf []byte // copyLog's, kept across the reads of a followed log
 }
 
 func startStream(w http.ResponseWriter) *stream {

@@ -181,7 +181,10 @@ func pickAttempt(t target, rec gpusched.Record, n int) (*gpusched.Attempt, error
 // 32 KiB: UTF-8 as text, anything else as data. Unless final, a
 // character cut at the end of a read waits for the next.
 func copyLog(s *stream, f *os.File, final bool) (int64, error) {
-	buf := make([]byte, 32<<10)
+	if s.buf == nil {
+		s.buf = make([]byte, 32<<10)
+	}
+	buf := s.buf
 	var total int64
 	for {
 		n, err := f.Read(buf)

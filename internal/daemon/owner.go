@@ -171,3 +171,21 @@ func splitPath(p string) []string {
 	dir, base := filepath.Split(p)
 	return append(splitPath(filepath.Clean(dir)), base)
 }
+
+// ownLogDirsOf gives the runs of tasks ids that run as another user their
+// log folders (ownLogDir), once per run; on failure it returns the task
+// whose run it was.
+func (d *Daemon) ownLogDirsOf(ids []string) (string, error) {
+	done := map[*run]bool{}
+	for _, id := range ids {
+		rn, _, ok := d.runOf(id)
+		if !ok || done[rn] || !d.runsAsOthers(rn) {
+			continue
+		}
+		done[rn] = true
+		if err := d.ownLogDir(rn, -1); err != nil {
+			return id, err
+		}
+	}
+	return "", nil
+}

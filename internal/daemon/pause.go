@@ -66,14 +66,9 @@ func (d *Daemon) retry(w http.ResponseWriter, r *http.Request, p peer) error {
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	ts, err := d.resolveAll(req.IDs)
+	ts, err := d.resolveOwned(p, req.IDs, "retry")
 	if err != nil {
 		return err
-	}
-	for _, t := range ts {
-		if !owns(p, t.run) {
-			return d.forbidden(t, "retry")
-		}
 	}
 	named := map[string]bool{} // tasks named by their own id (a command run's id is its task's), not by their run's
 	for _, id := range req.IDs {
@@ -139,14 +134,9 @@ func (d *Daemon) controlTargets(p peer, ids []string, verb string, want func(gpu
 		}
 		return out, nil
 	}
-	ts, err := d.resolveAll(ids)
+	ts, err := d.resolveOwned(p, ids, verb)
 	if err != nil {
 		return nil, err
-	}
-	for _, t := range ts {
-		if !owns(p, t.run) {
-			return nil, d.forbidden(t, verb)
-		}
 	}
 	for _, t := range ts {
 		if _, ok := d.sched.Record(t.id); ok {

@@ -120,7 +120,7 @@ func (d *Daemon) restore() error {
 			d.tasks.ended[b.ID] = summaryOfStored(&b.Summary)
 			continue
 		}
-		m.command, m.dir, m.deps = argvOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
+		m.command, m.dir, m.deps = commandOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
 		// Its Owner is part of its definition, kept as it was submitted.
 		sp := st.Spec
 		sp.Dependencies = nil
@@ -139,12 +139,12 @@ func (d *Daemon) restore() error {
 	if len(again) == 0 {
 		return nil
 	}
-	for _, sp := range again { // their owners' log folders, as at submit
-		if rn, _, ok := d.runOf(sp.ID); ok && d.runsAsOthers(rn) {
-			if err := d.ownLogDir(rn, -1); err != nil {
-				return fmt.Errorf("queue again the tasks an earlier daemon left unfinished: %w", err)
-			}
-		}
+	ids := make([]string, len(again))
+	for i := range again {
+		ids[i] = again[i].ID
+	}
+	if _, err := d.ownLogDirsOf(ids); err != nil { // their owners' log folders, as at submit
+		return fmt.Errorf("queue again the tasks an earlier daemon left unfinished: %w", err)
 	}
 	if err := d.sched.SubmitMany(again); err != nil {
 		return fmt.Errorf("queue again the %d tasks an earlier daemon left unfinished: %w", len(again), err)
@@ -180,21 +180,11 @@ func (d *Daemon) markUnqueued(have map[string]bool) {
 	}
 }
 
-// argvOf returns a command task's argv.
-func argvOf(payload any) []string {
-	switch p := payload.(type) {
-	case []string:
-		return p
-	case []any:
-		out := make([]string, 0, len(p))
-		for _, a := range p {
-			if s, ok := a.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
+// commandOf returns a command task's argv (Scheduler.Stored gives it as
+// []string).
+func commandOf(payload any) []string {
+	argv, _ := payload.([]string)
+	return argv
 }
 
 // qualify is the scheduler's id of task inner of run id.
