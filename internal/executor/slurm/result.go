@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -65,30 +64,14 @@ func (o outcome) result() executor.Result {
 	return r
 }
 
-// writeOutcome writes o to path atomically: a temporary file beside it,
-// synced, then renamed over path.
+// writeOutcome writes o to path atomically (writeFileAtomic).
 func writeOutcome(path string, o outcome) error {
 	b, err := json.Marshal(o)
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write result %s: %w", path, err)
-	}
-	_, err = tmp.Write(append(b, '\n'))
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write result %s: %w", path, err)
+	if err := writeFileAtomic(path, append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("result: %w", err)
 	}
 	return nil
 }

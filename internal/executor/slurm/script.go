@@ -72,7 +72,8 @@ func shQuote(s string) string {
 }
 
 // writeFileAtomic writes b to path (mode perm) through a temporary file
-// beside it, renamed into place: never through a link planted there.
+// beside it, synced, then renamed into place: never through a link
+// planted there, and never seen half written.
 func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -81,6 +82,9 @@ func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 	_, err = tmp.Write(b)
 	if err == nil {
 		err = tmp.Chmod(perm)
+	}
+	if err == nil {
+		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
