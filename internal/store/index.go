@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -39,10 +38,7 @@ func (s *SQLite) Briefs() ([]Brief, error) {
 }
 
 func (s *SQLite) briefs() ([]Brief, error) {
-	const q = `SELECT t.id, t.state, t.spec, t.exit_code, t.error, t.blocked_by, t.submitted_at,
-		(SELECT COUNT(*) FROM attempts c WHERE c.task_id = t.id), a.number, a.started_at, a.ended_at, a.gpu
-		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
-			AND a.number = (SELECT MAX(number) FROM attempts m WHERE m.task_id = t.id)
+	const q = `SELECT t.id, t.state, t.spec, ` + summaryColumns + summaryFrom + `
 		ORDER BY t.seq, t.id`
 	rows, err := s.db.Query(q)
 	if err != nil {
@@ -71,17 +67,7 @@ func (s *SQLite) briefs() ([]Brief, error) {
 			out = append(out, b)
 			continue
 		}
-		b.ExitCode = nullInt(exit)
-		if submitted.Valid {
-			b.Submitted = time.Unix(0, submitted.Int64)
-		}
-		if number.Valid {
-			a := &task.Attempt{Number: int(number.Int64), Start: time.Unix(0, start.Int64), GPU: nullInt(gpu)}
-			if end.Valid {
-				a.End = time.Unix(0, end.Int64)
-			}
-			b.Last = a
-		}
+		b.fill(exit, submitted, number, start, end, gpu)
 		out = append(out, b)
 	}
 	if err := rows.Err(); err != nil {

@@ -43,10 +43,7 @@ func (s *SQLite) FinishedSummaries(ids []string) ([]Summary, error) {
 		return nil, s.corrupt(fmt.Errorf("read state db %s: %w", s.path, err))
 	}
 	defer tx.Rollback()
-	const q = `SELECT t.id, t.state, t.exit_code, t.error, t.blocked_by, t.submitted_at,
-		(SELECT COUNT(*) FROM attempts c WHERE c.task_id = t.id), a.number, a.started_at, a.ended_at, a.gpu
-		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
-			AND a.number = (SELECT MAX(number) FROM attempts m WHERE m.task_id = t.id)
+	const q = `SELECT t.id, t.state, ` + summaryColumns + summaryFrom + `
 		WHERE t.state IN ('complete', 'failed', 'blocked', 'cancelled')`
 	var out []Summary
 	if len(ids) > summaryByScan {
@@ -88,21 +85,37 @@ func (s *SQLite) scanSummaries(tx *sql.Tx, q string, args []any, want map[string
 		if r.State, err = task.ParseState(state); err != nil {
 			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
 		}
-		r.ExitCode = nullInt(exit)
-		if submitted.Valid {
-			r.Submitted = time.Unix(0, submitted.Int64)
-		}
-		if number.Valid {
-			a := &task.Attempt{Number: int(number.Int64), Start: time.Unix(0, start.Int64), GPU: nullInt(gpu)}
-			if end.Valid {
-				a.End = time.Unix(0, end.Int64)
-			}
-			r.Last = a
-		}
+		r.fill(exit, submitted, number, start, end, gpu)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.corrupt(fmt.Errorf("read task summaries from state db %s: %w", s.path, err))
 	}
 	return out, nil
+}
+
+// A summary's columns after the task's id and state, and the tables they
+// come from: the task, its attempts counted, and its last attempt.
+const (
+	summaryColumns = `t.exit_code, t.error, t.blocked_by, t.submitted_at,
+		(SELECT COUNT(*) FROM attempts c WHERE c.task_id = t.id), a.number, a.started_at, a.ended_at, a.gpu`
+	summaryFrom = `
+		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
+			AND a.number = (SELECT MAX(number) FROM attempts m WHERE m.task_id = t.id)`
+)
+
+// fill sets the summary's fields read as summaryColumns (besides error,
+// blocked_by and the count, scanned in place).
+func (r *Summary) fill(exit, submitted, number, start, end, gpu sql.NullInt64) {
+	r.ExitCode = nullInt(exit)
+	if submitted.Valid {
+		r.Submitted = time.Unix(0, submitted.Int64)
+	}
+	if number.Valid {
+		a := &task.Attempt{Number: int(number.Int64), Start: time.Unix(0, start.Int64), GPU: nullInt(gpu)}
+		if end.Valid {
+			a.End = time.Unix(0, end.Int64)
+		}
+		r.Last = a
+	}
 }
