@@ -44,17 +44,21 @@ func LookupUser(uid uint32) (*User, error) {
 // Env returns env with HOME, USER and LOGNAME set to u's, replacing any
 // there.
 func (u *User) Env(env []string) []string {
-	out := make([]string, 0, len(env)+3)
-	for _, kv := range env {
-		switch {
-		case hasKey(kv, "HOME"), hasKey(kv, "USER"), hasKey(kv, "LOGNAME"):
-		default:
-			out = append(out, kv)
-		}
-	}
-	return append(out, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
+	return append(WithoutVars(env, "HOME", "USER", "LOGNAME"), "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 }
 
-func hasKey(kv, key string) bool {
-	return len(kv) > len(key) && kv[len(key)] == '=' && kv[:len(key)] == key
+// WithoutVars returns a copy of env (KEY=VALUE) without the variables
+// named, with room for a few more.
+func WithoutVars(env []string, names ...string) []string {
+	out := make([]string, 0, len(env)+3)
+outer:
+	for _, kv := range env {
+		for _, n := range names {
+			if len(kv) > len(n) && kv[len(n)] == '=' && kv[:len(n)] == n {
+				continue outer
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
 }

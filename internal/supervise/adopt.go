@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/procfs"
 )
@@ -84,7 +85,7 @@ func (s *server) startScheduler(c *sconn, m *message, fds []int) {
 		v.Files = append(v.Files, 4+i)
 	}
 	b, _ := json.Marshal(v)
-	env := append(withoutVars(sp.Env, EnvVar, readyVar, SchedulerVar), SchedulerVar+"="+string(b))
+	env := append(executor.WithoutVars(sp.Env, EnvVar, readyVar, SchedulerVar), SchedulerVar+"="+string(b))
 	cmd := &exec.Cmd{Path: sp.Path, Args: sp.Args, Env: env, Dir: sp.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2], ExtraFiles: extra,
 		// A group of its own: nothing sent to the supervisor's reaches it.
@@ -116,21 +117,6 @@ func (s *server) startScheduler(c *sconn, m *message, fds []int) {
 	s.log.Printf("scheduler %d started for PID %d", p.pid, c.peer)
 	c.reply(&message{Type: msgScheduled, ID: m.ID, PID: p.pid})
 	go s.waitScheduler(p, cmd)
-}
-
-// withoutVars returns env without the variables names.
-func withoutVars(env []string, names ...string) []string {
-	out := make([]string, 0, len(env)+1)
-outer:
-	for _, kv := range env {
-		for _, n := range names {
-			if len(kv) > len(n) && kv[len(n)] == '=' && kv[:len(n)] == n {
-				continue outer
-			}
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // waitScheduler waits for scheduler p to end, then adopts what it left.
