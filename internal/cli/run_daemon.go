@@ -85,9 +85,7 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 	if f.jobsSet {
 		fmt.Fprintln(stderr, "gpusched: -j: how many tasks run at once is the daemon's to decide (gpusched daemon -j N); ignored")
 	}
-	if !reflect.ValueOf(w.Scheduling).IsZero() {
-		fmt.Fprintf(stderr, "gpusched: %s: the scheduling settings are the daemon's to decide; ignored\n", workflowName(arg))
-	}
+	warnDaemonScheduling(stderr, workflowName(arg), w.Scheduling)
 
 	ctx := c.Context()
 	var cl *client.Client
@@ -227,6 +225,14 @@ func workflowFolder(arg string) (string, error) {
 		return "", fmt.Errorf("find the current folder: %w", err)
 	}
 	return wd, nil
+}
+
+// warnDaemonScheduling says that a workflow's scheduling settings, which
+// the daemon decides, are ignored.
+func warnDaemonScheduling(w io.Writer, name string, s gpusched.Scheduling) {
+	if !reflect.ValueOf(s).IsZero() {
+		fmt.Fprintf(w, "gpusched: %s: the scheduling settings are the daemon's to decide; ignored\n", name)
+	}
 }
 
 // workflowName is the run's name in the queue: the workflow file's.

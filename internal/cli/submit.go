@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"time"
 
@@ -134,14 +133,12 @@ func submitWorkflow(c *cobra.Command, path string, f submitFlags) error {
 	if err != nil {
 		return err
 	}
-	if !reflect.ValueOf(w.Scheduling).IsZero() {
-		fmt.Fprintf(c.ErrOrStderr(), "gpusched: %s: the scheduling settings are the daemon's to decide; ignored\n", path)
-	}
+	warnDaemonScheduling(c.ErrOrStderr(), path, w.Scheduling)
 	tasks, err := daemonTasks(w)
 	if err != nil {
 		return err
 	}
-	dir, err := filepath.Abs(filepath.Dir(path))
+	dir, err := workflowFolder(path)
 	if err != nil {
 		return err
 	}
