@@ -170,6 +170,11 @@ tasks:
 	if !strings.Contains(r.stderr, "gpusched: interrupt: stopping running tasks") {
 		t.Errorf("stderr does not say the tasks are being stopped:\n%s", r.stderr)
 	}
+	// The scheduler tells its exit status, then closes its state and
+	// exits: give it a moment, not a lingering life.
+	for deadline := time.Now().Add(5 * time.Second); alive(sched) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if alive(sched) {
 		t.Errorf("the scheduler %d outlived its front's run", sched)
 	}
