@@ -910,7 +910,7 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 
 // slurmKeys are the keys of a slurm: mapping, at the top of the file or
 // in a task.
-var slurmKeys = []string{"partition", "account", "qos", "constraint", "cpus_per_task", "mem", "extra_args"}
+var slurmKeys = []string{"partition", "account", "qos", "constraint", "cpus_per_task", "mem", "extra_args", "gpu_types"}
 
 // slurm reads a slurm: mapping; loc, when not nil, notes its keys' lines
 // ("slurm.mem") for the task's later errors. The values are checked as
@@ -939,6 +939,8 @@ func (p *parser) slurm(n *yaml.Node, where string, loc *taskLoc) *gpusched.Slurm
 			s.Mem, err = p.scalar(v, at)
 		case "extra_args":
 			s.ExtraArgs, err = p.strings(v, at)
+		case "gpu_types":
+			s.GPUTypes, err = p.gpuTypes(v, at, loc)
 		}
 		return err
 	})
@@ -948,6 +950,32 @@ func (p *parser) slurm(n *yaml.Node, where string, loc *taskLoc) *gpusched.Slurm
 		return nil
 	}
 	return &s
+}
+
+// gpuTypes reads slurm's gpu_types: a mapping of GPU type names to their
+// memory in MiB. loc, when not nil, notes each type's line
+// ("slurm.gpu_types.a100"). Names and sizes are checked with the rest of
+// the settings (task.SlurmSettings.Validate).
+func (p *parser) gpuTypes(n *yaml.Node, where string, loc *taskLoc) (map[string]int64, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errorf(n, "%s must be a mapping of GPU type names to their memory in MiB, e.g. {a100: 81920, v100: 16384}, not %s", where, kindName(n))
+	}
+	out := make(map[string]int64, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if _, dup := out[k.Value]; dup {
+			return nil, p.errorf(k, "%s: type %s appears twice", where, q(k.Value))
+		}
+		mib, err := p.integer(v, where+"."+elide.Line(k.Value, 64))
+		if err != nil {
+			return nil, err
+		}
+		out[k.Value] = int64(mib)
+		if loc != nil {
+			loc.fields = append(loc.fields, fieldLine{"slurm.gpu_types." + k.Value, k.Line})
+		}
+	}
+	return out, nil
 }
 
 func (p *parser) scalar(n *yaml.Node, where string) (string, error) {
