@@ -301,26 +301,27 @@ func (p *parser) checkTemplates(n *yaml.Node, where, key string, st *fieldState)
 		return true
 	}
 	ok := true
-	check := func(v *yaml.Node, field string) {
+	// field names the value v, item j of n: made only for a message.
+	check := func(v *yaml.Node, field func() string) {
 		if v.Kind != yaml.ScalarNode || !strings.Contains(v.Value, "${") {
 			return
 		}
 		if why := templateProblem(v.Value, st, &st.escapes); why != "" {
-			p.add(p.errorf(v, "%s: %s: %s", where, field, why))
+			p.add(p.errorf(v, "%s: %s: %s", where, field(), why))
 			ok = false
 		}
 	}
 	switch n.Kind {
 	case yaml.SequenceNode:
 		for j, c := range n.Content {
-			check(c, fmt.Sprintf("%s[%d]", key, j))
+			check(c, func() string { return fmt.Sprintf("%s[%d]", key, j) })
 		}
 	case yaml.MappingNode:
 		for j := 0; j+1 < len(n.Content); j += 2 {
-			check(n.Content[j+1], key+"."+n.Content[j].Value)
+			check(n.Content[j+1], func() string { return key + "." + n.Content[j].Value })
 		}
 	default:
-		check(n, key)
+		check(n, func() string { return key })
 	}
 	return ok
 }

@@ -960,7 +960,9 @@ func (p *parser) task(i int, tn *yaml.Node) {
 		return
 	}
 	if st.escapes {
-		eachTemplated(&t, unescape)
+		u := t // t itself stays on the stack
+		eachTemplated(&u, unescape)
+		t = u
 	}
 	p.appendTask(t, loc, bad)
 }
