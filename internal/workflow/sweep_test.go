@@ -281,6 +281,8 @@ func TestSweepErrors(t *testing.T) {
 			"tasks:\n  - id: a-${lr}\n    matrix: {lr: [1]}\n    args: [x, \"${lrr}\"]\n    env: {A: \"${seed}\"}\n",
 			[]string{`:4: task "a-${lr}": args[1]: ${lrr}: the matrix has no variable lrr (it has lr); did you mean ${lr}?`,
 				`:5: task "a-${lr}": env.A: ${seed}: the matrix has no variable seed (it has lr)`}, nil},
+		{"an unknown variable in a dependency, told once", "tasks:\n  - id: a-${seed}\n    matrix: {seed: [1, 2]}\n    args: [x]\n    dependencies: [\"prep-${sed}\"]\n",
+			[]string{`:5: task "a-${seed}": dependencies[0]: ${sed}: the matrix has no variable sed (it has seed); did you mean ${seed}?`}, nil},
 		{"unclosed", "tasks:\n  - id: a-${x}\n    matrix: {x: [1]}\n    args: [\"${x\"]\n",
 			[]string{`:4: task "a-${x}": args[0]: "${x" is not closed by }; write $${ for a literal ${`}, nil},
 		{"not a name", "tasks:\n  - id: a-${x}\n    matrix: {x: [1]}\n    args: [\"${x y}\"]\n",

@@ -33,9 +33,12 @@ type Workflow struct {
 	// Tasks: Options.Executor, else the file's scheduling.executor; empty
 	// when neither sets one (the scheduler's default, local).
 	Executor string
-	// Tasks are the file's tasks in file order, with Dir made absolute
-	// (relative to the file's folder, which is also the default), and
-	// Executor set to the workflow's for those that name none.
+	// Tasks are the file's tasks in file order, as the scheduler takes
+	// them: the defaults: applied, each task with a matrix replaced by the
+	// tasks it expands to (in matrix order), globs among the dependencies
+	// replaced by the ids they match, Dir made absolute (relative to the
+	// file's folder, which is also the default), and Executor set to the
+	// workflow's for those that name none. No two share a slice or map.
 	Tasks []gpusched.TaskSpec
 	// Slurm is the file's top-level slurm: settings, the defaults of every
 	// task's own (applied to Tasks: a task's keys win); nil when none.
@@ -1062,8 +1065,8 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 	case "slurm":
 		t.Slurm = p.slurm(v, where+": slurm", loc)
 	}
-	if err == nil && templatedKey(key) {
-		p.checkTemplates(v, where, key, st)
+	if err == nil && templatedKey(key) && !p.checkTemplates(v, where, key, st) && key == "dependencies" {
+		t.Dependencies = nil // told: not "unknown dependency" as well
 	}
 	return err
 }
