@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/elide"
 	"github.com/gpusched/gpusched/internal/suggest"
 )
 
@@ -17,9 +18,17 @@ import (
 // templated fields is replaced by the variable's value. $${ is a literal
 // ${ in every task, with or without a matrix.
 
-// MaxVariants is the most tasks one matrix may expand to: more is taken for
-// a mistake (a list pasted twice, one variable too many).
-const MaxVariants = 100_000
+// maxShownName is the longest matrix variable name: one that messages can
+// show whole.
+const maxShownName = 64
+
+// MaxVariants is the most tasks the matrices of one file may expand to,
+// all together: a few lines of YAML (aliases help) could otherwise ask for
+// more tasks than memory holds.
+const MaxVariants = 1_000_000
+
+// maxVariants is MaxVariants, which tests make smaller.
+var maxVariants = MaxVariants
 
 // templated lists the fields where ${name} is substituted, by their key in
 // the file, with the function that maps every string of the field. A
@@ -107,8 +116,8 @@ func (p *parser) matrix(n *yaml.Node, where string) *matrix {
 		k, v := n.Content[i], n.Content[i+1]
 		name := k.Value
 		switch {
-		case !validVarName(name):
-			p.add(p.errorf(k, "%s: %s is not a variable name: use letters, digits and _, not starting with a digit", where, q(name)))
+		case !validVarName(name) || len(name) > maxShownName:
+			p.add(p.errorf(k, "%s: %s is not a variable name: use letters, digits and _, not starting with a digit, at most %d", where, q(name), maxShownName))
 			ok = false
 			continue
 		case slices.Contains(seen, name):
@@ -143,13 +152,20 @@ func (p *parser) matrix(n *yaml.Node, where string) *matrix {
 		}
 		m.names = append(m.names, name)
 		m.values = append(m.values, values)
-		if m.variants <= MaxVariants {
+		if m.variants <= maxVariants {
 			m.variants *= len(values)
 		}
 	}
-	if ok && m.variants > MaxVariants {
-		p.add(p.errorf(n, "%s expands to more than %d tasks: split the sweep", where, MaxVariants))
+	switch {
+	case !ok:
+	case m.variants > maxVariants:
+		p.add(p.errorf(n, "%s expands to more than %d tasks: split the sweep", where, maxVariants))
 		ok = false
+	case p.variants+m.variants > maxVariants:
+		p.add(p.errorf(n, "%s expands to %d tasks, which brings the file's matrices past %d in all: split the sweep", where, m.variants, maxVariants))
+		ok = false
+	default:
+		p.variants += m.variants
 	}
 	if !ok {
 		return nil
@@ -275,15 +291,17 @@ func templateProblem(s string, st *fieldState, escapes *bool) string {
 			return fmt.Sprintf("%s is not closed by }; write $${ for a literal ${", q(s[i:]))
 		}
 		ref, name := s[i:i+end+1], s[i+2:i+end]
+		if !validVarName(name) || len(name) > maxShownName {
+			// Shown quoted: it may be long or hold anything.
+			return fmt.Sprintf("%s is not a matrix variable (names use letters, digits and _); write $${ for a literal ${", q(ref))
+		}
 		switch {
 		case st.defaults:
 			return fmt.Sprintf("%s: defaults are the same for every task; write matrix variables in the task's own fields", ref)
 		case st.vars == nil:
 			return fmt.Sprintf("%s: only a task with a matrix has variables; write $%s for a literal %s", ref, ref, ref)
-		case !validVarName(name):
-			return fmt.Sprintf("%s is not a matrix variable (names use letters, digits and _); write $%s for a literal %s", q(ref), ref, ref)
 		case !slices.Contains(st.vars, name):
-			msg := fmt.Sprintf("%s: the matrix has no variable %s (it has %s)", ref, name, strings.Join(st.vars, ", "))
+			msg := fmt.Sprintf("%s: the matrix has no variable %s (it has %s)", ref, name, elide.Line(strings.Join(st.vars, ", "), 120))
 			if near := suggest.Closest(name, slices.Values(st.vars)); near != "" {
 				msg += fmt.Sprintf("; did you mean ${%s}?", near)
 			}

@@ -286,7 +286,7 @@ func TestSweepErrors(t *testing.T) {
 		{"unclosed", "tasks:\n  - id: a-${x}\n    matrix: {x: [1]}\n    args: [\"${x\"]\n",
 			[]string{`:4: task "a-${x}": args[0]: "${x" is not closed by }; write $${ for a literal ${`}, nil},
 		{"not a name", "tasks:\n  - id: a-${x}\n    matrix: {x: [1]}\n    args: [\"${x y}\"]\n",
-			[]string{`:4: task "a-${x}": args[0]: "${x y}" is not a matrix variable (names use letters, digits and _); write $${x y} for a literal ${x y}`}, nil},
+			[]string{`:4: task "a-${x}": args[0]: "${x y}" is not a matrix variable (names use letters, digits and _); write $${ for a literal ${`}, nil},
 		{"an id without variables", "tasks:\n  - id: train\n    matrix: {lr: [1, 2]}\n    args: [x]\n",
 			[]string{`:2: task "train": id: a matrix task's id must hold each of its variables, so that every task it expands to has an id of its own: add ${lr}`}, nil},
 		{"an id without one variable", "tasks:\n  - id: t-${lr}\n    matrix: {lr: [1, 2], seed: [1]}\n    args: [x]\n",
@@ -305,7 +305,7 @@ func TestSweepErrors(t *testing.T) {
 				`:6: task "t-${x}-${y}-${z}-${w}": matrix.z: the value "1" appears twice`,
 				`:7: task "t-${x}-${y}-${z}-${w}": matrix: "9w" is not a variable name`,
 				`:8: task "t-${x}-${y}-${z}-${w}": matrix: variable x appears twice`}, nil},
-		{"too many variants", fmt.Sprintf("tasks:\n  - id: t-${a}-${b}\n    matrix:\n      a: [%s]\n      b: [%s]\n    args: [x]\n", nums(1000), nums(101)),
+		{"too many variants", fmt.Sprintf("tasks:\n  - id: t-${a}-${b}\n    matrix:\n      a: [%s]\n      b: [%s]\n    args: [x]\n", nums(1000), nums(1001)),
 			[]string{fmt.Sprintf(`:4: task "t-${a}-${b}": matrix expands to more than %d tasks: split the sweep`, workflow.MaxVariants)}, nil},
 		{"variants that collide with a task", "tasks:\n  - id: t-1\n    args: [x]\n  - id: t-${n}\n    matrix: {n: [0, 1]}\n    args: [x]\n",
 			[]string{`:4: task "t-1": id: defined twice (first on line 2, here with n=1)`}, gpusched.ErrDuplicateTask},
@@ -360,6 +360,22 @@ func TestSweepErrors(t *testing.T) {
 				t.Errorf("errors.Is(err, %v) = false", tt.is)
 			}
 		})
+	}
+}
+
+// The limit on the tasks that matrices make holds for each and for the
+// file's together. Not parallel: it changes the limit.
+func TestMaxVariants(t *testing.T) {
+	workflow.SetMaxVariants(t, 10)
+	doc := "tasks:\n  - id: t-${a}\n    matrix: {a: [" + nums(6) + "]}\n    args: [x]\n" +
+		"  - id: u-${a}\n    matrix: {a: [" + nums(4) + "]}\n    args: [x]\n" +
+		"  - id: v-${a}-${b}\n    matrix: {a: [1, 2], b: [1]}\n    args: [x]\n" +
+		"  - id: w-${a}-${b}\n    matrix: {a: [" + nums(4) + "], b: [1, 2, 3]}\n    args: [x]\n"
+	_, err := workflow.Parse("/f.yaml", []byte(doc))
+	want := "/f.yaml:9: task \"v-${a}-${b}\": matrix expands to 2 tasks, which brings the file's matrices past 10 in all: split the sweep\n" +
+		"/f.yaml:12: task \"w-${a}-${b}\": matrix expands to more than 10 tasks: split the sweep"
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n%v\nwant:\n%s", err, want)
 	}
 }
 

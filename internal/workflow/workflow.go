@@ -527,6 +527,7 @@ type parser struct {
 	defaultSlurm        *gpusched.SlurmSettings // defaults.slurm, once read (nil when invalid)
 	defaultSlurmLine    int                     // 0: none
 	slurmLine           int                     // the top-level slurm:'s; 0: none
+	variants            int                     // the tasks the file's matrices expand to, so far
 	globs               bool                    // a dependency is a glob
 	unexpanded          bool                    // a task with an id could not be read: a glob may miss it
 }
