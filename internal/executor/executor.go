@@ -107,8 +107,9 @@ type Running struct {
 	PID int
 }
 
-// Hooks are told of an attempt's two phases: submitted, then running.
-// Either may be nil. They may be called on any goroutine.
+// Hooks are told of an attempt's two phases: submitted, then running,
+// and of what the system running it says of it meanwhile. Any may be
+// nil. They may be called on any goroutine.
 type Hooks struct {
 	// Submitted is called when the attempt exists outside the executor's
 	// call (handed to another process or system) and before its command
@@ -117,6 +118,34 @@ type Hooks struct {
 	Submitted func(h Handle) error
 	// Running is called once, when the command starts running.
 	Running func(r Running)
+	// Progress is told what the system running the attempt says of it,
+	// each time that changes (never twice the same in a row): its job,
+	// the job's state and node, why it waits. Executors that run the
+	// command themselves never call it.
+	Progress func(p Progress)
+}
+
+// Progress is what the system running an attempt (a batch system) says
+// of it: its job there, where it runs, why it waits. The strings are the
+// system's own (Slurm's PENDING, Priority...), for people and for tools.
+type Progress struct {
+	// System names the system for people, e.g. "Slurm".
+	System string
+	// Job is the attempt's job id there; empty before it was submitted.
+	Job string
+	// State is the job's state as the system words it (Slurm: PENDING,
+	// RUNNING, COMPLETING...); empty before it was submitted.
+	State string
+	// Reason is why the job waits, as the system words it (Slurm:
+	// Priority, Resources, BeginTime...); before a job exists, why
+	// submission waits ("Slurm controller unreachable since 05:20:11:
+	// submission waits").
+	Reason string
+	// Node is where the job runs or ran, when the system has said.
+	Node string
+	// Queued is true while the attempt waits to run: queued in the
+	// system, or waiting to be submitted. Its command has not started.
+	Queued bool
 }
 
 // EndReason says how an attempt ended. Only the task's own endings
@@ -219,6 +248,10 @@ type Executor interface {
 type Orphan struct {
 	Job    Job
 	Handle Handle
+	// Progress, when not nil, is told what the system running the
+	// attempt says of it while its Recovery's Wait follows it, as
+	// Hooks.Progress is.
+	Progress func(p Progress)
 }
 
 // Recovery is what Recover found of one orphan.

@@ -64,14 +64,14 @@ func (e *Executor) Recover(orphans []executor.Orphan) []executor.Recovery {
 	states, _ := e.tracker().queue(ids)
 	var held []string
 	for _, i := range ask {
-		hd, job := hds[i], orphans[i].Job
+		hd, job, rep := hds[i], orphans[i].Job, &reporter{tell: orphans[i].Progress}
 		s := states[hd.JobID]
 		if s.held() {
 			held = append(held, hd.JobID)
 		}
 		since, _ := readStarted(hd.Result) // zero while it waits
 		out[i].Running = executor.Running{Handle: encodeHandle(hd), Since: since}
-		out[i].Wait = func(ctx context.Context) executor.Result { return e.follow(ctx, job, hd, nil, since) }
+		out[i].Wait = func(ctx context.Context) executor.Result { return e.follow(ctx, job, hd, nil, rep, since) }
 	}
 	if len(held) > 0 {
 		_ = e.release(context.Background(), held...)

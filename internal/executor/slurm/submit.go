@@ -125,12 +125,16 @@ func (l *limiter) wait(ctx context.Context) (release func(), err error) {
 // tries again (first looking for the job by name, in case the failed
 // call did submit it); a refusal is tried again SubmitRetries times with
 // backoff, then returned, marked executor.ErrCommand (the settings are
-// wrong). It returns ctx's error when ctx is done first.
-func (e *Executor) submit(ctx context.Context, job executor.Job, f files) (string, error) {
+// wrong). It returns ctx's error when ctx is done first. While it waits
+// for the controller, rep is told so.
+func (e *Executor) submit(ctx context.Context, job executor.Job, f files, rep *reporter) (string, error) {
 	args := sbatchArgs(job, f)
 	refused := 0
 	uncertain := false // an earlier call may have submitted the job
 	for {
+		if down, since, _ := e.health.state(); down {
+			rep.report(unreachable(since))
+		}
 		if err := e.waitUp(ctx); err != nil {
 			return "", err
 		}
