@@ -12,6 +12,10 @@ import (
 // arguments as they are, and the GPU types its budget chooses from).
 type SlurmSettings = task.SlurmSettings
 
+// RemoteJob is an attempt's job in a batch system (Slurm), as that system
+// last said of it (Attempt.Job): its id, state, node, and why it waits.
+type RemoteJob = task.RemoteJob
+
 // TaskSpec describes one task: what to run, after what, with what priority
 // and resources, and what to do when it fails. The zero value of every field
 // but ID is a usable default. The JSON names are those of workflow files.
@@ -155,7 +159,8 @@ type Record struct {
 	// "artifact missing: out/x", ...); empty when it was kept or is new.
 	Rerun string `json:"rerun,omitempty"`
 	// Waiting says why a pending task has not started, as the scheduler
-	// decided it; the zero value for a task that is not pending.
+	// decided it; for a running task, WaitQueued while its attempt waits
+	// in the batch system that runs it; the zero value otherwise.
 	Waiting WaitReason `json:"waiting,omitzero"`
 }
 
@@ -221,6 +226,9 @@ type Attempt struct {
 	// dependencies complete, or its previous attempt failed): Start - ReadyAt
 	// is the time it waited for a slot or a card.
 	ReadyAt time.Time `json:"ready_at,omitzero"`
+	// Job is the attempt's job in the batch system that ran it (Slurm),
+	// as that system last said; nil for attempts run on this machine.
+	Job *RemoteJob `json:"job,omitempty"`
 }
 
 // Ended reports whether the attempt has finished.
@@ -268,7 +276,8 @@ func (s *State) UnmarshalText(b []byte) error {
 	return err
 }
 
-// WaitKind says why a pending task has not started. Kinds are saved and
+// WaitKind says why a pending task has not started, or (WaitQueued) why a
+// running task's attempt has not started in its batch system. Kinds are saved and
 // printed as the lowercase names String returns ("dependencies", "slot",
 // "gpu-memory", ...), which other tools may rely on; new kinds may be added.
 type WaitKind uint8
@@ -308,6 +317,11 @@ const (
 	// WaitUserCap: its owner is at a per-user cap (running tasks or GPU
 	// memory); Detail says which.
 	WaitUserCap = WaitKind(task.WaitUserCap)
+	// WaitQueued: the task runs (its attempt exists), and the attempt
+	// waits in the batch system that runs it (Slurm's queue), or to be
+	// submitted there; Detail says what that system says. The only kind
+	// a running task has.
+	WaitQueued = WaitKind(task.WaitQueued)
 )
 
 // String returns the kind's name, e.g. "gpu-memory"; "" for NotWaiting.
