@@ -74,14 +74,14 @@ func TestSpecConversionKeepsEveryField(t *testing.T) {
 
 // Every event kind of the engine has a public kind of the same name.
 func TestEveryEventKindIsPublic(t *testing.T) {
-	for k := engine.Started; k <= engine.Adopted; k++ {
+	for k := engine.Started; k <= engine.JobChanged; k++ {
 		got := publicEvent(engine.Event{Kind: k}).Kind
 		if got == 0 || got.String() != k.String() {
 			t.Errorf("engine kind %s becomes %v", k, got)
 		}
 	}
-	if s := engine.EventKind(engine.Adopted + 1).String(); s != "event(12)" {
-		t.Errorf("the engine has an event kind after Adopted (%s): add it to EventKind and eventKinds", s)
+	if s := engine.EventKind(engine.JobChanged + 1).String(); s != "event(13)" {
+		t.Errorf("the engine has an event kind after JobChanged (%s): add it to EventKind and eventKinds", s)
 	}
 }
 
@@ -125,7 +125,7 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 		Attempts: []task.Attempt{{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: &code, Signal: "SIGKILL", TimedOut: true,
 			Cancelled: true, Interrupted: true, NotCharged: true, Adopted: true, EndReason: "exited", Error: "e", LogPath: "l", PID: 9,
 			GPU: &card, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0,
-			Job: &task.RemoteJob{ID: "4242", State: "RUNNING", Node: "n1", Reason: "None"}}}}
+			Job: &task.RemoteJob{System: "Slurm", ID: "4242", State: "RUNNING", Node: "n1", Reason: "None"}}}}
 	for _, v := range []reflect.Value{reflect.ValueOf(in), reflect.ValueOf(in.Attempts[0]), reflect.ValueOf(in.Waiting)} {
 		for i := range v.NumField() {
 			if v.Field(i).IsZero() {

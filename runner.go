@@ -175,7 +175,7 @@ func (r runner) Recover(orphans []engine.Orphan) []executor.Recovery {
 		}
 		batch := make([]executor.Orphan, len(idx))
 		for k, i := range idx {
-			batch[k] = executor.Orphan{Job: r.job(orphans[i].Req), Handle: orphans[i].Handle}
+			batch[k] = executor.Orphan{Job: r.job(orphans[i].Req), Handle: orphans[i].Handle, Progress: orphans[i].Progress}
 		}
 		for k, rc := range ex.Recover(batch) {
 			out[idx[k]] = rc

@@ -364,9 +364,10 @@ type Event struct {
 	Kind EventKind
 	// TaskID is the task concerned; empty for the events about GPUs.
 	TaskID string
-	// Attempt is the attempt concerned: for EventStarted, and for the end of
-	// an attempt (EventComplete, EventRetrying, EventFailed, and
-	// EventCancelled of a running task). Its Number is 0 otherwise.
+	// Attempt is the attempt concerned: for EventStarted, EventAdopted,
+	// EventJob, and for the end of an attempt (EventComplete,
+	// EventRetrying, EventFailed, and EventCancelled of a running task).
+	// Its Number is 0 otherwise.
 	Attempt Attempt
 	// BlockedBy, for EventBlocked, names the failed or cancelled task.
 	BlockedBy string
@@ -418,12 +419,17 @@ const (
 	// ended while no scheduler watched, and its end follows, recorded from
 	// its result.
 	EventAdopted
+	// EventJob: what the batch system running an attempt (Slurm) says of
+	// it changed: Event.Attempt.Job has its job id, state, node and why
+	// it waits. A running task's attempt may wait there before its
+	// command starts (its Record.Waiting is then WaitQueued).
+	EventJob
 )
 
 var eventKindNames = [...]string{EventStarted: "started", EventRetrying: "retrying", EventComplete: "complete",
 	EventFailed: "failed", EventBlocked: "blocked", EventCancelled: "cancelled", EventDeliveryFailed: "event-failed",
 	EventCardQuarantined: "card-quarantined", EventGPUUnknown: "gpu-unknown", EventGPUKnown: "gpu-known",
-	EventAdopted: "adopted"}
+	EventAdopted: "adopted", EventJob: "job"}
 
 // String returns the kind's name, as --events writes it, e.g. "started".
 func (k EventKind) String() string {

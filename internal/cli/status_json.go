@@ -32,7 +32,12 @@ type taskJSON struct {
 	Started      *time.Time     `json:"started"`
 	Ended        *time.Time     `json:"ended"`
 	Log          *string        `json:"log"`
-	History      []task.Attempt `json:"history"`
+	// Job is the last attempt's job in a batch system (Slurm), as that
+	// system last said: {"system", "id", "state", "node", "reason",
+	// "queued"}; absent for a task run here. Each attempt of history
+	// has its own.
+	Job     *task.RemoteJob `json:"job,omitempty"`
+	History []task.Attempt  `json:"history"`
 }
 
 // eventJSON is a completion event not yet delivered.
@@ -107,6 +112,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 				lp := a.LogPath
 				t.Log = &lp
 			}
+			t.Job = a.Job
 		}
 		out.Tasks = append(out.Tasks, t)
 	}

@@ -63,7 +63,9 @@ func (e *Engine) recoverOrphans(rows []store.Row) []adoption {
 		case a.GPU != nil:
 			req.GPU = &Assignment{Index: *a.GPU, UUID: a.GPUUUID, MemoryMiB: a.MemRequestedMiB}
 		}
-		orphans = append(orphans, Orphan{Req: req, Handle: r.Handles[a.Number]})
+		id, number := r.ID, a.Number
+		progress := func(p executor.Progress) { e.send(progressEvent{id: id, number: number, p: p}) }
+		orphans = append(orphans, Orphan{Req: req, Handle: r.Handles[a.Number], Progress: progress})
 		owners = append(owners, r)
 		specs = append(specs, &sp)
 	}

@@ -50,6 +50,9 @@ type Runner interface {
 type Orphan struct {
 	Req    AttemptRequest
 	Handle executor.Handle
+	// Progress is to be told what the system running the attempt says of
+	// it while it is followed (executor.Orphan.Progress).
+	Progress func(executor.Progress)
 }
 
 // AttemptRequest is what a Runner needs to run an attempt.
@@ -648,7 +651,8 @@ func (e *Engine) hooks(n *node, number int) executor.Hooks {
 			}
 			return err
 		},
-		Running: func(r executor.Running) { e.send(runningEvent{n: n, number: number, run: r}) },
+		Running:  func(r executor.Running) { e.send(runningEvent{n: n, number: number, run: r}) },
+		Progress: func(p executor.Progress) { e.send(progressEvent{n: n, number: number, p: p}) },
 	}
 }
 
@@ -710,6 +714,7 @@ func (ev runningEvent) apply(e *Engine) {
 		e.board.SetPID(n.spec.ID, int(n.card), ev.run.PID)
 	}
 	e.writeAttempt(n, ev.number)
+	e.jobRuns(n, ev.number) // it no longer waits in a batch system's queue
 }
 
 func (n *node) setHandle(number int, h executor.Handle) {
@@ -833,7 +838,7 @@ func (ev exitEvent) apply(e *Engine) {
 		}
 	case Retrying:
 		// Its dependents go on waiting for it.
-	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted:
+	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted, JobChanged:
 		// Not the end of an attempt.
 	}
 	e.answerCancels(n)
@@ -1045,9 +1050,10 @@ func (e *Engine) block(d, by *node) {
 // row written already in the same batch is replaced, keeping what only
 // the earlier write carried (the definition, the artifacts): a commit
 // writes each row once, however many changes the turn made to it. A task
-// that is not pending has no waiting reason.
+// that is neither pending nor queued (running, its attempt waiting in the
+// batch system that runs it) has no waiting reason.
 func (e *Engine) writeTask(n *node) {
-	if n.rec.State != task.Pending && n.rec.Waiting.Waiting() {
+	if n.rec.Waiting.Waiting() && !keepsWait(n.rec.State, n.rec.Waiting.Kind) {
 		e.forgetWait(n)
 	}
 	if n.rec.State.Terminal() {

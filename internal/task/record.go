@@ -65,6 +65,8 @@ type Attempt struct {
 // RemoteJob is an attempt's job in a batch system (Slurm), as that system
 // last said of it. The strings are the system's own words.
 type RemoteJob struct {
+	// System names the batch system for people: "Slurm".
+	System string `json:"system,omitempty"`
 	// ID is the job's id there; empty while submission waits.
 	ID string `json:"id"`
 	// State is the job's state there: PENDING, RUNNING, COMPLETING...
@@ -74,6 +76,9 @@ type RemoteJob struct {
 	// Reason is why it waits (Priority, Resources, BeginTime...), or,
 	// before a job exists, why submission waits.
 	Reason string `json:"reason,omitempty"`
+	// Queued: the attempt waits there (or to be submitted there); its
+	// command has not started.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // Ended reports whether the attempt has finished.
