@@ -78,3 +78,19 @@ func (e *Executor) Recover(orphans []executor.Orphan) []executor.Recovery {
 	}
 	return out
 }
+
+// Peek says, without asking Slurm, what Recover would start from for the
+// attempt whose handle is h: its job id, and, when the job's result file
+// is there, how the attempt ended (ended true). For views of a run no
+// scheduler follows (plan, status), which must not wait on a controller.
+func Peek(h executor.Handle) (job string, res executor.Result, ended bool, err error) {
+	hd, err := decodeHandle(h)
+	if err != nil {
+		return "", executor.Result{}, false, err
+	}
+	o, ok, err := readOutcome(hd.Result)
+	if err != nil || !ok {
+		return hd.JobID, executor.Result{}, false, err
+	}
+	return hd.JobID, o.result(), true, nil
+}
