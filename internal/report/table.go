@@ -18,12 +18,12 @@ type TableRow struct {
 	State      string
 	StateClass string
 	Attempts   int
-	RunTime    Cell // sum of the attempts' durations
-	DepWait    Cell // first ready - submitted
-	SlotWait   Cell // sum over attempts of start - ready
+	RunTime    Cell   // sum of the attempts' durations
+	DepWait    Cell   // first ready - submitted
+	SlotWait   Cell   // sum over attempts of start - ready
 	Card       string // the cards its attempts ran on, and their batch jobs (Slurm's job id and node)
 	Requested  Cell   // MiB
-	Peak       Cell // MiB
+	Peak       Cell   // MiB
 	Exit       string
 	Error      string // full text, shown on hover when shortened: why it failed, was blocked, or waits
 	ErrorShort string
