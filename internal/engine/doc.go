@@ -46,7 +46,11 @@
 // state, a retry delay or back-off) where it decides; decide reports, in
 // Plan.Passed, the GPU tasks it passed over whose reason changed. Reasons
 // go to the store with the tasks' rows, in the turn's commit (wait.go says
-// how details are throttled); Waiting and Records answer in process.
+// how details are throttled); Waiting and Records answer in process. A
+// running task whose attempt waits in a batch system (Slurm's queue) has
+// the one reason a running task may have, WaitQueued, from what the
+// executor tells (Hooks.Progress); its attempt records the job
+// (progress.go).
 //
 // # GPU tasks placed elsewhere
 //
