@@ -75,10 +75,10 @@ func (c CheckConfig) withDefaults() CheckConfig {
 	// A job that ended is waited for this long for its files: a shared
 	// file system may show them late, but the wait is for a person.
 	c.Executor.LostGrace = cmp.Or(c.Executor.LostGrace, min(15*time.Second, max(c.Wait/4, time.Second)))
-	c.Executor.SubmitRetries = -1 // a refusal is reported, not retried
-	c.Executor.MaxSubmitting = 0
-	c.Executor.SubmitsPerSecond = 0
-	c.Executor = c.Executor.withDefaults()
+	c.Executor.SubmitRetries = -1 // a refusal is reported, not retried (New reads -1 as none)
+	if c.Executor.Commands == nil {
+		c.Executor.Commands = PathCommands{}
+	}
 	return c
 }
 
@@ -178,7 +178,11 @@ func Check(ctx context.Context, cfg CheckConfig) Report {
 	default:
 		c.probes(ctx, usable)
 	}
-	c.accounting(ctx)
+	if ctx.Err() != nil {
+		c.add(StepAccounting, LevelNote, "not asked: the check was interrupted", "")
+	} else {
+		c.accounting(ctx)
+	}
 	return c.rep
 }
 

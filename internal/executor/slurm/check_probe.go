@@ -78,7 +78,7 @@ func probeGroups(tasks []CheckTask) []probeGroup {
 
 // options are the sbatch options a probe of g is given from its settings.
 func (g probeGroup) options() []string {
-	var o []string
+	o := []string{}
 	s := g.settings
 	for _, kv := range [][2]string{{"partition", s.Partition}, {"account", s.Account}, {"qos", s.QOS}, {"constraint", s.Constraint}} {
 		if kv[1] != "" {
@@ -258,6 +258,13 @@ func (c *checker) probe(ctx context.Context, ex *Executor, binary string, g prob
 	} else if f.jobID != "" {
 		f.state, _ = c.jobState(f.jobID)
 	}
+	helperDone := f.result.Reason != executor.Lost && f.result.Reason != executor.Infrastructure && !f.timedOut && !f.interrupted
+	if f.jobID != "" && !terminal(f.state.State) && !helperDone {
+		// Not known to have ended, and its helper did not say it did
+		// (Slurm forgot it, the executor gave up on it, its cancel was
+		// not confirmed): a probe is never left behind.
+		c.cancelJob(f.jobID)
+	}
 	if a, ok, err := readProbeAnswer(dir); ok {
 		f.answer = &a
 	} else {
@@ -277,6 +284,14 @@ func (c *checker) jobState(id string) (jobState, error) {
 		return jobState{}, err
 	}
 	return parseShowJob(out)
+}
+
+// cancelJob cancels job id, whatever its state; an error is no news (it
+// ended).
+func (c *checker) cancelJob(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.cmds.Run(ctx, "scancel", id)
 }
 
 func randomToken() string {
@@ -343,7 +358,11 @@ func judgeProbe(f probeFacts) ([]Finding, Probe) {
 	case f.interrupted:
 		add(LevelProblem, what+": interrupted before it ended"+cancelled, "")
 	case f.jobID == "" && f.timedOut:
-		add(LevelProblem, fmt.Sprintf("%s: not submitted within %v (%v)", what, f.wait, f.result.Err), "see that sbatch works here")
+		msg := fmt.Sprintf("%s: not submitted within %v", what, f.wait)
+		if err := f.result.Err; err != nil && !errors.Is(err, context.Canceled) {
+			msg += " (" + errText(err) + ")"
+		}
+		add(LevelProblem, msg, "see that sbatch works here, and that the controller answers it")
 	case f.jobID == "":
 		msg := "not submitted"
 		if f.result.Err != nil {
@@ -380,8 +399,11 @@ func judgeProbe(f probeFacts) ([]Finding, Probe) {
 	case f.timedOut && !terminal(p.State):
 		add(LevelProblem, fmt.Sprintf("%s: %s%s, and nothing it wrote came back to %s within %v%s", what, cmpOr(p.State, "in an unknown state"), on, f.runDir, f.wait, cancelled),
 			fixShared+"; or wait longer (--wait) if the cluster starts jobs slowly")
+	case p.State == "":
+		add(LevelProblem, fmt.Sprintf("%s left Slurm (squeue and scontrol no longer know it), and nothing it wrote came back to %s%s",
+			what, f.runDir, logNote(f.logTail)), fixShared)
 	default:
-		state := cmpOr(p.State, "gone from Slurm")
+		state := p.State
 		if f.state.Exit != "" && f.state.Exit != "0:0" {
 			state += " (exit " + f.state.Exit + ")"
 		}

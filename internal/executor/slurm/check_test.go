@@ -304,3 +304,59 @@ func TestPathCommandsLookPath(t *testing.T) {
 		}
 	}
 }
+
+// splitFake sends sbatch and scancel to one fake controller and every
+// other call to another: as when sbatch is a real Slurm's and squeue a
+// fake's (seen when a test's PATH mixed them).
+type splitFake struct{ submit, ask *fake }
+
+func (s splitFake) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	if name == "sbatch" || name == "scancel" {
+		return s.submit.Run(ctx, name, args...)
+	}
+	return s.ask.Run(ctx, name, args...)
+}
+
+// TestCheckLeavesNoJob: a probe job that Slurm no longer answers about
+// is reported as gone, and cancelled: it is not left held in a queue.
+func TestCheckLeavesNoJob(t *testing.T) {
+	t.Parallel()
+	a, b := newFake(t), newFake(t)
+	cfg := checkConfig(t, splitFake{submit: a, ask: b})
+	rep := Check(context.Background(), cfg)
+	wantFinding(t, rep, StepProbe, LevelProblem, "left Slurm")
+	id := rep.Probes[0].JobID
+	out, err := a.Run(context.Background(), "scontrol", "show", "job", id)
+	if s, perr := parseShowJob(out); err != nil || perr != nil || s.State != "CANCELLED" {
+		t.Errorf("job %s after the check: %+v, %v %v: want CANCELLED", id, s, err, perr)
+	}
+	wantCleaned(t, cfg)
+}
+
+// TestCheckInterrupted: a check whose context is done while its probe
+// waits cancels the job, says so, asks nothing more, and cleans up.
+func TestCheckInterrupted(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	f.set(t, "pending-reason", "Priority")
+	cfg := checkConfig(t, f)
+	cfg.Wait = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { // once the probe is released (at most 20 s: then the test fails)
+		for deadline := time.Now().Add(20 * time.Second); f.count("scontrol release") == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	rep := Check(ctx, cfg)
+	wantFinding(t, rep, StepProbe, LevelProblem, "interrupted before it ended; cancelled")
+	wantFinding(t, rep, StepAccounting, LevelNote, "interrupted")
+	if n := f.count("sacct"); n != 0 {
+		t.Errorf("%d sacct calls after the interrupt", n)
+	}
+	out, err := f.Run(context.Background(), "scontrol", "show", "job", rep.Probes[0].JobID)
+	if s, perr := parseShowJob(out); err != nil || perr != nil || s.State != "CANCELLED" {
+		t.Errorf("the probe job after the check: %+v, %v %v: want CANCELLED", s, err, perr)
+	}
+	wantCleaned(t, cfg)
+}
