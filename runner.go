@@ -81,6 +81,7 @@ func (r runner) job(req engine.AttemptRequest) executor.Job {
 		LogRoot:   r.s.runDir,
 		Token:     r.s.token(req.Spec.ID, req.Number),
 		GPUs:      gpus(req.Spec),
+		GPUMiB:    req.GPUMiB,
 		Slurm:     req.Spec.Slurm,
 	}
 }
@@ -196,7 +197,8 @@ func (r runner) Signal(h executor.Handle, sig syscall.Signal) error {
 var _ engine.Signaler = runner{}
 
 // Finish judges an attempt's result: its kind's handler, its artifacts,
-// and, for a GPU task that failed, whether it ran out of GPU memory.
+// and, for a GPU task that failed (on a card here, or wherever its
+// executor placed it), whether it ran out of GPU memory.
 func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res executor.Result) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
 	t := publicSpec(req.Spec)
@@ -231,7 +233,7 @@ func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res execu
 			}
 		}
 	}
-	if out.Verdict != nil && req.GPU != nil {
+	if out.Verdict != nil && req.Spec.Resources.GPU() {
 		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(r.logTail(req, 64<<10))
 	}
 	return out

@@ -133,6 +133,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		UserMaxGPUMiB:     sc.settings.UserMaxGPUMiB,
 		OwnerName:         ownerName,
 		Retire:            o.retire,
+		PlacesGPUs:        sc.placesGPUs,
+		MaxGPUMiB:         sc.maxGPUMiB,
 		GPU: engine.GPUConfig{
 			Probe:          sc.probe,
 			Settings:       sc.settings.gpuSettings(),

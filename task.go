@@ -8,8 +8,8 @@ import (
 )
 
 // SlurmSettings are what a task asks of Slurm (sbatch's --partition,
-// --account, --qos, --constraint, --cpus-per-task, --mem, and extra
-// arguments as they are).
+// --account, --qos, --constraint, --cpus-per-task, --mem, extra
+// arguments as they are, and the GPU types its budget chooses from).
 type SlurmSettings = task.SlurmSettings
 
 // TaskSpec describes one task: what to run, after what, with what priority

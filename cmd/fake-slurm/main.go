@@ -357,7 +357,8 @@ func runJob(idStr string) {
 	env = append(env, "SLURM_JOB_ID="+idStr, "SLURM_JOBID="+idStr, "SLURM_JOB_NAME="+j.Name, "SLURMD_NODENAME=fake1",
 		"SLURM_EXPORT_ENV=NONE", "ENVIRONMENT=BATCH")
 	if n, ok := strings.CutPrefix(j.Gres, "gpu:"); ok {
-		k, _ := strconv.Atoi(n)
+		// gpu:N or gpu:TYPE:N: the count is last.
+		k, _ := strconv.Atoi(n[strings.LastIndexByte(n, ':')+1:])
 		var devs []string
 		for i := range k {
 			devs = append(devs, strconv.Itoa(i))

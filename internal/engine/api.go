@@ -224,6 +224,7 @@ func (ev submitEvent) apply(e *Engine) {
 		n.fingerprint = fp
 		if s.Resources.GPU() {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
+			n.placed = e.placed(s)
 		}
 		e.nextSeq++
 		p := e.earlier[s.ID]

@@ -48,6 +48,15 @@
 // go to the store with the tasks' rows, in the turn's commit (wait.go says
 // how details are throttled); Waiting and Records answer in process.
 //
+// # GPU tasks placed elsewhere
+//
+// A GPU task whose executor places its work itself (Config.PlacesGPUs:
+// Slurm) is, for admission, a CPU task: decide sees it with GPU false, it
+// takes a slot and no card, and never waits for the GPU state. Its GPU
+// memory budget (the node's need) still grows after a CUDA out-of-memory
+// failure, up to Config.MaxGPUMiB, is saved as the task's GPU request, and
+// goes to the Runner in AttemptRequest.GPUMiB (gpu.go: growPlaced).
+//
 // # Pause, resume, retry
 //
 // Pause keeps tasks out of the ready queue (decide never sees them; they

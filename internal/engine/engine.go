@@ -57,8 +57,13 @@ type AttemptRequest struct {
 	Spec    *task.Spec
 	Number  int    // the attempt's number, from 1
 	LogPath string // the file that receives its output
-	// GPU is the card a GPU task was admitted to; nil for a CPU task.
+	// GPU is the card a GPU task was admitted to; nil for a CPU task, and
+	// for a GPU task whose executor places its work (Config.PlacesGPUs).
 	GPU *Assignment
+	// GPUMiB is, for a GPU task whose executor places its work, its GPU
+	// memory budget (grown after an out-of-memory failure), for the
+	// executor to place it by; 0 otherwise.
+	GPUMiB int64
 	// KillNow is closed by StopNow: the attempt is to be killed at once.
 	KillNow <-chan struct{}
 	// Timeout stops the attempt that long after it starts running; 0:
@@ -111,6 +116,20 @@ type Config struct {
 	Token func(taskID string, attempt int) string
 	// GPU configures GPU admission.
 	GPU GPUConfig
+	// PlacesGPUs reports whether the executor of GPU task sp places its
+	// attempts itself (executor.Placer: Slurm chooses the node and the
+	// GPU), so that this machine's cards have nothing to do with it. Such
+	// a task is admitted as a CPU task is: it takes a slot, no card, does
+	// not wait for the GPU state, is not refused when no card here could
+	// hold it, and does not count towards UserMaxGPUMiB. It keeps its GPU
+	// memory budget, which grows after a CUDA out-of-memory failure (up to
+	// MaxGPUMiB) and goes to the Runner in AttemptRequest.GPUMiB. Nil:
+	// every GPU task runs on this machine's cards.
+	PlacesGPUs func(sp *task.Spec) bool
+	// MaxGPUMiB is, for a task PlacesGPUs reports, the most GPU memory its
+	// executor can give one of its GPUs (Slurm: the largest of its
+	// gpu_types); 0, or a nil MaxGPUMiB, for no limit.
+	MaxGPUMiB func(sp *task.Spec) int64
 	// WantsEvent reports whether a task's completion produces an event for
 	// Deliver (an outbox row written with the completion). Nil: none do.
 	WantsEvent func(*task.Spec) bool
@@ -275,7 +294,10 @@ type node struct {
 	writeIdx int32
 	// gpuWaitAt is its place in waits.gpu, plus one; 0: not there.
 	gpuWaitAt int32
-	card      int32 // GPU tasks: the card of its running attempt; -1 when none
+	card      int16 // GPU tasks: the card of its running attempt; -1 when none
+	// placed: a GPU task whose executor places its attempts itself
+	// (Config.PlacesGPUs): admitted without a card.
+	placed bool
 
 	// GPU tasks only.
 	outgrown string // why its grown request fits no card, if it does not
@@ -559,12 +581,15 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	}
 	var assign *Assignment
 	var mib int64
+	if n.placed {
+		att.MemRequestedMiB = n.need.MiB // the budget its executor places it by
+	}
 	if card != nil {
 		mib = n.need.MiB
 		idx := card.Index
 		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
 		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
-		n.card = int32(idx)
+		n.card = int16(idx)
 		n.foreignAtStart = card.ForeignMiB
 		e.board.Hold(n.spec.ID, idx, n.need)
 		if e.cfg.Token != nil {
@@ -600,8 +625,12 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 
 // request is what the Runner needs to run (or recover) attempt number of n.
 func (e *Engine) request(n *node, number int, gpu *Assignment) AttemptRequest {
-	return AttemptRequest{Spec: n.spec, Number: number, LogPath: n.rec.Attempts[number-1].LogPath, GPU: gpu,
+	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: n.rec.Attempts[number-1].LogPath, GPU: gpu,
 		KillNow: e.killNow, Timeout: e.timeoutOf(n.spec)}
+	if n.placed {
+		req.GPUMiB = n.need.MiB
+	}
+	return req
 }
 
 // hooks tell the loop of an attempt's phases: a handle submitted is
@@ -734,8 +763,11 @@ func (ev exitEvent) apply(e *Engine) {
 		a.Error = ""
 	}
 	var oom oomCase
-	if n.card >= 0 {
-		oom = e.releaseGPU(n, a.Error != "" && !cancelled, out)
+	switch failed := a.Error != "" && !cancelled; {
+	case n.card >= 0:
+		oom = e.releaseGPU(n, failed, out)
+	case n.placed && failed && out.OOM:
+		oom = e.growPlaced(n, out)
 	}
 	ended := Event{TaskID: n.spec.ID, Submitted: n.rec.Submitted}
 
@@ -957,7 +989,7 @@ func (e *Engine) makeReady(n *node) {
 		n.inReady = true
 		n.readySince = e.cfg.Now()
 		e.setWait(n, task.WaitReason{Kind: task.WaitSlot})
-		if n.spec.Resources.GPU() {
+		if n.localGPU() {
 			e.gpuReady++
 			e.addGPUWait(n)
 			if !e.board.Known() {
@@ -978,7 +1010,7 @@ func (e *Engine) unready(n *node) {
 	if n.inReady {
 		e.ready.Delete(n)
 		n.inReady = false
-		if n.spec.Resources.GPU() {
+		if n.localGPU() {
 			e.gpuReady--
 			e.dropGPUWait(n)
 		}
@@ -1090,7 +1122,7 @@ type readyQueue struct{ t *readySet }
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
 	q.t.walk(func(o *owner, n *node) bool {
 		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
-			GPU: n.spec.Resources.GPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
+			GPU: n.localGPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
 	})
 }
 

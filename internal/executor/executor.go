@@ -60,6 +60,13 @@ type Job struct {
 	// places work itself (Slurm: --gres=gpu:N). The local executor
 	// ignores it: there the scheduler chose the card, and Env names it.
 	GPUs int
+	// GPUMiB is the GPU memory budget of each GPU of the attempt, in MiB,
+	// for an executor that places work itself (a Placer): the task's
+	// resources.memory_mib, or more after a CUDA out-of-memory failure.
+	// The slurm executor chooses a GPU type from it (gpu_types). 0: none
+	// given (an exclusive task without a budget, or a CPU task). The
+	// local executor ignores it: there the scheduler charged the card.
+	GPUMiB int64
 	// Slurm is what the attempt asks of Slurm, for the slurm executor
 	// (others ignore it); nil: nothing beyond the executor's defaults.
 	Slurm *task.SlurmSettings
@@ -232,6 +239,23 @@ func SignalName(s syscall.Signal) string {
 		return n
 	}
 	return "signal " + strconv.Itoa(int(s))
+}
+
+// Placer is an Executor that places attempts itself: another system (a
+// cluster's scheduler, such as Slurm) chooses the machine and the GPUs each
+// one runs on. The scheduler's admission by this machine's cards does not
+// apply to its tasks: a GPU task it runs is admitted as a CPU task is (a
+// slot, no card, no wait for nvidia-smi), and its GPU memory budget goes
+// to the executor in Job.GPUMiB.
+type Placer interface {
+	// PlacesWork reports whether the executor places its attempts
+	// itself (a wrapper may say it does not).
+	PlacesWork() bool
+	// MaxGPUMiB is the most GPU memory one GPU the executor can give an
+	// attempt of task sp has (Slurm: the largest of its gpu_types); 0
+	// when it does not know. After a CUDA out-of-memory failure, the
+	// task's budget grows up to it, no further.
+	MaxGPUMiB(sp *task.Spec) int64
 }
 
 // Signaler is an Executor that can send a signal to the processes of one

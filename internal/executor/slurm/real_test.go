@@ -90,3 +90,37 @@ tasks:
 		t.Errorf("train's log = %q", log)
 	}
 }
+
+// TestRealSlurmGPUTaskWithoutNvidiaSMI: gpusched run, on a machine
+// without nvidia-smi, of GPU tasks on Slurm (no gpu_types: the cluster's
+// GPUs are untyped): each runs on one GPU Slurm gives it.
+func TestRealSlurmGPUTaskWithoutNvidiaSMI(t *testing.T) {
+	realSlurm(t)
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "wf.yaml"), `
+scheduling:
+  executor: slurm
+tasks:
+  - id: budget
+    args: [sh, -c, 'echo "devices=$CUDA_VISIBLE_DEVICES"']
+    resources: {device: cuda, memory_mib: 1000}
+  - id: whole
+    args: [sh, -c, 'echo "devices=$CUDA_VISIBLE_DEVICES"']
+    resources: {device: cuda, exclusive: true}
+`)
+	c := &cluster{fake: &fake{}, env: append(os.Environ(), "HOME="+t.TempDir(),
+		"GPUSCHED_NVIDIA_SMI="+filepath.Join(t.TempDir(), "no-nvidia-smi"))}
+	run := filepath.Join(dir, "run")
+	out, err := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gpusched run: %v\n%s", err, out)
+	}
+	for _, id := range []string{"budget", "whole"} {
+		log := strings.TrimSpace(readFile(t, filepath.Join(run, "logs", id, "attempt-1.log")))
+		devs, ok := strings.CutPrefix(log, "devices=")
+		if !ok || devs == "" || strings.Contains(devs, ",") {
+			t.Errorf("%s's log = %q, want one GPU from Slurm in CUDA_VISIBLE_DEVICES", id, log)
+		}
+	}
+}

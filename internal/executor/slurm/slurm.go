@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // Config is how the executor talks to Slurm. Its zero value is usable:
@@ -98,6 +99,18 @@ func New(cfg Config) *Executor {
 // Name is "slurm".
 func (e *Executor) Name() string { return Name }
 
+var _ executor.Placer = (*Executor)(nil)
+
+// PlacesWork is true: Slurm chooses the node and the GPUs of each job.
+func (e *Executor) PlacesWork() bool { return true }
+
+// MaxGPUMiB is the memory of the largest type in sp's slurm.gpu_types; 0
+// without gpu_types (Slurm's GPUs are not known).
+func (e *Executor) MaxGPUMiB(sp *task.Spec) int64 {
+	_, mib := sp.Slurm.LargestGPUType()
+	return mib
+}
+
 func (e *Executor) tracker() *tracker {
 	e.startOnce.Do(func() { e.tr = newTracker(e.cmds, e.cfg.PollMin, e.cfg.PollMax, e.health) })
 	return e.tr
@@ -164,6 +177,10 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	if err != nil {
 		return fail(executor.Infrastructure, executor.EnvironmentFault(err))
 	}
+	gres, note := gresFor(job)
+	if note != "" {
+		fmt.Fprintf(f, "gpusched: %s\n", note)
+	}
 	f.Close()
 	fs := filesOf(job)
 	for _, old := range []string{fs.result, fs.started} {
@@ -187,7 +204,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	case err != nil:
 		return fail(executor.Infrastructure, err)
 	}
-	hd := handleData{JobID: id, Result: fs.result, Name: jobName(job), Submitted: begun}
+	hd := handleData{JobID: id, Result: fs.result, Name: jobName(job), Submitted: begun, Gres: gres}
 	if hooks.Submitted != nil {
 		if err := hooks.Submitted(encodeHandle(hd)); err != nil {
 			e.tracker().send(signalReq{ids: []string{id}})

@@ -23,8 +23,8 @@ func sbatchArgs(job executor.Job, f files) []string {
 	if job.Timeout > 0 {
 		args = append(args, "--time="+strconv.Itoa(timeLimitMinutes(job.Timeout, job.KillGrace)))
 	}
-	if job.GPUs > 0 {
-		args = append(args, "--gres=gpu:"+strconv.Itoa(job.GPUs))
+	if gres, _ := gresFor(job); gres != "" {
+		args = append(args, "--gres="+gres)
 	}
 	if s := job.Slurm; s != nil {
 		opt := func(name, v string) {
@@ -43,6 +43,31 @@ func sbatchArgs(job executor.Job, f files) []string {
 		args = append(args, s.ExtraArgs...)
 	}
 	return append(args, f.script)
+}
+
+// gresFor is the generic resource job asks of Slurm: job.GPUs GPUs
+// ("gpu:N"), of the type of its slurm.gpu_types that the smallest holds
+// its GPU memory budget ("gpu:TYPE:N"; see task.SlurmSettings.GPUType);
+// "" for a job without GPUs. Without gpu_types, or without a budget (an
+// exclusive task), any type. A budget larger than every type asks for
+// the largest, and note says so, for the attempt's log.
+func gresFor(job executor.Job) (gres, note string) {
+	if job.GPUs <= 0 {
+		return "", ""
+	}
+	n := strconv.Itoa(job.GPUs)
+	if job.GPUMiB <= 0 {
+		return "gpu:" + n, ""
+	}
+	name, mib, fits := job.Slurm.GPUType(job.GPUMiB)
+	switch {
+	case name == "":
+		return "gpu:" + n, ""
+	case !fits:
+		note = fmt.Sprintf("a GPU memory budget of %d MiB is more than any type in slurm.gpu_types has: asking for the largest, %s (%d MiB), where the task may run out of memory again",
+			job.GPUMiB, name, mib)
+	}
+	return "gpu:" + name + ":" + n, note
 }
 
 // timeLimitMinutes is a job's --time: its timeout and kill grace, rounded
