@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os/signal"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -146,6 +149,7 @@ func checkTasks(w *workflow.Workflow) ([]slurm.CheckTask, []slurm.Finding) {
 		t := slurm.CheckTask{ID: sp.ID, Slurm: sp.Slurm, Dir: sp.Dir}
 		if sp.Resources.GPU() {
 			t.GPUs = 1
+			t.GPUType, t.LaterGPUTypes = gpuTypesOf(sp)
 		}
 		timeout := sp.Timeout
 		if timeout == 0 {
@@ -157,4 +161,27 @@ func checkTasks(w *workflow.Workflow) ([]slurm.CheckTask, []slurm.Finding) {
 		tasks = append(tasks, t)
 	}
 	return tasks, intro
+}
+
+// gpuTypesOf are the GPU types (slurm.gpu_types) a GPU task asks for now,
+// as the executor picks it for its budget ("" for any type: no types, or
+// no budget), and may ask for later, after running out of memory: the
+// larger ones, smallest first.
+func gpuTypesOf(sp gpusched.TaskSpec) (now string, later []string) {
+	mib := sp.Resources.MemoryMiB
+	if mib <= 0 {
+		return "", nil
+	}
+	now, nowMiB, _ := sp.Slurm.GPUType(mib)
+	if now == "" {
+		return "", nil
+	}
+	for _, n := range slices.SortedFunc(maps.Keys(sp.Slurm.GPUTypes), func(a, b string) int {
+		return cmp.Or(cmp.Compare(sp.Slurm.GPUTypes[a], sp.Slurm.GPUTypes[b]), strings.Compare(a, b))
+	}) {
+		if sp.Slurm.GPUTypes[n] > nowMiB {
+			later = append(later, n)
+		}
+	}
+	return now, later
 }

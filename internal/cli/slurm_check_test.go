@@ -126,6 +126,45 @@ tasks:
 	}
 }
 
+// TestSlurmCheckGPUTypes: a GPU task's type (slurm.gpu_types, the
+// smallest that holds its budget), and the larger one it may ask after
+// running out of memory, are problems when no node has them (the fake's
+// node has untyped GPUs).
+func TestSlurmCheckGPUTypes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "flow.yaml"), `
+scheduling:
+  executor: slurm
+slurm:
+  gpu_types: {v100: 16384, a100: 81920, b100: 81920, h100: 94208}
+tasks:
+  - id: train
+    args: [python3, train.py]
+    resources: {device: cuda, memory_mib: 20000}
+  - id: prep
+    args: [python3, prep.py]
+`)
+	r := slurmCheck(t, fakeSlurmPath(t), dir, "flow.yaml")
+	r.want(t, 1)
+	for _, want := range []string{
+		"problem  partition     debug: no node offers gpu:a100:1 (task train asks it); its nodes offer gpu:2 (1 node)\n",
+		"fix: its GPUs have no type in Slurm: remove slurm.gpu_types, or choose a partition with a100 GPUs\n",
+		"problem  partition     debug: no node offers gpu:h100:1, which task train asks after running out of GPU memory on a smaller type (slurm.gpu_types)",
+		"fix: remove h100 from slurm.gpu_types, or choose a partition with h100 GPUs\n",
+		"\n2 problems.\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	for _, not := range []string{"v100", "b100"} { // smaller than the budget; a100's size, after it by name
+		if strings.Contains(r.stdout, not) {
+			t.Errorf("%s, which the task never asks, is named:\n%s", not, r.stdout)
+		}
+	}
+}
+
 // TestSlurmCheckProblems: what is wrong is a line with its fix, and
 // exit 1, with nothing more on stderr.
 func TestSlurmCheckProblems(t *testing.T) {

@@ -62,6 +62,10 @@ type CheckTask struct {
 	// that is not empty.
 	GPUs    int
 	GPUType string
+	// LaterGPUTypes are the types it may ask after running out of GPU
+	// memory (those of its gpu_types larger than GPUType): a partition
+	// must offer them too.
+	LaterGPUTypes []string
 	// Time is its job's --time (its timeout plus kill grace); 0 none.
 	Time time.Duration
 	// Dir is its folder, which the nodes must see too; "" none.

@@ -372,8 +372,8 @@ func judgeNeeds(p *PartitionInfo, tasks []CheckTask) []Finding {
 		typ   string
 		count int
 	}
-	var needs []gpuNeed
-	byNeed := map[gpuNeed][]CheckTask{}
+	var needs, later []gpuNeed
+	byNeed, byLater := map[gpuNeed][]CheckTask{}, map[gpuNeed][]CheckTask{}
 	var maxCPU, maxMem []CheckTask // the tasks that ask the most
 	var cpuAsk int
 	var memAsk int64
@@ -388,6 +388,13 @@ func judgeNeeds(p *PartitionInfo, tasks []CheckTask) []Finding {
 				needs = append(needs, n)
 			}
 			byNeed[n] = append(byNeed[n], t)
+			for _, typ := range t.LaterGPUTypes {
+				n := gpuNeed{typ, t.GPUs}
+				if byLater[n] == nil {
+					later = append(later, n)
+				}
+				byLater[n] = append(byLater[n], t)
+			}
 		}
 		if s := t.Slurm; s != nil {
 			switch {
@@ -435,11 +442,22 @@ func judgeNeeds(p *PartitionInfo, tasks []CheckTask) []Finding {
 			continue
 		}
 		fix := "set slurm.partition of the GPU tasks to a partition with GPUs (sinfo -o \"%P %G\" lists them)"
-		if types := gpuTypes(p); need.typ != "" && len(types) > 0 {
+		switch types := gpuTypes(p); {
+		case need.typ != "" && len(types) > 0:
 			fix = fmt.Sprintf("ask for a type the partition has (%s), or a partition with %s GPUs", strings.Join(types, ", "), need.typ)
+		case need.typ != "" && offered(func(n NodeInfo) bool { return gpusOf(n, "") > 0 }) > 0:
+			fix = fmt.Sprintf("its GPUs have no type in Slurm: remove slurm.gpu_types, or choose a partition with %s GPUs", need.typ)
 		}
 		add(LevelProblem, fmt.Sprintf("%s: no node offers %s:%d%s; its nodes offer %s", p.Name, want, need.count,
 			taskNote(ts, " (%s ask%s it)"), gresSummary(p)), fix)
+	}
+	for _, need := range later {
+		if byNeed[need] != nil || offered(func(n NodeInfo) bool { return gpusOf(n, need.typ) >= need.count }) > 0 {
+			continue // told above, or offered
+		}
+		add(LevelProblem, fmt.Sprintf("%s: no node offers gpu:%s:%d, which %s after running out of GPU memory on a smaller type (slurm.gpu_types); its nodes offer %s",
+			p.Name, need.typ, need.count, taskNote(byLater[need], "%s ask%s"), gresSummary(p)),
+			fmt.Sprintf("remove %s from slurm.gpu_types, or choose a partition with %s GPUs", need.typ, need.typ))
 	}
 	if cpuAsk > 0 {
 		if most := maxNode(p, func(n NodeInfo) int64 { return int64(n.CPUs) }); int64(cpuAsk) > most {

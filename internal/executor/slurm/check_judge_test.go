@@ -107,6 +107,7 @@ func TestJudgePartitions(t *testing.T) {
 		{Name: "gpu", Avail: "up", TimeLimit: "infinite", Nodes: []NodeInfo{node("g1", "mix", "gpu:v100:2", ""), node("g2", "down*", "gpu:a100:8", "")}},
 		{Name: "old", Avail: "inact", TimeLimit: "infinite", Nodes: []NodeInfo{node("o1", "idle", "", "")}},
 		{Name: "dead", Avail: "up", TimeLimit: "infinite", Nodes: []NodeInfo{node("d1", "drain", "", ""), node("d2", "down*", "", "")}},
+		{Name: "v100", Avail: "up", TimeLimit: "infinite", Nodes: []NodeInfo{node("v1", "idle", "gpu:v100:2", "")}},
 	}
 	on := func(p string, t CheckTask) CheckTask {
 		if t.Slurm == nil {
@@ -134,6 +135,12 @@ func TestJudgePartitions(t *testing.T) {
 			usable: map[string]bool{"gpu": true}},
 		{name: "too many GPUs of a type", parts: parts, tasks: []CheckTask{on("gpu", CheckTask{ID: "a", GPUs: 3, GPUType: "v100"})},
 			problem: "no node offers gpu:v100:3", usable: map[string]bool{"gpu": true}},
+		{name: "a type asked after running out of memory", parts: parts,
+			tasks:   []CheckTask{on("v100", CheckTask{ID: "a", GPUs: 1, GPUType: "v100", LaterGPUTypes: []string{"a100"}})},
+			problem: "v100: no node offers gpu:a100:1, which task a asks after running out of GPU memory", usable: map[string]bool{"v100": true}},
+		{name: "types asked now and later", parts: parts,
+			tasks:  []CheckTask{on("gpu", CheckTask{ID: "a", GPUs: 1, GPUType: "v100", LaterGPUTypes: []string{"a100"}})},
+			usable: map[string]bool{"gpu": true}},
 		{name: "CPUs", parts: parts, tasks: []CheckTask{{ID: "a", Slurm: &task.SlurmSettings{CPUsPerTask: 64}}, {ID: "b", Slurm: &task.SlurmSettings{CPUsPerTask: 64}}},
 			problem: "tasks a and b ask 64 CPUs per task, and its largest node has 32", usable: map[string]bool{"": true}},
 		{name: "memory", parts: parts, tasks: []CheckTask{{ID: "a", Slurm: &task.SlurmSettings{Mem: "1T"}}},
