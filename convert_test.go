@@ -149,7 +149,7 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 
 // Every waiting kind is public under the same name, and says the same.
 func TestEveryWaitKindIsPublic(t *testing.T) {
-	for k := task.NotWaiting; k <= task.WaitQueued; k++ {
+	for k := task.NotWaiting; k <= task.WaitResource; k++ {
 		w := task.WaitReason{Kind: k, Detail: "d", Until: time.Unix(100, 0)}
 		p := publicWait(w)
 		if p.Kind.String() != k.String() || p.String() != w.Text(time.Time{}) {
@@ -160,8 +160,8 @@ func TestEveryWaitKindIsPublic(t *testing.T) {
 			t.Errorf("kind %q reads back as %v, %v", k, back, err)
 		}
 	}
-	if s := task.WaitKind(task.WaitQueued + 1).String(); s != "wait(12)" {
-		t.Errorf("there is a waiting kind after WaitQueued (%s): make it public in task.go", s)
+	if s := task.WaitKind(task.WaitResource + 1).String(); s != "wait(15)" {
+		t.Errorf("there is a waiting kind after WaitResource (%s): make it public in task.go", s)
 	}
 }
 

@@ -222,6 +222,14 @@ type Attempt struct {
 	MemRequestedMiB int64 `json:"mem_requested_mib,omitempty"`
 	// MemPeakMiB is the most GPU memory its processes were seen to use.
 	MemPeakMiB int64 `json:"mem_peak_mib,omitempty"`
+	// HostMemRequestedMiB is the host memory budget the attempt was
+	// admitted with (resources.memory_mib_host); 0 when it declared none.
+	HostMemRequestedMiB int64 `json:"host_mem_requested_mib,omitempty"`
+	// RSSPeakMiB is the most resident memory its processes (its process
+	// group) were seen to hold together, sampled every few seconds while
+	// it ran on this machine; 0 when it was never sampled (it ran
+	// elsewhere, or too briefly).
+	RSSPeakMiB int64 `json:"rss_peak_mib,omitempty"`
 	// ReadyAt is when the task last became ready before this attempt (its
 	// dependencies complete, or its previous attempt failed): Start - ReadyAt
 	// is the time it waited for a slot or a card.
@@ -322,6 +330,16 @@ const (
 	// submitted there; Detail says what that system says. The only kind
 	// a running task has.
 	WaitQueued = WaitKind(task.WaitQueued)
+	// WaitCPU: it needs more cores than are free now, or the free ones
+	// are held for a task that has waited longer; Detail says which.
+	WaitCPU = WaitKind(task.WaitCPU)
+	// WaitHostMemory: its host memory budget is more than is left of the
+	// machine's, or what is left is held for a task that has waited
+	// longer.
+	WaitHostMemory = WaitKind(task.WaitHostMemory)
+	// WaitResource: it needs more units of a custom resource
+	// (Scheduling.Resources) than are free now; Detail names it.
+	WaitResource = WaitKind(task.WaitResource)
 )
 
 // String returns the kind's name, e.g. "gpu-memory"; "" for NotWaiting.

@@ -78,6 +78,9 @@ var waitLabels = [...]string{
 	task.WaitBackoff:         "backing off",
 	task.WaitPaused:          "paused",
 	task.WaitUserCap:         "at a per-user cap",
+	task.WaitCPU:             "for cpus",
+	task.WaitHostMemory:      "for host memory",
+	task.WaitResource:        "for a custom resource",
 }
 
 // waitBreakdown says how many tasks wait for what, in the kinds' order:
@@ -85,7 +88,7 @@ var waitLabels = [...]string{
 func waitBreakdown(counts map[task.WaitKind]int) string {
 	var parts []string
 	for k := task.WaitDependencies; int(k) < len(waitLabels); k++ {
-		if n := counts[k]; n > 0 {
+		if n := counts[k]; n > 0 && waitLabels[k] != "" {
 			parts = append(parts, fmt.Sprintf("%d %s", n, waitLabels[k]))
 		}
 	}

@@ -213,7 +213,7 @@ func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[strin
 		return "", ""
 	case gpusched.WaitSlot, gpusched.WaitGPUMemory, gpusched.WaitCardReserved, gpusched.WaitCardUnavailable,
 		gpusched.WaitGPUUnknown, gpusched.WaitRetryDelay, gpusched.WaitBackoff, gpusched.WaitPaused, gpusched.WaitUserCap,
-		gpusched.WaitQueued:
+		gpusched.WaitQueued, gpusched.WaitCPU, gpusched.WaitHostMemory, gpusched.WaitResource:
 	}
 	return w.String(), w.Kind.String()
 }

@@ -1,6 +1,9 @@
 package task
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Attempt is one execution of a task's command.
 type Attempt struct {
@@ -53,6 +56,14 @@ type Attempt struct {
 	MemRequestedMiB int64 `json:"mem_requested_mib,omitempty"`
 	// MemPeakMiB is the most GPU memory its processes were seen to use.
 	MemPeakMiB int64 `json:"mem_peak_mib,omitempty"`
+	// HostMemRequestedMiB is the host memory budget the attempt was
+	// admitted with (resources.memory_mib_host); 0 when it declared none.
+	HostMemRequestedMiB int64 `json:"host_mem_requested_mib,omitempty"`
+	// RSSPeakMiB is the most resident memory its processes (its process
+	// group) were seen to hold together, sampled every few seconds while
+	// it ran on this machine; 0 when it was never sampled (it ran
+	// elsewhere, or too briefly).
+	RSSPeakMiB int64 `json:"rss_peak_mib,omitempty"`
 	// ReadyAt is when the task last became ready before this attempt (its
 	// dependencies complete, or its previous attempt failed): Start - ReadyAt
 	// is the time it waited for a slot or a card.
@@ -83,6 +94,31 @@ type RemoteJob struct {
 
 // Ended reports whether the attempt has finished.
 func (a *Attempt) Ended() bool { return !a.End.IsZero() }
+
+// An attempt whose peak RSS is more than HostMemoryOverFactor times its
+// host memory budget is reported (status, the run's summary): its budget
+// is far from what it uses, and admission that trusts it may overload the
+// machine's memory. Sums of RSS count pages that processes share once per
+// process, hence a factor well above 1.
+const HostMemoryOverFactor = 1.5
+
+// OverHostMemory reports whether the attempt's peak RSS went over its host
+// memory budget by far (HostMemoryOverFactor); false when it declared no
+// budget.
+func (a *Attempt) OverHostMemory() bool {
+	return a.HostMemRequestedMiB > 0 && float64(a.RSSPeakMiB) > HostMemoryOverFactor*float64(a.HostMemRequestedMiB)
+}
+
+// HostMemoryNote says, for a person, that the attempt used far more host
+// memory than it declared: "peak RSS 4210 MiB, 2.8x its memory_mib_host
+// of 1500 MiB"; "" when it did not (OverHostMemory).
+func (a *Attempt) HostMemoryNote() string {
+	if !a.OverHostMemory() {
+		return ""
+	}
+	return fmt.Sprintf("peak RSS %d MiB, %.1fx its memory_mib_host of %d MiB",
+		a.RSSPeakMiB, float64(a.RSSPeakMiB)/float64(a.HostMemRequestedMiB), a.HostMemRequestedMiB)
+}
 
 // Record is what happened to a task.
 type Record struct {

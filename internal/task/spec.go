@@ -30,10 +30,30 @@ const (
 // ResourceRequest is what a task needs to start. For a CUDA task MemoryMiB is
 // the GPU memory budget used for admission; it is not enforced as a hard
 // limit on the process. Exclusive asks for a card no other task shares.
+//
+// CPUs, MemoryMiBHost and Counters are what it takes of the machine while
+// it runs, admitted against the scheduler's capacities (see
+// docs/workflow.md, "CPU, memory and custom resources"): cores (0 means
+// 1), a host memory budget in MiB (0: none declared), and units of custom
+// resources by name (scheduling.resources). Like MemoryMiB they are
+// budgets for admission, not limits on the process.
 type ResourceRequest struct {
-	Device    Device `json:"device,omitempty"`
-	MemoryMiB int64  `json:"memory_mib,omitempty"`
-	Exclusive bool   `json:"exclusive,omitempty"`
+	Device        Device         `json:"device,omitempty"`
+	MemoryMiB     int64          `json:"memory_mib,omitempty"`
+	Exclusive     bool           `json:"exclusive,omitempty"`
+	CPUs          int            `json:"cpus,omitempty"`
+	MemoryMiBHost int64          `json:"memory_mib_host,omitempty"`
+	Counters      map[string]int `json:"counters,omitempty"`
+}
+
+// CPUCount is the cores the task takes: CPUs, or 1 when it says none.
+func (r *ResourceRequest) CPUCount() int { return max(r.CPUs, 1) }
+
+// Host reports whether the request asks for anything of the machine
+// beyond the default (one core): more cores, a host memory budget, or a
+// custom resource.
+func (r *ResourceRequest) Host() bool {
+	return r.CPUs > 1 || r.MemoryMiBHost > 0 || len(r.Counters) > 0
 }
 
 // GPU reports whether the request needs a GPU.
@@ -150,12 +170,21 @@ type definition struct {
 }
 
 func (s *Spec) definition() definition {
-	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources, s.Artifacts, s.HashArtifacts, s.CleanEnv, s.Owner}
+	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources.defined(), s.Artifacts, s.HashArtifacts, s.CleanEnv, s.Owner}
+}
+
+// defined is the part of the request that belongs to the definition: the
+// device and the GPU keys. The cores, host memory and custom resources a
+// task takes are the scheduler's business, not its outputs': changing
+// them does not make a completed task run again.
+func (r ResourceRequest) defined() ResourceRequest {
+	return ResourceRequest{Device: r.Device, MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive}
 }
 
 // Fingerprint is a digest of the task's definition: kind, payload, env,
-// dir, resources and artifacts (not its id, dependencies, priority,
-// timeout, retries or executor, which do not change what it produces). It is written
+// dir, resources (the device and GPU keys) and artifacts (not its id,
+// dependencies, priority, timeout, retries, executor, cores, host memory
+// or custom resources, which do not change what it produces). It is written
 // straight into the hash, field by field with lengths, so that a 100,000-task
 // submit does not encode every definition once more.
 func (s *Spec) Fingerprint() string {
@@ -574,5 +603,49 @@ func (r ResourceRequest) validate(id string) error {
 	default:
 		return Invalid(id, "resources.device", "must be %q or %q, not %s", CPU, CUDA, elide.Quote(string(r.Device)))
 	}
+	if r.CPUs < 0 {
+		return Invalid(id, "resources.cpus", "must not be negative (got %d)", r.CPUs)
+	}
+	if r.MemoryMiBHost < 0 {
+		return Invalid(id, "resources.memory_mib_host", "must not be negative (got %d)", r.MemoryMiBHost)
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Counters)) {
+		if why, ok := ValidResourceName(name); !ok {
+			return Invalid(id, "resources."+name, "%s", why)
+		}
+		if n := r.Counters[name]; n < 1 {
+			return Invalid(id, "resources."+name, "must be at least 1 (got %d)", n)
+		}
+	}
 	return nil
+}
+
+// ResourceKeys are the keys of a task's resources that are not custom
+// resources; no custom resource may take one of these names.
+var ResourceKeys = []string{"device", "memory_mib", "exclusive", "cpus", "memory_mib_host", "gpus"}
+
+// MaxResourceNameLen is the longest name of a custom resource, in bytes.
+const MaxResourceNameLen = 32
+
+// ValidResourceName reports whether name may name a custom resource
+// (scheduling.resources), and if not, why: a lowercase letter, then
+// lowercase letters, digits, "_" and "-", at most MaxResourceNameLen
+// bytes, and none of ResourceKeys.
+func ValidResourceName(name string) (string, bool) {
+	switch {
+	case name == "":
+		return "a custom resource needs a name", false
+	case len(name) > MaxResourceNameLen:
+		return fmt.Sprintf("%s is %d bytes long; the limit for a custom resource's name is %d", elide.Quote(name), len(name), MaxResourceNameLen), false
+	case slices.Contains(ResourceKeys, name):
+		return fmt.Sprintf("%q is a key of resources, not a custom resource", name), false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		lower := c >= 'a' && c <= 'z'
+		if !lower && (i == 0 || !(c >= '0' && c <= '9' || c == '_' || c == '-')) {
+			return fmt.Sprintf("%s is not a resource name: use a lowercase letter, then lowercase letters, digits, _ and -", elide.Quote(name)), false
+		}
+	}
+	return "", true
 }

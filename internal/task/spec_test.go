@@ -47,6 +47,13 @@ func TestSpecValidate(t *testing.T) {
 		{"NUL in an artifact", Spec{ID: "a", Artifacts: []string{"ok", "m\x00.pt"}}, "artifacts[1]", ErrInvalidTask},
 		{"empty on_complete", Spec{ID: "a", OnComplete: []string{""}}, "on_complete", ErrInvalidTask},
 		{"NUL in on_complete", Spec{ID: "a", OnComplete: []string{"sh", "-c", "x\x00"}}, "on_complete[2]", ErrInvalidTask},
+		{"host resources", Spec{ID: "a", Resources: ResourceRequest{CPUs: 4, MemoryMiBHost: 16000, Counters: map[string]int{"licenses": 1, "db-conn_2": 3}}}, "", nil},
+		{"host resources of a GPU task", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10, CPUs: 2, MemoryMiBHost: 1}}, "", nil},
+		{"negative cpus", Spec{ID: "a", Resources: ResourceRequest{CPUs: -1}}, "resources.cpus", ErrInvalidTask},
+		{"negative host memory", Spec{ID: "a", Resources: ResourceRequest{MemoryMiBHost: -5}}, "resources.memory_mib_host", ErrInvalidTask},
+		{"no unit of a resource", Spec{ID: "a", Resources: ResourceRequest{Counters: map[string]int{"licenses": 0}}}, "resources.licenses", ErrInvalidTask},
+		{"a resource named as a key", Spec{ID: "a", Resources: ResourceRequest{Counters: map[string]int{"cpus": 1}}}, "resources.cpus", ErrInvalidTask},
+		{"a resource's bad name", Spec{ID: "a", Resources: ResourceRequest{Counters: map[string]int{"Lic": 1}}}, "resources.Lic", ErrInvalidTask},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,6 +136,16 @@ func TestFingerprint(t *testing.T) {
 	if c := moved.Changed(&base); len(c) != 0 {
 		t.Errorf("Changed() after a change of executor = %v, want nothing", c)
 	}
+	// Nor do the cores, host memory and custom resources it takes: they
+	// are budgets for admission, not inputs.
+	budgets := base
+	budgets.Resources.CPUs, budgets.Resources.MemoryMiBHost, budgets.Resources.Counters = 8, 16000, map[string]int{"licenses": 1}
+	if budgets.Fingerprint() != fp {
+		t.Error("cpus, memory_mib_host or a custom resource changed the fingerprint")
+	}
+	if c := budgets.Changed(&base); len(c) != 0 {
+		t.Errorf("Changed() after a change of cpus and host memory = %v, want nothing", c)
+	}
 	changes := []func(s *Spec){
 		func(s *Spec) { s.Kind = "other" },
 		func(s *Spec) { s.Payload = []string{"python3", "train.py", "--x"} },
@@ -154,5 +171,50 @@ func TestFingerprint(t *testing.T) {
 			t.Errorf("change %d gives the same fingerprint as %d", i, j)
 		}
 		seen[got] = i
+	}
+}
+
+// A resource name is a lowercase identifier, not one of the keys of
+// resources, at most MaxResourceNameLen bytes.
+func TestValidResourceName(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"licenses", "a", "db-conn_2", strings.Repeat("x", MaxResourceNameLen)} {
+		if why, ok := ValidResourceName(name); !ok {
+			t.Errorf("ValidResourceName(%q) = %q, false; want it accepted", name, why)
+		}
+	}
+	for _, tt := range []struct{ name, want string }{
+		{"", "needs a name"},
+		{"cpus", `"cpus" is a key of resources`},
+		{"memory_mib_host", "is a key of resources"},
+		{"Licenses", "not a resource name"},
+		{"2x", "not a resource name"},
+		{"a.b", "not a resource name"},
+		{strings.Repeat("x", MaxResourceNameLen+1), "is 33 bytes long"},
+	} {
+		if why, ok := ValidResourceName(tt.name); ok || !strings.Contains(why, tt.want) {
+			t.Errorf("ValidResourceName(%q) = %q, %v; want a refusal containing %q", tt.name, why, ok, tt.want)
+		}
+	}
+}
+
+// An attempt is over its host memory when its peak RSS is more than 1.5
+// times its budget; one without a budget never is.
+func TestHostMemoryNote(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		budget, peak int64
+		want         string
+	}{
+		{1000, 1500, ""},
+		{1000, 1501, "peak RSS 1501 MiB, 1.5x its memory_mib_host of 1000 MiB"},
+		{1500, 4210, "peak RSS 4210 MiB, 2.8x its memory_mib_host of 1500 MiB"},
+		{0, 99999, ""},
+		{1000, 0, ""},
+	} {
+		a := Attempt{HostMemRequestedMiB: tt.budget, RSSPeakMiB: tt.peak}
+		if got := a.HostMemoryNote(); got != tt.want || a.OverHostMemory() != (tt.want != "") {
+			t.Errorf("budget %d, peak %d: note %q, over %v; want %q", tt.budget, tt.peak, got, a.OverHostMemory(), tt.want)
+		}
 	}
 }

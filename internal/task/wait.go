@@ -55,6 +55,17 @@ const (
 	// says what that system says ("queued in Slurm as job 4242:
 	// Priority"). The only kind a task that is not pending has.
 	WaitQueued
+	// WaitCPU: it needs more cores than are free now (the running tasks
+	// hold the others), or the free ones are held for a task that has
+	// waited longer; the detail says which.
+	WaitCPU
+	// WaitHostMemory: its host memory budget is more than is left of the
+	// machine's, once the budgets of the running tasks are taken, or what
+	// is left is held for a task that has waited longer.
+	WaitHostMemory
+	// WaitResource: it needs more units of a custom resource
+	// (scheduling.resources) than are free now; the detail names it.
+	WaitResource
 )
 
 var waitNames = [...]string{
@@ -70,6 +81,9 @@ var waitNames = [...]string{
 	WaitPaused:          "paused",
 	WaitUserCap:         "user-cap",
 	WaitQueued:          "queued",
+	WaitCPU:             "cpus",
+	WaitHostMemory:      "host-memory",
+	WaitResource:        "resource",
 }
 
 // String returns the kind's persisted name, e.g. "gpu-memory"; "" for
@@ -150,6 +164,12 @@ func (w WaitReason) Text(now time.Time) string {
 		return cmp.Or(w.Detail, "its owner is at a per-user cap")
 	case WaitQueued:
 		return cmp.Or(w.Detail, "queued in the batch system that runs it")
+	case WaitCPU:
+		return cmp.Or(w.Detail, "waiting for cpus")
+	case WaitHostMemory:
+		return cmp.Or(w.Detail, "waiting for host memory")
+	case WaitResource:
+		return cmp.Or(w.Detail, "waiting for a custom resource")
 	case WaitRetryDelay, WaitBackoff:
 		s := "retry at " + w.Until.Format(time.TimeOnly)
 		if !now.IsZero() && w.Until.After(now) {
