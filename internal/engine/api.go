@@ -196,6 +196,10 @@ func (ev submitEvent) apply(e *Engine) {
 		ev.reply <- err
 		return
 	}
+	if err := e.checkSubmittedHost(ev.Specs); err != nil {
+		ev.reply <- err
+		return
+	}
 	first := e.nextSeq // tasks of this batch have seq >= first
 	now := e.cfg.Now()
 	if len(e.tasks) == 0 {
@@ -226,6 +230,7 @@ func (ev submitEvent) apply(e *Engine) {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
 			n.placed = e.placed(s)
 		}
+		n.remote = e.remote(s)
 		e.nextSeq++
 		p := e.earlier[s.ID]
 		if r := again[s.ID]; r != nil {

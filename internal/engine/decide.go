@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -15,11 +16,18 @@ type Candidate struct {
 	Seq      int64 // submission order
 	// GPU tasks: what the task needs, and since when it has been ready.
 	GPU bool
+	// Remote: its executor runs it elsewhere (Slurm): it takes none of
+	// this machine's cores or memory, only custom resources.
+	Remote bool
 	// Owner is the task's owner's place in View.Owners. (Here, beside
 	// GPU, it takes no room: decide copies candidates by the thousand.)
 	Owner      int32
 	Need       gpu.Need
 	ReadySince time.Time
+	// Res is the task's request, read for the cores, host memory and
+	// custom resources it takes when View.Host counts them; nil: one
+	// core and nothing else.
+	Res *task.ResourceRequest
 	// Waiting is the kind of reason the engine holds for the task now, so
 	// that decide reports only the reasons that change.
 	Waiting task.WaitKind
@@ -64,6 +72,25 @@ type View struct {
 	UserMaxRunning int
 	UserMaxGPUMiB  int64
 	Owners         []OwnerLoad
+
+	// Host is what is free of the machine's cores, host memory and
+	// custom resources; nil: they are not counted, every task fits.
+	Host *HostView
+}
+
+// HostView is what is free of the machine's cores, host memory budget and
+// custom resources, once the running attempts' shares are taken (it may
+// be below zero: an adopted attempt took more than was free). decide
+// counts the tasks it starts in a copy.
+type HostView struct {
+	CPUs      int
+	MemoryMiB int64
+	// Counters are the units free of each custom resource, by name; a
+	// resource not there has none.
+	Counters map[string]int
+	// ReserveAfter: a task ready for this long that does not fit holds
+	// back what it needs (see decide). Negative: never.
+	ReserveAfter time.Duration
 }
 
 // OwnerLoad is what an owner's running attempts hold.
@@ -89,12 +116,19 @@ type Plan struct {
 	// did not pass over waits for a slot, or keeps the reason the last
 	// decision that looked at it gave.
 	Passed []Pass
+	// HostHeldFor names the task the machine's cores, memory and custom
+	// resources are held for: ready for View.Host.ReserveAfter, it still
+	// did not fit. "" when none is.
+	HostHeldFor string
 }
 
 // Pass is a ready task passed over, and why.
 type Pass struct {
 	TaskID string
 	Why    task.WaitKind
+	// Held: a host resource (Why: cpus, host-memory or resource) would
+	// have room for it but for what is held for Plan.HostHeldFor.
+	Held bool
 }
 
 // decide returns the tasks to start now, best first, and the cards held
@@ -121,6 +155,18 @@ type Pass struct {
 // A GPU task passed over is reported in Plan.Passed when its reason
 // changed: the GPU state is unknown, a card that would hold it is reserved
 // for another task or is cooling down or quarantined, or no card has room.
+//
+// With View.Host, a task (CPU or GPU) starts only if what it takes of the
+// machine fits too: its cores (1 unless it asks more), its host memory
+// budget, its units of custom resources. One that does not fit is passed
+// over (task.WaitCPU, WaitHostMemory, WaitResource), and tasks behind it
+// may start (backfill). Once it has been ready for Host.ReserveAfter, the
+// first such task in the queue holds back all it needs: what is free of
+// each of those resources is kept for it, so no task after it that takes
+// from them starts (every task here takes a core: none does, but the
+// tasks of executors that run them elsewhere, which take none, and only
+// custom resources they share not). As running tasks end, it fits. One
+// task at most holds resources at a time, as for cards.
 func decide(v View) Plan {
 	if v.Free <= 0 || v.Ready == nil {
 		return Plan{}
@@ -129,14 +175,21 @@ func decide(v View) Plan {
 	if (v.UserMaxRunning > 0 || v.UserMaxGPUMiB > 0) && len(v.Owners) > 0 {
 		d.caps = &caps{running: v.UserMaxRunning, gpuMiB: v.UserMaxGPUMiB, owners: slices.Clone(v.Owners)}
 	}
+	if h := v.Host; h != nil {
+		d.host = &hostFree{cpus: h.CPUs, mib: h.MemoryMiB, counters: h.Counters, reserveAfter: h.ReserveAfter}
+	}
 	v.Ready.Ascend(func(c Candidate) bool {
 		p := &d.p
 		if d.caps != nil && d.caps.held(c.Owner, c.GPU, c.Need.MiB) {
 			d.pass(&c, task.WaitUserCap)
 			return true
 		}
+		if d.host != nil && !d.hostFits(&c) {
+			return true
+		}
 		if !c.GPU {
 			p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: -1})
+			d.took(&c)
 			d.free--
 			if d.caps != nil {
 				d.caps.count(c.Owner, false, 0)
@@ -156,6 +209,7 @@ func decide(v View) Plan {
 				d.stale = true
 			}
 			p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: i})
+			d.took(&c)
 			d.free--
 			if d.caps != nil {
 				d.caps.count(c.Owner, true, c.Need.MiB)
@@ -210,7 +264,8 @@ type decision struct {
 	kept                      []int
 	roomReserved, roomResting int64
 	stale                     bool
-	caps                      *caps // nil: no per-user cap
+	caps                      *caps     // nil: no per-user cap
+	host                      *hostFree // nil: the machine's resources are not counted
 }
 
 // caps are the per-user caps, and what each owner holds as decide starts
@@ -302,4 +357,108 @@ func passedWhy(cards []gpu.CardView, kept []int, need gpu.Need) task.WaitKind {
 		}
 	}
 	return why
+}
+
+// hostFree is what decide has left of the machine's cores, host memory and
+// custom resources as it starts tasks, and what it holds for a starving
+// task.
+type hostFree struct {
+	cpus         int
+	mib          int64
+	counters     map[string]int // View.Host's until the first change, then decide's copy
+	copied       bool
+	reserveAfter time.Duration
+	// What is held for the task Plan.HostHeldFor names, already taken
+	// from the free figures above.
+	heldCPUs     int
+	heldMiB      int64
+	heldCounters map[string]int
+}
+
+// hostNeed is what candidate c takes of the machine.
+func hostNeed(c *Candidate) (cpus int, mib int64, counters map[string]int) {
+	cpus = 1
+	if r := c.Res; r != nil {
+		cpus, mib, counters = r.CPUCount(), r.MemoryMiBHost, r.Counters
+	}
+	if c.Remote {
+		cpus, mib = 0, 0
+	}
+	return cpus, mib, counters
+}
+
+// short says which of c's needs is more than is free, NotWaiting when
+// none is; with held, counting what is held for another task as free.
+func (h *hostFree) short(cpus int, mib int64, counters map[string]int, held bool) task.WaitKind {
+	freeCPUs, freeMiB := h.cpus, h.mib
+	if held {
+		freeCPUs, freeMiB = freeCPUs+h.heldCPUs, freeMiB+h.heldMiB
+	}
+	// What a task does not take at all it does not wait for, even where
+	// less than nothing is free (held for another, or taken beyond the
+	// capacity by adopted attempts).
+	switch {
+	case cpus > 0 && cpus > freeCPUs:
+		return task.WaitCPU
+	case mib > 0 && mib > freeMiB:
+		return task.WaitHostMemory
+	}
+	for name, n := range counters {
+		free := h.counters[name]
+		if held {
+			free += h.heldCounters[name]
+		}
+		if n > free {
+			return task.WaitResource
+		}
+	}
+	return task.NotWaiting
+}
+
+// take counts cpus, mib and counters as taken.
+func (h *hostFree) take(cpus int, mib int64, counters map[string]int) {
+	h.cpus -= cpus
+	h.mib -= mib
+	if len(counters) == 0 {
+		return
+	}
+	if !h.copied {
+		h.counters, h.copied = maps.Clone(h.counters), true
+		if h.counters == nil {
+			h.counters = map[string]int{}
+		}
+	}
+	for name, n := range counters {
+		h.counters[name] -= n
+	}
+}
+
+// hostFits reports whether what candidate c takes of the machine fits
+// what is free. One that does not is passed over; the first that has
+// waited ReserveAfter has what it needs held for it.
+func (d *decision) hostFits(c *Candidate) bool {
+	h := d.host
+	cpus, mib, counters := hostNeed(c)
+	why := h.short(cpus, mib, counters, false)
+	if why == task.NotWaiting {
+		return true
+	}
+	held := d.p.HostHeldFor != "" && h.short(cpus, mib, counters, true) == task.NotWaiting
+	if d.p.HostHeldFor == "" && h.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= h.reserveAfter {
+		d.p.HostHeldFor = c.ID
+		h.heldCPUs, h.heldMiB = cpus, mib
+		h.heldCounters = counters
+		h.take(cpus, mib, counters)
+	}
+	if c.Waiting != why {
+		d.p.Passed = append(d.p.Passed, Pass{TaskID: c.ID, Why: why, Held: held})
+	}
+	return false
+}
+
+// took counts a task decide starts against the machine's resources.
+func (d *decision) took(c *Candidate) {
+	if d.host != nil {
+		d.host.take(hostNeed(c))
+	}
 }

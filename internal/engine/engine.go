@@ -119,6 +119,10 @@ type Config struct {
 	Token func(taskID string, attempt int) string
 	// GPU configures GPU admission.
 	GPU GPUConfig
+	// Host configures admission by the machine's cores, host memory and
+	// custom resources, and the sampling of attempts' memory (host.go).
+	// The zero value counts none of them and samples nothing.
+	Host HostConfig
 	// PlacesGPUs reports whether the executor of GPU task sp places its
 	// attempts itself (executor.Placer: Slurm chooses the node and the
 	// GPU), so that this machine's cards have nothing to do with it. Such
@@ -127,7 +131,9 @@ type Config struct {
 	// hold it, and does not count towards UserMaxGPUMiB. It keeps its GPU
 	// memory budget, which grows after a CUDA out-of-memory failure (up to
 	// MaxGPUMiB) and goes to the Runner in AttemptRequest.GPUMiB. Nil:
-	// every GPU task runs on this machine's cards.
+	// every GPU task runs on this machine's cards. It is asked of CPU
+	// tasks too: a task it reports takes none of this machine's cores or
+	// host memory (Host), only custom resources.
 	PlacesGPUs func(sp *task.Spec) bool
 	// MaxGPUMiB is, for a task PlacesGPUs reports, the most GPU memory its
 	// executor can give one of its GPUs (Slurm: the largest of its
@@ -246,6 +252,10 @@ type Engine struct {
 
 	// Why pending tasks wait, owned by the loop too (wait.go).
 	waits waits
+
+	// The machine's cores, memory and custom resources, owned by the
+	// loop too (host.go).
+	host hostState
 }
 
 // node is a task inside the loop. (Its fields are grouped so that the
@@ -301,6 +311,9 @@ type node struct {
 	// placed: a GPU task whose executor places its attempts itself
 	// (Config.PlacesGPUs): admitted without a card.
 	placed bool
+	// remote: a task (CPU or GPU) whose executor places its attempts
+	// itself: it takes none of this machine's cores or memory.
+	remote bool
 
 	// GPU tasks only.
 	outgrown string // why its grown request fits no card, if it does not
@@ -377,6 +390,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.initGPU()
+	e.initHost()
 	e.initOutbox()
 	if err := e.loadOutbox(rows); err != nil {
 		return nil, err
@@ -453,9 +467,10 @@ func (e *Engine) loop() {
 		e.schedule()
 		gpuNext := e.pollGPUs()
 		waitNext := e.refreshWaits(e.cfg.Now())
+		rssNext := e.sampleRSS(e.cfg.Now())
 		e.saveUsage()
 		e.flush()
-		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext)
+		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext, rssNext)
 		e.finishRun()
 		e.afterTurn()
 		if e.closing != nil && e.running == 0 && !e.delivering {
@@ -490,6 +505,7 @@ func (e *Engine) schedule() {
 	if e.cfg.UserMaxRunning > 0 || e.cfg.UserMaxGPUMiB > 0 {
 		v.Owners, v.UserMaxRunning, v.UserMaxGPUMiB = e.ready.loads(), e.cfg.UserMaxRunning, e.cfg.UserMaxGPUMiB
 	}
+	v.Host = e.hostView()
 	plan := decide(v)
 	for _, a := range plan.Starts {
 		var card *gpu.CardView
@@ -500,11 +516,14 @@ func (e *Engine) schedule() {
 	}
 	for _, p := range plan.Passed {
 		n := e.tasks[p.TaskID]
-		if p.Why == task.WaitUserCap {
+		switch {
+		case p.Why == task.WaitUserCap:
 			e.setWait(n, e.capReason(n))
-			continue
+		case hostKind(p.Why):
+			e.setWait(n, e.hostReason(n, p, plan.HostHeldFor))
+		default:
+			e.setWait(n, e.gpuReason(n, p.Why, v.Cards))
 		}
-		e.setWait(n, e.gpuReason(n, p.Why, v.Cards))
 	}
 	if e.gpuReady > 0 || len(e.reserved) > 0 {
 		e.setReserved(plan.Reserved)
@@ -587,6 +606,9 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	if n.placed {
 		att.MemRequestedMiB = n.need.MiB // the budget its executor places it by
 	}
+	if !n.remote {
+		att.HostMemRequestedMiB = n.spec.Resources.MemoryMiBHost
+	}
 	if card != nil {
 		mib = n.need.MiB
 		idx := card.Index
@@ -605,6 +627,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	n.rec.State = task.Running
 	e.running++
 	e.charge(n, mib)
+	e.takeHost(n)
 	e.writeTask(n)
 	e.writeAttempt(n, number)
 
@@ -735,6 +758,7 @@ func (ev exitEvent) apply(e *Engine) {
 	n, out := ev.n, ev.out
 	e.running--
 	e.uncharge(n)
+	e.releaseHost(n)
 	n.cancel(nil)
 	n.cancel = nil
 	delete(e.stopped, n)
@@ -1128,7 +1152,7 @@ type readyQueue struct{ t *readySet }
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
 	q.t.walk(func(o *owner, n *node) bool {
 		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
-			GPU: n.localGPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
+			GPU: n.localGPU(), Remote: n.remote, Need: n.need, ReadySince: n.readySince, Res: &n.spec.Resources, Waiting: n.rec.Waiting.Kind})
 	})
 }
 

@@ -223,8 +223,10 @@ func (e *Engine) refreshWaits(now time.Time) time.Time {
 // are now, by the rules decide follows: one that fits on a card now waits
 // for a slot (or for the next decision).
 func (e *Engine) rereadGPU(n *node, cards []gpu.CardView, kept []int) task.WaitReason {
-	if n.rec.Waiting.Kind == task.WaitUserCap && e.atCap(n) {
-		return n.rec.Waiting // what the cards say does not matter yet
+	if k := n.rec.Waiting.Kind; k == task.WaitUserCap && e.atCap(n) || hostKind(k) {
+		// What the cards say does not matter yet. (The machine's
+		// resources: decide says when they change.)
+		return n.rec.Waiting
 	}
 	if !e.board.Known() {
 		return e.gpuReason(n, task.WaitGPUUnknown, nil)
