@@ -335,6 +335,10 @@ var migrations = []string{
 	// said of it: JSON of task.RemoteJob; '' for attempts run here and in
 	// rows written before.
 	`ALTER TABLE attempts ADD COLUMN job TEXT NOT NULL DEFAULT '';`,
+	// 10: an attempt's host memory budget (resources.memory_mib_host) and
+	// the peak resident memory seen of its processes; NULL when none.
+	`ALTER TABLE attempts ADD COLUMN host_mem_requested INTEGER;
+	ALTER TABLE attempts ADD COLUMN rss_peak INTEGER;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -394,12 +398,12 @@ ON CONFLICT (id) DO UPDATE SET
 	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting, paused = excluded.paused`
 }
 
-const attemptColumns = 24
+const attemptColumns = 26
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
 	timed_out, cancelled, interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu,
-	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason, job) VALUES ` +
+	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason, job, host_mem_requested, rss_peak) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -410,7 +414,8 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	handle_version = excluded.handle_version, handle = excluded.handle, gpu = excluded.gpu,
 	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
 	ready_at = excluded.ready_at, not_charged = excluded.not_charged, adopted = excluded.adopted,
-	end_reason = excluded.end_reason, job = excluded.job`
+	end_reason = excluded.end_reason, job = excluded.job, host_mem_requested = excluded.host_mem_requested,
+	rss_peak = excluded.rss_peak`
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -497,7 +502,7 @@ func (s *SQLite) apply(b *Batch) error {
 			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), positiveOrNil(int64(a.PID)),
 			w.Handle.Executor, w.Handle.Version, handle, intOrNil(a.GPU),
 			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged,
-			a.Adopted, a.EndReason, job)
+			a.Adopted, a.EndReason, job, positiveOrNil(a.HostMemRequestedMiB), positiveOrNil(a.RSSPeakMiB))
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -774,7 +779,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
 		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
-		ready_at, not_charged, adopted, end_reason, job
+		ready_at, not_charged, adopted, end_reason, job, host_mem_requested, rss_peak
 		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
@@ -785,10 +790,10 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		var a task.Attempt
 		var start int64
 		var h executor.Handle
-		var end, exit, pid, gpu, memReq, memPeak, readyAt sql.NullInt64
+		var end, exit, pid, gpu, memReq, memPeak, readyAt, hostReq, rssPeak sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
 			&a.Interrupted, &a.Error, &logPath, &pid, &h.Executor, &h.Version, &h.Data, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt,
-			&a.NotCharged, &a.Adopted, &a.EndReason, &job); err != nil {
+			&a.NotCharged, &a.Adopted, &a.EndReason, &job, &hostReq, &rssPeak); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
 		i, ok := byID[id]
@@ -801,6 +806,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		}
 		a.ExitCode, a.GPU = nullInt(exit), nullInt(gpu)
 		a.MemRequestedMiB, a.MemPeakMiB = memReq.Int64, memPeak.Int64
+		a.HostMemRequestedMiB, a.RSSPeakMiB = hostReq.Int64, rssPeak.Int64
 		if readyAt.Valid {
 			a.ReadyAt = time.Unix(0, readyAt.Int64)
 		}

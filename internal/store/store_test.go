@@ -38,7 +38,8 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 		b = &Batch{
 			Tasks: []TaskWrite{{ID: "a", Seq: 1, Kind: "command", State: task.Failed, ExitCode: intp(3), Error: "exit code 3"}, {ID: "b", Seq: 2, Kind: "command", State: task.Blocked, BlockedBy: "a", Error: "blocked"}},
 			Attempts: []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: intp(3), Error: "exit code 3",
-				TimedOut: true, Signal: "SIGKILL", LogPath: "/run/logs/a/attempt-1.log", PID: 42, GPU: intp(1), Adopted: true, EndReason: "timed-out"}, Handle: executor.Handle{Executor: "fake", Version: 3, Data: []byte("42\x00\x00777\xff")}}},
+				TimedOut: true, Signal: "SIGKILL", LogPath: "/run/logs/a/attempt-1.log", PID: 42, GPU: intp(1), Adopted: true, EndReason: "timed-out",
+				HostMemRequestedMiB: 1500, RSSPeakMiB: 4210}, Handle: executor.Handle{Executor: "fake", Version: 3, Data: []byte("42\x00\x00777\xff")}}},
 		}
 		if err := s.Apply(b); err != nil {
 			t.Fatal(err)
@@ -59,7 +60,8 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 		}
 		at := a.Attempts[0]
 		if !at.Start.Equal(t0) || !at.End.Equal(t0.Add(time.Second)) || *at.ExitCode != 3 || !at.TimedOut || at.Signal != "SIGKILL" ||
-			at.LogPath != "/run/logs/a/attempt-1.log" || at.PID != 42 || *at.GPU != 1 || at.Error != "exit code 3" || !at.Adopted || at.EndReason != "timed-out" {
+			at.LogPath != "/run/logs/a/attempt-1.log" || at.PID != 42 || *at.GPU != 1 || at.Error != "exit code 3" || !at.Adopted || at.EndReason != "timed-out" ||
+			at.HostMemRequestedMiB != 1500 || at.RSSPeakMiB != 4210 {
 			t.Errorf("attempt = %+v", at)
 		}
 		if h := a.Handles[1]; h.Executor != "fake" || h.Version != 3 || string(h.Data) != "42\x00\x00777\xff" {
