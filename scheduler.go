@@ -135,6 +135,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		Retire:            o.retire,
 		PlacesGPUs:        sc.placesGPUs,
 		MaxGPUMiB:         sc.maxGPUMiB,
+		Host:              sc.settings.hostConfig(),
 		GPU: engine.GPUConfig{
 			Probe:          sc.probe,
 			Settings:       sc.settings.gpuSettings(),

@@ -3,13 +3,17 @@ package gpusched
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/gpu/nvidiasmi"
+	"github.com/gpusched/gpusched/internal/hostres"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // Scheduling holds the queue's settings. The zero value is valid: every
@@ -83,6 +87,29 @@ type Scheduling struct {
 	// tasks; a task that would go over it waits (WaitUserCap), unless its
 	// owner has none charged. Default 0: no cap.
 	UserMaxGPUMiB int64
+
+	// The machine's cores, host memory and custom resources (see
+	// docs/workflow.md, "CPU, memory and custom resources"). A task
+	// starts only when what it takes of each (ResourceRequest.CPUs,
+	// MemoryMiBHost, Counters) fits in what the running tasks leave;
+	// otherwise it waits (WaitCPU, WaitHostMemory, WaitResource). A task
+	// that has waited GPUReserveAfter holds back what it needs.
+
+	// CPUs is the cores running tasks may take together; a task takes 1
+	// unless it asks for more. Default: the cores this process may use
+	// (its CPU affinity, bounded by its cgroup's CPU quota), or
+	// MaxParallelTasks when that is more, so that MaxParallelTasks tasks
+	// that ask nothing run at once whatever the cores.
+	CPUs int
+	// MemoryMiBHost is what the host memory budgets of running tasks may
+	// add up to, in MiB. Default: this process's cgroup memory limit, else
+	// the machine's memory (MemTotal), less a tenth of it, at most 4 GiB,
+	// left to the system.
+	MemoryMiBHost int64
+	// Resources declares custom resources by name, with the units each
+	// has ({"licenses": 2}); a task takes units with
+	// ResourceRequest.Counters. Default: none.
+	Resources map[string]int
 }
 
 // Defaults of the settings above.
@@ -118,6 +145,18 @@ func (s Scheduling) Validate() error {
 		return &SchedulingError{"user_max_running", "must not be negative (0 for no cap)"}
 	case s.UserMaxGPUMiB < 0:
 		return &SchedulingError{"user_max_gpu_mib", "must not be negative (0 for no cap)"}
+	case s.CPUs < 0:
+		return &SchedulingError{"cpus", "must not be negative (0 for the cores this process may use)"}
+	case s.MemoryMiBHost < 0:
+		return &SchedulingError{"memory_mib_host", "must not be negative (0 for the memory this process may use)"}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Resources)) {
+		if why, ok := task.ValidResourceName(name); !ok {
+			return &SchedulingError{"resources", why}
+		}
+		if n := s.Resources[name]; n < 1 {
+			return &SchedulingError{"resources", fmt.Sprintf("%s must have at least 1 unit (got %d)", name, n)}
+		}
 	}
 	for _, v := range s.VisibleGPUs {
 		if strings.TrimSpace(v) == "" {
@@ -163,6 +202,7 @@ func (s Scheduling) withDefaults() Scheduling {
 	if s.GPUPlacement == "" {
 		s.GPUPlacement = "spread"
 	}
+	s.CPUs, s.MemoryMiBHost = s.hostCapacity(hostres.Machine{})
 	return s
 }
 

@@ -99,11 +99,26 @@ type TaskSpec struct {
 
 // ResourceRequest is what a task needs to start: its device, for a CUDA
 // task a GPU memory budget in MiB (used for admission, not enforced as a
-// limit on the process), and whether it needs a card to itself.
+// limit on the process), and whether it needs a card to itself; and what
+// it takes of the machine while it runs (see docs/workflow.md, "CPU,
+// memory and custom resources"). None of these is a limit on the process.
+// Only the device and the GPU keys are part of the task's definition:
+// changing the others does not make a completed task run again.
 type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"` // empty means CPU
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	// CPUs is the cores it takes of Scheduling.CPUs; 0 means 1.
+	CPUs int `json:"cpus,omitempty"`
+	// MemoryMiBHost is its host memory budget in MiB, taken of
+	// Scheduling.MemoryMiBHost; 0: none declared (it takes none). An
+	// attempt whose resident memory goes far over it is reported
+	// (Attempt.OverHostMemory).
+	MemoryMiBHost int64 `json:"memory_mib_host,omitempty"`
+	// Counters are the units it takes of custom resources, by name
+	// (Scheduling.Resources declares them). A workflow file writes them as
+	// keys of resources: {licenses: 1}.
+	Counters map[string]int `json:"counters,omitempty"`
 }
 
 // GPU reports whether the request needs a GPU.

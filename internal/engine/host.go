@@ -156,17 +156,24 @@ func (e *Engine) releaseHost(n *node) {
 	}
 }
 
-// checkSubmittedHost refuses tasks that could never start here: more
-// cores or host memory than the scheduler's tasks may take in all, a
-// custom resource it does not have, or more units of one than it has.
+// checkSubmittedHost refuses tasks that could never start here
+// (CheckHost).
 func (e *Engine) checkSubmittedHost(specs []*task.Spec) error {
-	c := &e.cfg.Host
+	return CheckHost(e.cfg.Host, specs, e.remote)
+}
+
+// CheckHost refuses the first task of specs that could never start under
+// c: more cores or host memory than the tasks may take in all, a custom
+// resource c does not have, or more units of one than it has. A task
+// remote reports (its executor runs it elsewhere) is checked for custom
+// resources only; remote may be nil.
+func CheckHost(c HostConfig, specs []*task.Spec, remote func(*task.Spec) bool) error {
 	for _, s := range specs {
 		r := &s.Resources
 		if !r.Host() {
 			continue
 		}
-		if !e.remote(s) {
+		if remote == nil || !remote(s) {
 			if c.CPUs > 0 && r.CPUs > c.CPUs {
 				return task.Invalid(s.ID, "resources.cpus", "asks for %d cpus; this scheduler's tasks may take %d in all (scheduling.cpus)", r.CPUs, c.CPUs)
 			}
