@@ -102,6 +102,7 @@ func (d *defaults) apply(t *gpusched.TaskSpec, loc *taskLoc, set uint64) (bad ui
 			t.Dir = d.t.Dir
 		case "resources":
 			t.Resources = d.t.Resources
+			t.Resources.Counters = maps.Clone(t.Resources.Counters)
 			d.resourceLines(loc, func(string) bool { return true })
 		case "hash_artifacts":
 			t.HashArtifacts = d.t.HashArtifacts
@@ -133,6 +134,21 @@ func (d *defaults) mergeResources(t *gpusched.TaskSpec, loc *taskLoc) {
 		}
 		if given("exclusive") {
 			t.Resources.Exclusive, taken["exclusive"] = d.t.Resources.Exclusive, true
+		}
+	}
+	// The machine's resources are for every task, whatever its device.
+	if given("cpus") {
+		t.Resources.CPUs, taken["cpus"] = d.t.Resources.CPUs, true
+	}
+	if given("memory_mib_host") {
+		t.Resources.MemoryMiBHost, taken["memory_mib_host"] = d.t.Resources.MemoryMiBHost, true
+	}
+	for name, units := range d.t.Resources.Counters {
+		if given(name) {
+			if t.Resources.Counters == nil {
+				t.Resources.Counters = map[string]int{}
+			}
+			t.Resources.Counters[name], taken[name] = units, true
 		}
 	}
 	d.resourceLines(loc, func(key string) bool { return taken[key] })

@@ -81,7 +81,7 @@ func TestGPUSchedulingKeys(t *testing.T) {
 				t.Errorf("parsed settings do not validate: %v", err)
 			}
 			want := gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 100}
-			if len(w.Tasks) != 1 || w.Tasks[0].Resources != want {
+			if len(w.Tasks) != 1 || !reflect.DeepEqual(w.Tasks[0].Resources, want) {
 				t.Errorf("tasks = %+v, want one with resources %+v", w.Tasks, want)
 			}
 		})

@@ -54,7 +54,7 @@ func TestMatrixExpands(t *testing.T) {
 	if !slices.Equal(agg.Dependencies, train) {
 		t.Errorf("aggregate depends on %q, want every variant in file order", agg.Dependencies)
 	}
-	if agg.Retries != 1 || agg.Resources != gpu {
+	if agg.Retries != 1 || !reflect.DeepEqual(agg.Resources, gpu) {
 		t.Errorf("aggregate: retries %d, resources %+v: the defaults apply to every task", agg.Retries, agg.Resources)
 	}
 	if err := gpusched.ValidateTasks(w.Tasks); err != nil {
@@ -241,13 +241,13 @@ tasks:
 	if !reflect.DeepEqual(own.Env, map[string]string{"A": "1", "B": "2", "C": "2"}) {
 		t.Errorf("own env %v: merged, its own names winning", own.Env)
 	}
-	if want := (gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 500, Exclusive: true}); own.Resources != want {
+	if want := (gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 500, Exclusive: true}); !reflect.DeepEqual(own.Resources, want) {
 		t.Errorf("own resources %+v, want %+v (merged key by key)", own.Resources, want)
 	}
 	if own.Slurm == nil || own.Slurm.Partition != "debug" || own.Slurm.Mem != "4G" {
 		t.Errorf("own slurm %+v", own.Slurm)
 	}
-	if cpu.Resources != (gpusched.ResourceRequest{Device: gpusched.CPU}) {
+	if !reflect.DeepEqual(cpu.Resources, gpusched.ResourceRequest{Device: gpusched.CPU}) {
 		t.Errorf("cpu resources %+v: device: cpu takes none of the GPU defaults", cpu.Resources)
 	}
 	if w.Executor != "slurm" {

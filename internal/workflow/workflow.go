@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -224,6 +225,7 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 	}
 	p.top(doc.Content[0])
 	p.applyExecutor()
+	p.checkResources()
 	for i := range w.Tasks {
 		w.Tasks[i].Slurm = w.Tasks[i].Slurm.Over(w.Slurm)
 	}
@@ -744,6 +746,7 @@ var schedulingKeys = []string{
 	"gpu_safety_margin_mib", "gpu_cooldown", "gpu_placement", "visible_gpus",
 	"gpu_quarantine_after", "gpu_quarantine_for", "gpu_poll_interval",
 	"gpu_reserve_after", "gpu_unknown_timeout", "nvidia_smi_timeout",
+	"cpus", "memory_mib_host", "resources",
 }
 
 func (p *parser) scheduling(n *yaml.Node) {
@@ -812,6 +815,14 @@ func (p *parser) scheduling(n *yaml.Node) {
 			s.GPUUnknownTimeout, err = p.positiveDuration(v, where)
 		case "nvidia_smi_timeout":
 			s.NvidiaSMITimeout, err = p.positiveDuration(v, where)
+		case "cpus":
+			s.CPUs, err = p.nonNegative(v, where)
+		case "memory_mib_host":
+			var m int
+			m, err = p.nonNegative(v, where)
+			s.MemoryMiBHost = int64(m)
+		case "resources":
+			s.Resources = p.declaredResources(v, where)
 		}
 		return err
 	})
@@ -980,6 +991,7 @@ func (p *parser) appendTask(t gpusched.TaskSpec, loc taskLoc, bad uint64) {
 	case !filepath.IsAbs(t.Dir):
 		t.Dir = filepath.Join(p.base, t.Dir)
 	}
+	t.Resources.Counters = maps.Clone(t.Resources.Counters) // a matrix's variants share none
 	p.w.Tasks = append(p.w.Tasks, t)
 	p.w.locs = append(p.w.locs, loc)
 	p.badKeys = append(p.badKeys, bad)
@@ -1075,7 +1087,7 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.ResourceRequest {
 	var r gpusched.ResourceRequest
 	where += ": resources"
-	p.fields(n, where, []string{"device", "memory_mib", "exclusive"}, func(key string, k, v *yaml.Node) error {
+	p.fields(n, where, resourceKeys(n), func(key string, k, v *yaml.Node) error {
 		loc.fields = append(loc.fields, fieldLine{"resources." + key, k.Line})
 		var err error
 		switch key {
@@ -1089,6 +1101,22 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 			r.MemoryMiB = int64(m)
 		case "exclusive":
 			r.Exclusive, err = p.boolean(v, where+"."+key)
+		case "cpus":
+			r.CPUs, err = p.nonNegative(v, where+"."+key)
+		case "memory_mib_host":
+			var m int
+			m, err = p.nonNegative(v, where+"."+key)
+			r.MemoryMiBHost = int64(m)
+		default:
+			// A custom resource, checked against scheduling.resources
+			// once the whole file is read (checkResources).
+			var units int
+			if units, err = p.integer(v, where+"."+key); err == nil {
+				if r.Counters == nil {
+					r.Counters = map[string]int{}
+				}
+				r.Counters[key] = units
+			}
 		}
 		return err
 	})
