@@ -103,7 +103,11 @@ func (p *parser) checkResources() {
 				told[key] = true
 			}
 			te := &gpusched.TaskError{TaskID: t.ID, Field: field, Reason: why, Kind: gpusched.ErrInvalidTask}
-			p.add(&Error{Path: p.path, Line: line, Msg: te.Error(), Err: te})
+			e := &Error{Path: p.path, Line: line, Msg: te.Error(), Err: te}
+			if field == "resources" {
+				e.Err = nil // an unknown key, as any other key is
+			}
+			p.add(e)
 			p.badKeys[i] |= bit // one mistake, one message
 		}
 	}
