@@ -26,8 +26,9 @@ func newRunCmd() *cobra.Command {
 	var out runOutput
 	var executor string
 	var route routeFlags
+	var host hostFlags
 	c := &cobra.Command{
-		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--executor NAME] [--no-progress] [--events FILE] [--daemon | --local] [--socket PATH]",
+		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--cpus N] [--memory-mib-host MIB] [--executor NAME] [--no-progress] [--events FILE] [--daemon | --local] [--socket PATH]",
 		Short: "Run a workflow's tasks to the end",
 		Long: `Run the tasks of WORKFLOW (a YAML file) until every one has completed,
 failed, or been blocked by a failed dependency.
@@ -59,6 +60,16 @@ memory an attempt was admitted with), "exit_code", "signal" (e.g. SIGKILL),
 again), "duration_s" (of an attempt) and "retry_at" (when a retried task's
 next attempt may start). An attempt that ends gives
 attempt-ended, then complete, retrying, failed or cancelled.
+
+--cpus N is the cores running tasks may take together (a task takes 1
+unless its resources.cpus asks more), in place of the workflow's
+scheduling.cpus; by default, the cores this process may use (its CPU
+affinity and cgroup quota), or -j when that is more. --memory-mib-host
+MIB is what the tasks' resources.memory_mib_host budgets may add up to,
+in place of scheduling.memory_mib_host; by default, the cgroup's memory
+limit or the machine's memory, less a tenth (at most 4 GiB). A task that
+asks for more than either is refused (exit 2). See docs/workflow.md, "CPU,
+memory and custom resources".
 
 --executor NAME runs the tasks that name no executor on NAME, in place of
 the workflow's scheduling.executor; a task's own executor key still wins.
@@ -107,12 +118,16 @@ is invalid (nothing ran).`,
 			if c.Flags().Changed("jobs") && jobs < 1 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
 			}
+			if err := host.check(c); err != nil {
+				return err
+			}
 			rt, err := chooseRoute(c.Context(), route)
 			if err != nil {
 				return err
 			}
 			if rt.daemon {
-				return runThroughDaemon(c, args[0], opts, daemonRunFlags{route: rt, jobsSet: c.Flags().Changed("jobs"), noProgress: out.noProgress})
+				return runThroughDaemon(c, args[0], opts, daemonRunFlags{route: rt, jobsSet: c.Flags().Changed("jobs"), noProgress: out.noProgress,
+					hostSet: host.set(c)})
 			}
 			if rt.announce != "" {
 				fmt.Fprintln(c.ErrOrStderr(), rt.announce)
@@ -140,6 +155,12 @@ is invalid (nothing ran).`,
 				}
 				if c.Flags().Changed("jobs") {
 					w.Scheduling.MaxParallelTasks = jobs
+				}
+				host.apply(c, &w.Scheduling)
+				// Tasks that ask for more cores, host memory or custom
+				// resources than there are could never start.
+				if err := gpusched.CheckHost(w.Scheduling, w.Tasks); err != nil {
+					return invalid(w.Locate(err))
 				}
 				// GPU tasks without nvidia-smi: invalid input, refused
 				// before the run directory is created. nvidia-smi itself is
@@ -178,6 +199,7 @@ is invalid (nothing ran).`,
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "run at most N tasks at once (default: the workflow's max_parallel_tasks, else the number of CPUs)")
+	host.add(c)
 	addExecutorFlag(c, &executor)
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would run and why (as \"gpusched plan\"); run nothing")
 	c.Flags().BoolVar(&out.noProgress, "no-progress", false, "no live display on a terminal: one timestamped line per change")

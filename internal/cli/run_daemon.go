@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type daemonRunFlags struct {
 	route      runRoute
 	jobsSet    bool
 	noProgress bool
+	hostSet    string // the --cpus or --memory-mib-host flag given, if any
 }
 
 // refuseThroughDaemon refuses the flags of run that mean nothing through
@@ -88,7 +90,13 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 	if f.jobsSet {
 		fmt.Fprintln(stderr, "gpusched: -j: how many tasks run at once is the daemon's to decide (gpusched daemon -j N); ignored")
 	}
+	if f.hostSet != "" {
+		fmt.Fprintf(stderr, "gpusched: %s: the machine's cores and memory are the daemon's to count; ignored\n", f.hostSet)
+	}
 	warnDaemonScheduling(stderr, workflowName(arg), w.Scheduling)
+	if slices.ContainsFunc(w.Tasks, func(t gpusched.TaskSpec) bool { return t.Resources.CPUs > 1 || t.Resources.MemoryMiBHost > 0 }) {
+		fmt.Fprintln(stderr, "gpusched: resources.cpus and memory_mib_host: the daemon does not count the machine's cores and memory yet; ignored")
+	}
 
 	ctx := c.Context()
 	cl := f.route.cl

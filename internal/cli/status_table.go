@@ -119,6 +119,9 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 	case task.Failed, task.Blocked, task.Cancelled:
 		// Its error says why.
 	}
+	if a := r.LastAttempt(); a != nil && a.OverHostMemory() {
+		note = strings.TrimPrefix(note+"; "+a.HostMemoryNote(), "; ")
+	}
 	return []string{r.ID, r.State.String(), strconv.Itoa(len(r.Attempts)), exit, card, took, note}
 }
 

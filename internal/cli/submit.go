@@ -169,6 +169,10 @@ func daemonTasks(w *workflow.Workflow) ([]client.Task, error) {
 		if t.Executor != "" && t.Executor != "local" {
 			return nil, invalid(w.Locate(&gpusched.TaskError{TaskID: t.ID, Field: "executor", Reason: "the daemon runs tasks on this machine (local) only", Kind: gpusched.ErrInvalidTask}))
 		}
+		for name := range t.Resources.Counters {
+			return nil, invalid(w.Locate(&gpusched.TaskError{TaskID: t.ID, Field: "resources." + name,
+				Reason: "the daemon has no custom resources yet; give --local to run in this process", Kind: gpusched.ErrInvalidTask}))
+		}
 		args, _ := t.Payload.([]string)
 		ct := client.Task{ID: t.ID, Command: args, Dependencies: t.Dependencies, Priority: t.Priority,
 			GPUMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive, Timeout: client.Duration(t.Timeout),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // The summary that ends "gpusched run": the counts by state, the time
@@ -72,7 +73,35 @@ func writeSummary(w io.Writer, records []gpusched.Record, completedNow int, took
 	if line := left.String(); line != "" {
 		fmt.Fprintln(w, line)
 	}
+	writeHostMemory(w, records)
 	fmt.Fprintf(w, "run directory: %s\n", runDir)
+}
+
+// maxSummaryMemory is how many tasks far over their host memory budget
+// the summary names.
+const maxSummaryMemory = 20
+
+// writeHostMemory names the tasks whose last attempt used far more host
+// memory than its budget (task.Attempt.OverHostMemory): admission trusted
+// the budget, so the machine held more than it counted.
+func writeHostMemory(w io.Writer, records []gpusched.Record) {
+	over := 0
+	for _, r := range records {
+		a := r.LastAttempt()
+		if a == nil {
+			continue
+		}
+		ta := task.Attempt(*a)
+		if !ta.OverHostMemory() {
+			continue
+		}
+		if over++; over <= maxSummaryMemory {
+			fmt.Fprintf(w, "  memory  %s: %s; raise its memory_mib_host\n", r.ID, ta.HostMemoryNote())
+		}
+	}
+	if over > maxSummaryMemory {
+		fmt.Fprintf(w, "  (and %d more over their host memory: gpusched status names them)\n", over-maxSummaryMemory)
+	}
 }
 
 // The summary shows the last summaryTailLines lines of the log of each

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // After Ctrl-C the summary says once how many tasks were left not started,
@@ -62,5 +64,47 @@ func TestSummaryNotStarted(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "\n  (and 5 more blocked: gpusched status lists every task)\n") || strings.Contains(b.String(), "not started") {
 		t.Errorf("summary of a failure that blocks %d tasks:\n%s", maxSummaryBlocked+5, b.String())
+	}
+}
+
+// The summary names the tasks whose last attempt used far more host
+// memory than its budget, up to maxSummaryMemory; status says it in the
+// task's note, whatever its state.
+func TestHostMemoryOverIsReported(t *testing.T) {
+	t.Parallel()
+	over := gpusched.Attempt{Number: 1, HostMemRequestedMiB: 1500, RSSPeakMiB: 4210}
+	within := gpusched.Attempt{Number: 1, HostMemRequestedMiB: 1500, RSSPeakMiB: 2000}
+	earlier := gpusched.Attempt{Number: 1, HostMemRequestedMiB: 100, RSSPeakMiB: 9000} // then a second attempt within
+	recs := []gpusched.Record{
+		{ID: "hog", State: gpusched.StateComplete, Attempts: []gpusched.Attempt{over}},
+		{ID: "fine", State: gpusched.StateComplete, Attempts: []gpusched.Attempt{within}},
+		{ID: "undeclared", State: gpusched.StateComplete, Attempts: []gpusched.Attempt{{Number: 1, RSSPeakMiB: 9000}}},
+		{ID: "better", State: gpusched.StateComplete, Attempts: []gpusched.Attempt{earlier, within}},
+	}
+	var b strings.Builder
+	writeSummary(&b, recs, 4, time.Second, "/r")
+	want := "  memory  hog: peak RSS 4210 MiB, 2.8x its memory_mib_host of 1500 MiB; raise its memory_mib_host\n"
+	if !strings.Contains(b.String(), want) || strings.Count(b.String(), "  memory  ") != 1 {
+		t.Errorf("summary:\n%s\nwant the one line\n%s", b.String(), want)
+	}
+	for range maxSummaryMemory + 2 {
+		recs = append(recs, recs[0])
+	}
+	b.Reset()
+	writeSummary(&b, recs, len(recs), time.Second, "/r")
+	if n := strings.Count(b.String(), "  memory  "); n != maxSummaryMemory || !strings.Contains(b.String(), "(and 3 more over their host memory") {
+		t.Errorf("summary names %d tasks over their memory:\n%s", n, b.String())
+	}
+
+	v := &runView{}
+	for _, st := range []task.State{task.Running, task.Complete, task.Failed} {
+		row := store.Row{Record: task.Record{ID: "hog", State: st, Error: "exit code 137", Attempts: []task.Attempt{task.Attempt(over)}}}
+		if note := taskRow(v, row, time.Now())[6]; !strings.HasSuffix(note, "peak RSS 4210 MiB, 2.8x its memory_mib_host of 1500 MiB") {
+			t.Errorf("status note of a %s task: %q", st, note)
+		}
+	}
+	row := store.Row{Record: task.Record{ID: "fine", State: task.Complete, Attempts: []task.Attempt{task.Attempt(within)}}}
+	if note := taskRow(v, row, time.Now())[6]; note != "" {
+		t.Errorf("status note of a task within its budget: %q", note)
 	}
 }
