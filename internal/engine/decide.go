@@ -116,10 +116,21 @@ type Plan struct {
 	// did not pass over waits for a slot, or keeps the reason the last
 	// decision that looked at it gave.
 	Passed []Pass
-	// HostHeldFor names the task the machine's cores, memory and custom
-	// resources are held for: ready for View.Host.ReserveAfter, it still
-	// did not fit. "" when none is.
-	HostHeldFor string
+	// host is what decide has left of the machine's resources, with the
+	// task it holds them for (HostHeldFor); nil without View.Host. (Here,
+	// not in decision: a decision is one allocation of a size class that
+	// one more field would take it out of.)
+	host *hostFree
+}
+
+// HostHeldFor names the task the machine's cores, memory and custom
+// resources are held for: ready for View.Host.ReserveAfter, it still did
+// not fit. "" when none is.
+func (p *Plan) HostHeldFor() string {
+	if p.host == nil {
+		return ""
+	}
+	return p.host.heldFor
 }
 
 // Pass is a ready task passed over, and why.
@@ -176,7 +187,7 @@ func decide(v View) Plan {
 		d.caps = &caps{running: v.UserMaxRunning, gpuMiB: v.UserMaxGPUMiB, owners: slices.Clone(v.Owners)}
 	}
 	if h := v.Host; h != nil {
-		d.host = &hostFree{cpus: h.CPUs, mib: h.MemoryMiB, counters: h.Counters, reserveAfter: h.ReserveAfter}
+		d.p.host = &hostFree{cpus: h.CPUs, mib: h.MemoryMiB, counters: h.Counters, reserveAfter: h.ReserveAfter}
 	}
 	v.Ready.Ascend(func(c Candidate) bool {
 		p := &d.p
@@ -184,7 +195,7 @@ func decide(v View) Plan {
 			d.pass(&c, task.WaitUserCap)
 			return true
 		}
-		if d.host != nil && !d.hostFits(&c) {
+		if d.p.host != nil && !d.hostFits(&c) {
 			return true
 		}
 		if !c.GPU {
@@ -256,6 +267,7 @@ type decision struct {
 	reserveAfter time.Duration
 	now          time.Time
 	gpuKnown     bool
+	stale        bool // see kept
 	// kept are the positions of the cards reserved or not taking work,
 	// where a task that fits nowhere may have room all the same (few or
 	// none); nil until the first such task. roomReserved and roomResting
@@ -263,9 +275,7 @@ type decision struct {
 	// one cooling or quarantined (-1: none); stale says to find them again.
 	kept                      []int
 	roomReserved, roomResting int64
-	stale                     bool
-	caps                      *caps     // nil: no per-user cap
-	host                      *hostFree // nil: the machine's resources are not counted
+	caps                      *caps // nil: no per-user cap
 }
 
 // caps are the per-user caps, and what each owner holds as decide starts
@@ -368,8 +378,9 @@ type hostFree struct {
 	counters     map[string]int // View.Host's until the first change, then decide's copy
 	copied       bool
 	reserveAfter time.Duration
-	// What is held for the task Plan.HostHeldFor names, already taken
-	// from the free figures above.
+	// What is held for the task heldFor (Plan.HostHeldFor), already
+	// taken from the free figures above.
+	heldFor      string
 	heldCPUs     int
 	heldMiB      int64
 	heldCounters map[string]int
@@ -437,15 +448,15 @@ func (h *hostFree) take(cpus int, mib int64, counters map[string]int) {
 // what is free. One that does not is passed over; the first that has
 // waited ReserveAfter has what it needs held for it.
 func (d *decision) hostFits(c *Candidate) bool {
-	h := d.host
+	h := d.p.host
 	cpus, mib, counters := hostNeed(c)
 	why := h.short(cpus, mib, counters, false)
 	if why == task.NotWaiting {
 		return true
 	}
-	held := d.p.HostHeldFor != "" && h.short(cpus, mib, counters, true) == task.NotWaiting
-	if d.p.HostHeldFor == "" && h.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= h.reserveAfter {
-		d.p.HostHeldFor = c.ID
+	held := h.heldFor != "" && h.short(cpus, mib, counters, true) == task.NotWaiting
+	if h.heldFor == "" && h.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= h.reserveAfter {
+		h.heldFor = c.ID
 		h.heldCPUs, h.heldMiB = cpus, mib
 		h.heldCounters = counters
 		h.take(cpus, mib, counters)
@@ -458,7 +469,7 @@ func (d *decision) hostFits(c *Candidate) bool {
 
 // took counts a task decide starts against the machine's resources.
 func (d *decision) took(c *Candidate) {
-	if d.host != nil {
-		d.host.take(hostNeed(c))
+	if d.p.host != nil {
+		d.p.host.take(hostNeed(c))
 	}
 }

@@ -365,6 +365,38 @@ func BenchmarkDecide100kReady(b *testing.B) {
 			}
 		})
 	}
+	// As the engine decides: the machine's cores and memory counted
+	// (View.Host), the tasks asking nothing of them but their one core.
+	host := &HostView{CPUs: 64, MemoryMiB: 1 << 20, Counters: map[string]int{}, ReserveAfter: time.Minute}
+	b.Run("free=8/host", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if got := decide(View{Free: 8, Ready: q, Host: host}); len(got.Starts) != 8 {
+				b.Fatalf("started %d", len(got.Starts))
+			}
+		}
+	})
+}
+
+// BenchmarkDecide10kWaitingCPU: 10,000 ready tasks of 4 cores each, with
+// 2 cores free and slots to spare: none fits, and decide looks at every
+// one, as it does at GPU tasks that fit no card. They carry the reason an
+// earlier decision gave them, so none is reported.
+func BenchmarkDecide10kWaitingCPU(b *testing.B) {
+	e := &Engine{ready: newReadySet()}
+	for i := range 10_000 {
+		n := &node{spec: &task.Spec{ID: fmt.Sprint("t", i), Resources: task.ResourceRequest{CPUs: 4}}, seq: int64(i), readySince: t0}
+		e.ready.ReplaceOrInsert(n)
+	}
+	q := readyQueue{e.ready}
+	host := &HostView{CPUs: 2, MemoryMiB: 1 << 20, ReserveAfter: -1}
+	settle(b, e.ready, decide(View{Free: 4, Ready: q, Now: t0, Host: host}))
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := decide(View{Free: 4, Ready: q, Now: t0, Host: host}); len(p.Starts) != 0 || len(p.Passed) != 0 {
+			b.Fatalf("started %d, reported %d reasons", len(p.Starts), len(p.Passed))
+		}
+	}
 }
 
 // BenchmarkDecide10kWaitingGPU: one admission decision with 10,000 GPU

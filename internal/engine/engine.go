@@ -520,7 +520,7 @@ func (e *Engine) schedule() {
 		case p.Why == task.WaitUserCap:
 			e.setWait(n, e.capReason(n))
 		case hostKind(p.Why):
-			e.setWait(n, e.hostReason(n, p, plan.HostHeldFor))
+			e.setWait(n, e.hostReason(n, p, plan.HostHeldFor()))
 		default:
 			e.setWait(n, e.gpuReason(n, p.Why, v.Cards))
 		}

@@ -95,8 +95,8 @@ func TestDecideHost(t *testing.T) {
 			for _, a := range p.Starts {
 				got = append(got, a.TaskID)
 			}
-			if !slices.Equal(got, tt.starts) || !slices.Equal(p.Passed, tt.passed) || p.HostHeldFor != tt.heldBy {
-				t.Errorf("plan: starts %v, passed %+v, held for %q; want %v, %+v, %q", got, p.Passed, p.HostHeldFor, tt.starts, tt.passed, tt.heldBy)
+			if !slices.Equal(got, tt.starts) || !slices.Equal(p.Passed, tt.passed) || p.HostHeldFor() != tt.heldBy {
+				t.Errorf("plan: starts %v, passed %+v, held for %q; want %v, %+v, %q", got, p.Passed, p.HostHeldFor(), tt.starts, tt.passed, tt.heldBy)
 			}
 			if v.Host != nil && !maps.Equal(v.Host.Counters, before) {
 				t.Errorf("decide changed the view's counters: %v, were %v", v.Host.Counters, before)
@@ -162,7 +162,7 @@ func TestDecideHostNeverOvercommits(t *testing.T) {
 		index := func(id string) int { return slices.IndexFunc(q, func(c Candidate) bool { return c.ID == id }) }
 		all := use{counters: map[string]int{}}
 		after := use{counters: map[string]int{}} // started after the holder, in queue order
-		holder := index(p.HostHeldFor)
+		holder := index(p.HostHeldFor())
 		for _, a := range p.Starts {
 			i := index(a.TaskID)
 			add(&all, &q[i])
@@ -176,8 +176,8 @@ func TestDecideHostNeverOvercommits(t *testing.T) {
 		if holder < 0 || len(after.counters) == 0 && after.cpus == 0 && after.mib == 0 {
 			continue
 		}
-		if slices.ContainsFunc(p.Starts, func(a Action) bool { return a.TaskID == p.HostHeldFor }) {
-			t.Fatalf("round %d: %s both started and held for", round, p.HostHeldFor)
+		if slices.ContainsFunc(p.Starts, func(a Action) bool { return a.TaskID == p.HostHeldFor() }) {
+			t.Fatalf("round %d: %s both started and held for", round, p.HostHeldFor())
 		}
 		// Every resource a start after the holder took, and the holder
 		// needs: the starts and the holder's need fit together.
@@ -195,7 +195,7 @@ func TestDecideHostNeverOvercommits(t *testing.T) {
 			return hk[r] > 0 && after.counters[r] > 0
 		}
 		if !fits(withHeld, h, shared) {
-			t.Fatalf("round %d: held for %s, yet started %+v after it, taking what it needs of %+v", round, p.HostHeldFor, p.Starts, h)
+			t.Fatalf("round %d: held for %s, yet started %+v after it, taking what it needs of %+v", round, p.HostHeldFor(), p.Starts, h)
 		}
 	}
 }
