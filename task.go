@@ -257,6 +257,11 @@ type Attempt struct {
 // Ended reports whether the attempt has finished.
 func (a *Attempt) Ended() bool { return !a.End.IsZero() }
 
+// OverHostMemory reports whether the attempt's peak RSS went over its host
+// memory budget by far: more than 1.5 times MemoryMiBHost. It is false
+// when the task declared no budget.
+func (a *Attempt) OverHostMemory() bool { return (*task.Attempt)(a).OverHostMemory() }
+
 // Artifact is a file a task produced, as it was when the task completed.
 type Artifact struct {
 	Path    string    `json:"path"` // as the task spec lists it
