@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -331,6 +332,30 @@ var migrations = []string{
 	// 8: a task paused (a daemon's pause): not started until resumed,
 	// also by a scheduler opened after a crash. 0 in rows written before.
 	`ALTER TABLE tasks ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;`,
+	// 9: the outbox carries notifications besides completion events:
+	// each event has a kind (what delivers it; 'complete' for the rows
+	// written before) and a payload, an event about the run or the cards
+	// belongs to no task (task_id NULL), and a delivery given up is
+	// marked so. SQLite cannot drop a NOT NULL constraint: the table is
+	// rebuilt, its rows copied as they are.
+	`CREATE TABLE events_v9 (
+		id         INTEGER PRIMARY KEY,
+		kind       TEXT NOT NULL DEFAULT 'complete',
+		task_id    TEXT REFERENCES tasks(id),
+		attempt    INTEGER NOT NULL DEFAULT 0,
+		created_at INTEGER NOT NULL,
+		acked_at   INTEGER,
+		tries      INTEGER NOT NULL DEFAULT 0,
+		last_error TEXT NOT NULL DEFAULT '',
+		next_try   INTEGER,
+		payload    TEXT NOT NULL DEFAULT '',
+		gave_up    INTEGER NOT NULL DEFAULT 0
+	);
+	INSERT INTO events_v9 (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
+		SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events;
+	DROP TABLE events;
+	ALTER TABLE events_v9 RENAME TO events;
+	CREATE INDEX events_pending ON events (id) WHERE acked_at IS NULL;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -520,11 +545,12 @@ func (s *SQLite) apply(b *Batch) error {
 		}
 	}
 	for _, ev := range b.Events {
-		if _, err := tx.Exec(`INSERT INTO events (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		if _, err := tx.Exec(`INSERT INTO events (id, kind, task_id, attempt, created_at, acked_at, tries, last_error, next_try, payload, gave_up)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET acked_at = excluded.acked_at, tries = excluded.tries,
-				last_error = excluded.last_error, next_try = excluded.next_try`,
-			ev.ID, ev.TaskID, ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError, timeOrNil(ev.NextTry)); err != nil {
+				last_error = excluded.last_error, next_try = excluded.next_try, gave_up = excluded.gave_up`,
+			ev.ID, cmp.Or(ev.Kind, EventComplete), stringOrNil(ev.TaskID), ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError,
+			timeOrNil(ev.NextTry), string(ev.Payload), ev.GaveUp); err != nil {
 			return fmt.Errorf("write event %d to state db %s: %w", ev.ID, s.path, err)
 		}
 	}
@@ -840,14 +866,14 @@ func (s *SQLite) PendingEvents() ([]EventWrite, int64, error) {
 	return pending, maxID.Int64, s.corrupt(err)
 }
 
-// Events returns every completion event, oldest first.
+// Events returns every outbox event, oldest first.
 func (s *SQLite) Events() ([]EventWrite, error) {
 	out, err := s.events("")
 	return out, s.corrupt(err)
 }
 
 func (s *SQLite) events(where string) ([]EventWrite, error) {
-	rows, err := s.db.Query("SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events " + where + " ORDER BY id")
+	rows, err := s.db.Query("SELECT id, kind, task_id, attempt, created_at, acked_at, tries, last_error, next_try, payload, gave_up FROM events " + where + " ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("read events from state db %s: %w", s.path, err)
 	}
@@ -857,8 +883,14 @@ func (s *SQLite) events(where string) ([]EventWrite, error) {
 		var ev EventWrite
 		var created int64
 		var acked, next sql.NullInt64
-		if err := rows.Scan(&ev.ID, &ev.TaskID, &ev.Attempt, &created, &acked, &ev.Tries, &ev.LastError, &next); err != nil {
+		var taskID sql.NullString
+		var payload string
+		if err := rows.Scan(&ev.ID, &ev.Kind, &taskID, &ev.Attempt, &created, &acked, &ev.Tries, &ev.LastError, &next, &payload, &ev.GaveUp); err != nil {
 			return nil, fmt.Errorf("read events from state db %s: %w", s.path, err)
+		}
+		ev.TaskID = taskID.String
+		if payload != "" {
+			ev.Payload = []byte(payload)
 		}
 		ev.Created = time.Unix(0, created)
 		if acked.Valid {
@@ -919,6 +951,13 @@ func intOrNil(p *int) any {
 		return nil
 	}
 	return *p
+}
+
+func stringOrNil(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
 }
 
 func positiveOrNil(v int64) any {
