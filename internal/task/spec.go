@@ -115,6 +115,13 @@ type Spec struct {
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
 	OnComplete []string `json:"on_complete,omitempty"`
+	// OnFailure, for the command kind, is an argv run once the task has
+	// failed for good, its retries spent (at least once, as OnComplete),
+	// with GPUSCHED_TASK_ID, GPUSCHED_EVENT_ID, GPUSCHED_EXIT_CODE,
+	// GPUSCHED_ATTEMPTS and GPUSCHED_ERROR set. A blocked or cancelled
+	// task has not failed: it is not run for those. Not part of the
+	// definition, as OnComplete is not.
+	OnFailure []string `json:"on_failure,omitempty"`
 	// CleanEnv makes Env the attempts' whole environment (besides the
 	// variables gpusched sets): nothing is inherited from the scheduler's.
 	// A daemon gives a task its submitter's environment so. It is part of
@@ -482,6 +489,16 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
+	if len(s.OnFailure) > 0 && strings.TrimSpace(s.OnFailure[0]) == "" {
+		if !report(Invalid(s.ID, "on_failure", "empty command")) {
+			return
+		}
+	}
+	for i, a := range s.OnFailure {
+		if err := CheckArg(s.ID, "on_failure", i, a); err != nil && !report(err) {
+			return
+		}
+	}
 }
 
 // checkEnv reports the env's invalid names and values, by name.
@@ -511,7 +528,7 @@ func (s *Spec) checkEnv(report func(error) bool) bool {
 // that a command line cannot carry, one that holds a NUL byte, naming it
 // as field[i] (for example "args[2]"); nil if every item can be passed.
 // The command kind checks its payload with it, and Validate a task's
-// on_complete.
+// on_complete and on_failure.
 func CheckArgv(id, field string, argv []string) error {
 	for i, a := range argv {
 		if err := CheckArg(id, field, i, a); err != nil {
