@@ -421,7 +421,7 @@ func (ev runEvent) apply(e *Engine) {
 	case e.broken != nil:
 		ev.reply <- runResult{e.records(), e.broken}
 	default:
-		e.run = &runState{ctx: ev.ctx, reply: ev.reply, serve: ev.serve}
+		e.run = &runState{ctx: ev.ctx, reply: ev.reply, serve: ev.serve, started: e.cfg.Now()}
 	}
 }
 
@@ -485,6 +485,10 @@ type Event struct {
 	// Ended, for Adopted: the attempt had ended while no scheduler
 	// watched; its end is recorded next, from its result.
 	Ended bool
+	// Notification, for DeliveryFailed, is the kind of the outbox event
+	// (store.EventComplete, ...); GaveUp: it will not be tried again.
+	Notification string
+	GaveUp       bool
 	// RetryAt, for Retrying: when the next attempt may start at the
 	// earliest (retry delay, or a back-off after a fault of the
 	// environment); zero when it may start at once.

@@ -121,6 +121,19 @@ type Config struct {
 	// OnFailure, if set, is called on a goroutine of its own once a task
 	// has failed for good (its retries spent), after that is committed.
 	OnFailure func(spec *task.Spec, rec task.Record)
+	// Notices, if set, returns the outbox events that ev asks for besides
+	// a completion's (WantsEvent): a failure's, a card's quarantine's.
+	// It is called on the loop as each event is recorded, with the
+	// definition of its task (nil for events about the cards); what it
+	// returns is written in the same transaction as the event, and
+	// delivered through Deliver like completion events.
+	Notices func(ev Event, spec *task.Spec) []Notice
+	// RunEnded, if set, returns the outbox events of a Run's end: it is
+	// called on the loop once the Run has nothing more to do, or is
+	// stopped and nothing runs. The events are written before the Run
+	// returns, and the Run waits for their delivery as for the others',
+	// even when its context stopped it (not after StopNow).
+	RunEnded func(end RunEnd) []Notice
 	// DefaultRetryDelay is the wait before the first retry of a task that
 	// sets no RetryDelay; it doubles with each retry up to RetryDelayMax.
 	// 0 means DefaultRetryDelay; negative means none.
@@ -208,11 +221,10 @@ type Engine struct {
 	fitCheck       bool                 // a reading arrived: check waiting tasks still fit some card
 	lastSample     map[int]store.Sample // by card: the last memory sample saved
 
-	// The outbox of completion events, owned by the loop too.
-	outbox        []*pendingEvent       // pending, oldest first
-	outboxSpecs   map[string]*task.Spec // definitions the events' tasks completed with
+	// The outbox, owned by the loop too (outbox.go).
+	outbox        [numLanes]lane
+	outboxSpecs   map[string]*task.Spec // definitions the events' tasks completed (or failed) with
 	nextEventID   int64
-	delivering    bool // a delivery is in flight
 	deliverCtx    context.Context
 	cancelDeliver context.CancelFunc
 	pollCtx       context.Context
@@ -290,6 +302,10 @@ type runState struct {
 	reply chan runResult
 	stop  error // why the run is stopping, once it is
 	serve bool  // Serve: it ends only when stopped, and returns no records
+	// For the events of its end (Config.RunEnded, outbox.go).
+	started   time.Time
+	endQueued bool    // they were written (or there were none)
+	endIDs    []int64 // those not delivered yet
 }
 
 type runResult struct {
@@ -429,11 +445,12 @@ func (e *Engine) loop() {
 		gpuNext := e.pollGPUs()
 		waitNext := e.refreshWaits(e.cfg.Now())
 		e.saveUsage()
+		e.queueRunEnd()
 		e.flush()
 		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext)
 		e.finishRun()
 		e.afterTurn()
-		if e.closing != nil && e.running == 0 && !e.delivering {
+		if e.closing != nil && e.running == 0 && !e.delivering() {
 			e.stopPolls()
 			e.wake.Stop()
 			err := e.cfg.Store.Close()
@@ -508,6 +525,9 @@ func (e *Engine) finishRun() {
 	}
 	stopping := e.run.stop != nil || e.broken != nil || e.closing != nil
 	if !stopping && (e.run.serve || e.ready.Len() > 0 || e.delayed.Len() > 0 || e.outboxHoldsRun()) {
+		return
+	}
+	if stopping && e.runEndHoldsStop() {
 		return
 	}
 	err := e.run.stop
@@ -1059,6 +1079,7 @@ func (e *Engine) writeAttempt(n *node, number int) {
 // after the commit.
 func (e *Engine) notify(ev Event) {
 	ev.Time = e.cfg.Now()
+	e.queueNotices(ev)
 	e.effects = append(e.effects, func(err error) {
 		if err == nil {
 			e.publish(ev)
