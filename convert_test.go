@@ -171,7 +171,7 @@ func TestEventConversionKeepsEveryField(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ev := engine.Event{Seq: 42, Time: at, Kind: engine.Retrying, TaskID: "1/a",
 		Attempt:   task.Attempt{Number: 2, Start: at, ExitCode: &code},
-		BlockedBy: "1/b", Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at, Submitted: at}
+		BlockedBy: "1/b", Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at, Submitted: at, Notification: "webhook", GaveUp: true}
 	got := publicEvent(ev)
 	v := reflect.ValueOf(got)
 	for i := range v.NumField() {

@@ -22,6 +22,7 @@ import (
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -261,8 +262,17 @@ func (s *Scheduler) wantsEvent(sp *task.Spec) bool {
 	return false
 }
 
-// deliver hands a completion event to its kind's handler.
+// deliver hands an outbox event to what delivers it: a completion event
+// to its kind's completion handler, the others as notify.go says.
 func (s *Scheduler) deliver(ctx context.Context, d engine.Delivery) error {
+	switch d.Kind {
+	case store.EventFailure:
+		return s.deliverFailure(ctx, d)
+	case store.EventRunEnd:
+		return s.deliverRunEnd(ctx, d)
+	case store.EventWebhook:
+		return s.postWebhook(ctx, d)
+	}
 	ch, ok := s.handlers[d.Spec.Kind].(CompletionHandler)
 	if !ok {
 		return fmt.Errorf("no completion handler is registered for kind %q", d.Spec.Kind)

@@ -1,6 +1,7 @@
 package gpusched
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,8 @@ type Scheduler struct {
 	smi             bool // probe is the real nvidia-smi
 	engine          *engine.Engine
 	lock            *os.File
-	qualified       bool // task ids may be RUN/TASK (WithQualifiedIDs)
+	qualified       bool   // task ids may be RUN/TASK (WithQualifiedIDs)
+	userAgent       string // of webhook requests (WithUserAgent)
 }
 
 // Option configures a Scheduler.
@@ -55,6 +57,7 @@ type options struct {
 	probe     gpu.Probe // nil: nvidia-smi
 	qualified bool      // WithQualifiedIDs
 	retire    bool      // WithRetirement
+	userAgent string    // WithUserAgent
 }
 
 // WithHandler registers h for tasks of the given kind, replacing any
@@ -107,7 +110,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		return nil, err
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
-		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified}
+		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified, userAgent: cmp.Or(o.userAgent, defaultUserAgent())}
 	sc.runTag = runTag(abs)
 	if sc.probe == nil {
 		sc.probe, sc.smi = &nvidiasmi.Probe{Timeout: sc.settings.NvidiaSMITimeout}, true
@@ -128,6 +131,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		WantsEvent:        sc.wantsEvent,
 		Deliver:           sc.deliver,
 		OnFailure:         sc.onFailure,
+		Notices:           sc.notices,
+		RunEnded:          sc.runEnded,
 		FairShareHalfLife: sc.settings.FairShareHalfLife,
 		UserMaxRunning:    sc.settings.UserMaxRunning,
 		UserMaxGPUMiB:     sc.settings.UserMaxGPUMiB,

@@ -79,6 +79,13 @@ type TaskSpec struct {
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
 	OnComplete []string `json:"on_complete,omitempty"`
+	// OnFailure, for the command kind, is an argv run once the task has
+	// failed for good, its retries spent (at least once, as OnComplete),
+	// with GPUSCHED_TASK_ID, GPUSCHED_EVENT_ID, GPUSCHED_EXIT_CODE,
+	// GPUSCHED_ATTEMPTS and GPUSCHED_ERROR set (see FailureEvent). A
+	// blocked or cancelled task has not failed: nothing runs for it.
+	// Like OnComplete, it is not part of the task's definition.
+	OnFailure []string `json:"on_failure,omitempty"`
 	// CleanEnv makes Env the attempts' whole environment: nothing is
 	// inherited from the scheduler's own (gpusched's variables, such as
 	// GPUSCHED_TASK_ID and CUDA_VISIBLE_DEVICES, are still set). A daemon
@@ -374,6 +381,13 @@ type Event struct {
 	// EventBlocked, EventCancelled), is when it was last submitted, as its
 	// Record says.
 	Submitted time.Time
+	// Notification, for EventDeliveryFailed, says what failed to be
+	// delivered: "complete" (a completion handler, on_complete),
+	// "failure" (a failure event handler, on_failure), "run-end"
+	// (on_run_end) or "webhook". GaveUp: it will not be tried again (a
+	// webhook, after WebhookTries failures).
+	Notification string
+	GaveUp       bool
 }
 
 // EventKind says what an Event reports.
@@ -387,8 +401,9 @@ const (
 	EventFailed                         // the task failed for good
 	EventBlocked                        // a dependency failed or was cancelled
 	EventCancelled                      // the task was cancelled
-	// EventDeliveryFailed: a completion handler failed; the event will be
-	// delivered again.
+	// EventDeliveryFailed: a notification could not be delivered (a
+	// completion or failure handler failed, on_run_end, a webhook); it
+	// will be delivered again unless Event.GaveUp.
 	EventDeliveryFailed
 	// EventCardQuarantined: a GPU went into quarantine; Event.Card says
 	// which, Event.Error why and until when.

@@ -124,10 +124,11 @@ type Config struct {
 	// Notices, if set, returns the outbox events that ev asks for besides
 	// a completion's (WantsEvent): a failure's, a card's quarantine's.
 	// It is called on the loop as each event is recorded, with the
-	// definition of its task (nil for events about the cards); what it
-	// returns is written in the same transaction as the event, and
-	// delivered through Deliver like completion events.
-	Notices func(ev Event, spec *task.Spec) []Notice
+	// definition and record of its task (nil for events about the cards;
+	// the record only for the call); what it returns is written in the
+	// same transaction as the event, and delivered through Deliver like
+	// completion events.
+	Notices func(ev Event, spec *task.Spec, rec *task.Record) []Notice
 	// RunEnded, if set, returns the outbox events of a Run's end: it is
 	// called on the loop once the Run has nothing more to do, or is
 	// stopped and nothing runs. The events are written before the Run

@@ -71,12 +71,12 @@ func handlerDeliveries(got []string) []string {
 func noticeConfig(d *kindDeliveries, ends *[]RunEnd) Config {
 	return Config{
 		Deliver: d.deliver,
-		Notices: func(ev Event, sp *task.Spec) []Notice {
+		Notices: func(ev Event, sp *task.Spec, rec *task.Record) []Notice {
 			if ev.Kind != Failed {
 				return nil
 			}
-			if sp == nil || sp.ID != ev.TaskID {
-				panic(fmt.Sprintf("Notices got the definition %+v for %s", sp, ev.TaskID))
+			if sp == nil || sp.ID != ev.TaskID || rec == nil || rec.ID != ev.TaskID || rec.State != task.Failed {
+				panic(fmt.Sprintf("Notices got the definition %+v and record %+v for %s", sp, rec, ev.TaskID))
 			}
 			p := []byte(fmt.Sprintf(`{"attempts":%d,"error":%q}`, ev.Attempt.Number, ev.Attempt.Error))
 			return []Notice{{Kind: store.EventFailure, Payload: p}, {Kind: store.EventWebhook, Payload: p}}

@@ -152,14 +152,17 @@ func (e *Engine) queueNotices(ev Event) {
 		return
 	}
 	var spec *task.Spec
+	var rec *task.Record
 	if ev.TaskID != "" {
-		if n := e.tasks[ev.TaskID]; n != nil {
-			spec = n.spec
-		} else if n := e.adopted[ev.TaskID]; n != nil {
-			spec = n.spec
+		n := e.tasks[ev.TaskID]
+		if n == nil {
+			n = e.adopted[ev.TaskID]
+		}
+		if n != nil {
+			spec, rec = n.spec, &n.rec
 		}
 	}
-	for _, nt := range e.cfg.Notices(ev, spec) {
+	for _, nt := range e.cfg.Notices(ev, spec, rec) {
 		e.queueNotice(ev.TaskID, spec, ev.Attempt.Number, nt)
 	}
 }
