@@ -21,9 +21,11 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/elide"
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/store"
@@ -170,7 +172,19 @@ func quoteURL(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Host != "" {
 		return strconv.Quote(u.Scheme + "://" + u.Host + "/…")
 	}
-	return oneLine(strconv.Quote(raw))
+	// Not a URL with a host: up to the first "/" after a scheme's "//".
+	head, rest := raw, ""
+	start := 0
+	if i := strings.Index(raw, "//"); i >= 0 {
+		start = i + 2
+	}
+	if i := strings.IndexByte(raw[start:], '/'); i >= 0 {
+		head, rest = raw[:start+i], raw[start+i:]
+	}
+	if rest != "" && rest != "/" {
+		head += "/…"
+	}
+	return elide.Quote(head)
 }
 
 // notices returns the outbox events a recorded transition asks for: a

@@ -375,7 +375,7 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
 		Executor:  t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
-		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, CleanEnv: t.CleanEnv, Owner: t.Owner,
+		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
 }
 
@@ -648,6 +648,7 @@ var schedulingKeys = []string{
 	"gpu_safety_margin_mib", "gpu_cooldown", "gpu_placement", "visible_gpus",
 	"gpu_quarantine_after", "gpu_quarantine_for", "gpu_poll_interval",
 	"gpu_reserve_after", "gpu_unknown_timeout", "nvidia_smi_timeout",
+	"on_run_end", "webhook",
 }
 
 func (p *parser) scheduling(n *yaml.Node) {
@@ -716,6 +717,14 @@ func (p *parser) scheduling(n *yaml.Node) {
 			s.GPUUnknownTimeout, err = p.positiveDuration(v, where)
 		case "nvidia_smi_timeout":
 			s.NvidiaSMITimeout, err = p.positiveDuration(v, where)
+		case "on_run_end":
+			s.OnRunEnd, err = p.strings(v, where)
+			if err == nil && len(s.OnRunEnd) == 0 {
+				err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", where)
+			}
+			s.OnRunEndDir = p.base // run where the tasks' relative dirs start
+		case "webhook":
+			s.Webhook, err = p.scalar(v, where)
 		}
 		return err
 	})
@@ -747,7 +756,7 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 }
 
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
-	"executor", "artifacts", "hash_artifacts", "on_complete", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm"}
+	"executor", "artifacts", "hash_artifacts", "on_complete", "on_failure", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm"}
 
 func (p *parser) tasks(n *yaml.Node) {
 	if n.Kind != yaml.SequenceNode {
@@ -841,6 +850,11 @@ func (p *parser) task(i int, tn *yaml.Node) {
 		case "on_complete":
 			t.OnComplete, err = p.strings(v, field)
 			if err == nil && len(t.OnComplete) == 0 {
+				err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
+			}
+		case "on_failure":
+			t.OnFailure, err = p.strings(v, field)
+			if err == nil && len(t.OnFailure) == 0 {
 				err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
 			}
 		case "retry_delay":
