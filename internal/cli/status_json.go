@@ -35,9 +35,10 @@ type taskJSON struct {
 	History      []task.Attempt `json:"history"`
 }
 
-// eventJSON is a completion event not yet delivered.
+// eventJSON is an event of the task's not yet delivered.
 type eventJSON struct {
 	ID        int64      `json:"id"`
+	Kind      string     `json:"kind"` // complete, failure (on_failure) or webhook
 	Attempt   int        `json:"attempt"`
 	Tries     int        `json:"failed_tries"`
 	LastError string     `json:"last_error,omitempty"`
@@ -82,7 +83,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 			t.RetryAt = &at
 		}
 		for _, ev := range v.pending[r.ID] {
-			e := eventJSON{ID: ev.ID, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
+			e := eventJSON{ID: ev.ID, Kind: ev.Kind, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
 			if !ev.NextTry.IsZero() {
 				next := ev.NextTry
 				e.NextTry = &next
