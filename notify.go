@@ -17,16 +17,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/elide"
 	"github.com/gpusched/gpusched/internal/engine"
+	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -358,16 +357,11 @@ func upper(s string) string {
 	return string(b)
 }
 
-// runWithInput runs argv in its own process group with input on its
-// stdin and its output appended to logPath (opened as an attempt's log
-// is, never through a link below runDir). When ctx is done the group is
-// sent SIGTERM, and SIGKILL grace later.
+// runWithInput runs argv as an attempt is run (its own process group,
+// stopped with SIGTERM then SIGKILL grace later when ctx is done, what
+// it leaves behind killed), with input on its stdin and its output
+// appended to logPath (never opened through a link below runDir).
 func runWithInput(ctx context.Context, argv, env []string, dir, logPath, runDir string, input []byte, grace time.Duration) error {
-	logf, err := local.OpenLogAs(runDir, logPath, nil)
-	if err != nil {
-		return fmt.Errorf("open its log: %w", err)
-	}
-	defer logf.Close()
 	// The input from a file, not a pipe: nothing to copy, nothing to
 	// wait for if the command never reads it.
 	in, err := os.CreateTemp("", "gpusched-run-end-*.json")
@@ -382,38 +376,20 @@ func runWithInput(ctx context.Context, argv, env []string, dir, logPath, runDir 
 	if _, err := in.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("write its input: %w", err)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env, cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, dir, in, logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(logf, "gpusched: %v\n", err)
-		return err
+	res := (&local.Executor{}).Execute(ctx, executor.Job{
+		TaskID: "run-end", Args: argv, Env: env, Dir: dir, LogPath: logPath, LogRoot: runDir, KillGrace: grace, Stdin: in,
+	}, executor.Hooks{})
+	switch {
+	case res.Err != nil:
+		return res.Err
+	case res.Reason == executor.Cancelled:
+		return fmt.Errorf("stopped (%w)", context.Cause(ctx))
+	case res.Signal != 0:
+		return fmt.Errorf("killed by %s", executor.SignalName(res.Signal))
+	case res.ExitCode != 0:
+		return fmt.Errorf("exit code %d", res.ExitCode)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		pgid := cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		kill := time.NewTimer(grace)
-		select {
-		case err = <-done:
-		case <-kill.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			err = <-done
-		}
-		kill.Stop()
-		return fmt.Errorf("stopped (%w): %v", context.Cause(ctx), err)
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return fmt.Errorf("killed by %s", ws.Signal())
-		}
-		return fmt.Errorf("exit code %d", ee.ExitCode())
-	}
-	return err
+	return nil
 }
 
 // webhookClient posts to webhooks: a short timeout, no redirects (a
