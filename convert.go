@@ -90,6 +90,7 @@ var eventKinds = [...]EventKind{
 	engine.Failed: EventFailed, engine.TaskBlocked: EventBlocked, engine.TaskCancelled: EventCancelled,
 	engine.DeliveryFailed: EventDeliveryFailed, engine.CardQuarantined: EventCardQuarantined,
 	engine.GPUUnknown: EventGPUUnknown, engine.GPUKnown: EventGPUKnown, engine.Adopted: EventAdopted,
+	engine.JobChanged: EventJob,
 }
 
 func publicEvent(ev engine.Event) Event {

@@ -82,6 +82,7 @@ func (r runner) job(req engine.AttemptRequest) executor.Job {
 		LogRoot:   r.s.runDir,
 		Token:     r.s.token(req.Spec.ID, req.Number),
 		GPUs:      gpus(req.Spec),
+		GPUMiB:    req.GPUMiB,
 		Slurm:     req.Spec.Slurm,
 	}
 }
@@ -175,7 +176,7 @@ func (r runner) Recover(orphans []engine.Orphan) []executor.Recovery {
 		}
 		batch := make([]executor.Orphan, len(idx))
 		for k, i := range idx {
-			batch[k] = executor.Orphan{Job: r.job(orphans[i].Req), Handle: orphans[i].Handle}
+			batch[k] = executor.Orphan{Job: r.job(orphans[i].Req), Handle: orphans[i].Handle, Progress: orphans[i].Progress}
 		}
 		for k, rc := range ex.Recover(batch) {
 			out[idx[k]] = rc
@@ -197,7 +198,8 @@ func (r runner) Signal(h executor.Handle, sig syscall.Signal) error {
 var _ engine.Signaler = runner{}
 
 // Finish judges an attempt's result: its kind's handler, its artifacts,
-// and, for a GPU task that failed, whether it ran out of GPU memory.
+// and, for a GPU task that failed (on a card here, or wherever its
+// executor placed it), whether it ran out of GPU memory.
 func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res executor.Result) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
 	t := publicSpec(req.Spec)
@@ -232,7 +234,7 @@ func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res execu
 			}
 		}
 	}
-	if out.Verdict != nil && req.GPU != nil {
+	if out.Verdict != nil && req.Spec.Resources.GPU() {
 		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(r.logTail(req, 64<<10))
 	}
 	return out

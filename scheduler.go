@@ -138,6 +138,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		UserMaxGPUMiB:     sc.settings.UserMaxGPUMiB,
 		OwnerName:         ownerName,
 		Retire:            o.retire,
+		PlacesGPUs:        sc.placesGPUs,
+		MaxGPUMiB:         sc.maxGPUMiB,
 		GPU: engine.GPUConfig{
 			Probe:          sc.probe,
 			Settings:       sc.settings.gpuSettings(),
@@ -246,7 +248,9 @@ func (s *Scheduler) StopNow() { s.engine.StopNow() }
 func (s *Scheduler) Records() []Record { return publicRecords(s.engine.Records()) }
 
 // Waiting returns why each task named waits, as the scheduler decided:
-// for those that are pending; with no ids, for every pending task. The
+// for those that are pending, or running with an attempt that waits in
+// the batch system that runs it (WaitQueued); with no ids, for every such
+// task. The
 // same reasons are saved in the run directory's state database, where
 // "gpusched status" reads them; the detail of a GPU reason there follows
 // the cards within seconds.

@@ -17,7 +17,8 @@
 //
 //	down          every call fails as when slurmctld does not answer
 //	sbatch-fail   "N message": the next N sbatch calls fail with message
-//	start-delay   a duration: how long a released job stays PENDING
+//	start-delay   a duration: how long a released job stays PENDING (read
+//	              again while it waits: lowering it starts waiting jobs)
 //	kill-wait     a duration: SIGTERM to SIGKILL on cancel (default 1s)
 //	sbatch-kill-caller  the next sbatch submits the job, then kills its
 //	              caller (SIGKILL) before it answers: a crash between
@@ -308,7 +309,14 @@ func durationFile(name string, def time.Duration) time.Duration {
 // script and records the end, unless the job was ended meanwhile.
 func runJob(idStr string) {
 	id, _ := strconv.Atoi(idStr)
-	time.Sleep(durationFile("start-delay", 0))
+	for begun := time.Now(); time.Since(begun) < durationFile("start-delay", 0); {
+		// Read again while it waits: a job cancelled meanwhile leaves no
+		// runner behind, and a shorter delay starts it.
+		time.Sleep(50 * time.Millisecond)
+		if j, ok := load(id); !ok || j.State != "PENDING" || j.Held {
+			return
+		}
+	}
 	var j *job
 	gone := false
 	locked(func() {
@@ -333,7 +341,8 @@ func runJob(idStr string) {
 	env = append(env, "SLURM_JOB_ID="+idStr, "SLURM_JOBID="+idStr, "SLURM_JOB_NAME="+j.Name, "SLURMD_NODENAME=fake1",
 		"SLURM_EXPORT_ENV=NONE", "ENVIRONMENT=BATCH")
 	if n, ok := strings.CutPrefix(j.Gres, "gpu:"); ok {
-		k, _ := strconv.Atoi(n)
+		// gpu:N or gpu:TYPE:N: the count is last.
+		k, _ := strconv.Atoi(n[strings.LastIndexByte(n, ':')+1:])
 		var devs []string
 		for i := range k {
 			devs = append(devs, strconv.Itoa(i))

@@ -112,7 +112,12 @@ func eventLine(ev gpusched.Event) string {
 		if a.GPU != nil {
 			detail += fmt.Sprintf(", card %d, %d MiB", *a.GPU, a.MemRequestedMiB)
 		}
+		if j := jobText(a.Job); j != "" {
+			detail += ", " + j
+		}
 		return fmt.Sprintf("%s adopted   %s (%s)", ts, ev.TaskID, detail)
+	case gpusched.EventJob:
+		return fmt.Sprintf("%s job       %s: %s", ts, ev.TaskID, jobText(a.Job))
 	}
 	return ""
 }
@@ -144,7 +149,7 @@ func (p *plainDisplay) observe(ev gpusched.Event) {
 		}
 	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventComplete, gpusched.EventFailed,
 		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown,
-		gpusched.EventAdopted:
+		gpusched.EventAdopted, gpusched.EventJob:
 	}
 	format := eventLine
 	if p.line != nil {

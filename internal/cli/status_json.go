@@ -22,17 +22,22 @@ type taskJSON struct {
 	Waiting   string     `json:"waiting,omitempty"`
 	// WaitingKind is the kind of the scheduler's reason ("dependencies",
 	// "slot", "gpu-memory", ...), while a scheduler runs.
-	WaitingKind  task.WaitKind  `json:"waiting_kind,omitempty"`
-	RetryAt      *time.Time     `json:"retry_at,omitempty"` // pending after a failure: its next attempt starts no earlier
-	Rerun        string         `json:"rerun,omitempty"`
-	Events       []eventJSON    `json:"events_pending,omitempty"`
-	Dependencies []string       `json:"dependencies"`
-	Priority     int            `json:"priority"`
-	MemoryMiB    int64          `json:"memory_mib,omitempty"`
-	Started      *time.Time     `json:"started"`
-	Ended        *time.Time     `json:"ended"`
-	Log          *string        `json:"log"`
-	History      []task.Attempt `json:"history"`
+	WaitingKind  task.WaitKind `json:"waiting_kind,omitempty"`
+	RetryAt      *time.Time    `json:"retry_at,omitempty"` // pending after a failure: its next attempt starts no earlier
+	Rerun        string        `json:"rerun,omitempty"`
+	Events       []eventJSON   `json:"events_pending,omitempty"`
+	Dependencies []string      `json:"dependencies"`
+	Priority     int           `json:"priority"`
+	MemoryMiB    int64         `json:"memory_mib,omitempty"`
+	Started      *time.Time    `json:"started"`
+	Ended        *time.Time    `json:"ended"`
+	Log          *string       `json:"log"`
+	// Job is the last attempt's job in a batch system (Slurm), as that
+	// system last said: {"system", "id", "state", "node", "reason",
+	// "queued"}; absent for a task run here. Each attempt of history
+	// has its own.
+	Job     *task.RemoteJob `json:"job,omitempty"`
+	History []task.Attempt  `json:"history"`
 }
 
 // eventJSON is an event of the task's not yet delivered.
@@ -108,6 +113,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 				lp := a.LogPath
 				t.Log = &lp
 			}
+			t.Job = a.Job
 		}
 		out.Tasks = append(out.Tasks, t)
 	}

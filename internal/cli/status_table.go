@@ -103,10 +103,17 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		note = eventNote(v.pending[r.ID])
 	case task.Running:
 		note = ""
-		if r.Rerun != "" {
-			note = "runs again: " + r.Rerun
+		a := r.LastAttempt()
+		switch {
+		case v.waiting[r.ID] != "":
+			note = v.waiting[r.ID] // queued in Slurm, or waiting to be submitted there
+		case a != nil && a.Job != nil:
+			note = jobText(a.Job)
 		}
-		if a := r.LastAttempt(); a != nil && a.Adopted {
+		if r.Rerun != "" {
+			note = strings.TrimPrefix(note+"; runs again: "+r.Rerun, "; ")
+		}
+		if a != nil && a.Adopted {
 			note = strings.TrimPrefix(note+"; adopted after a restart", "; ")
 		}
 		if f, ok := v.fates[r.ID]; ok {

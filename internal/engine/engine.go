@@ -50,6 +50,9 @@ type Runner interface {
 type Orphan struct {
 	Req    AttemptRequest
 	Handle executor.Handle
+	// Progress is to be told what the system running the attempt says of
+	// it while it is followed (executor.Orphan.Progress).
+	Progress func(executor.Progress)
 }
 
 // AttemptRequest is what a Runner needs to run an attempt.
@@ -57,8 +60,13 @@ type AttemptRequest struct {
 	Spec    *task.Spec
 	Number  int    // the attempt's number, from 1
 	LogPath string // the file that receives its output
-	// GPU is the card a GPU task was admitted to; nil for a CPU task.
+	// GPU is the card a GPU task was admitted to; nil for a CPU task, and
+	// for a GPU task whose executor places its work (Config.PlacesGPUs).
 	GPU *Assignment
+	// GPUMiB is, for a GPU task whose executor places its work, its GPU
+	// memory budget (grown after an out-of-memory failure), for the
+	// executor to place it by; 0 otherwise.
+	GPUMiB int64
 	// KillNow is closed by StopNow: the attempt is to be killed at once.
 	KillNow <-chan struct{}
 	// Timeout stops the attempt that long after it starts running; 0:
@@ -111,6 +119,20 @@ type Config struct {
 	Token func(taskID string, attempt int) string
 	// GPU configures GPU admission.
 	GPU GPUConfig
+	// PlacesGPUs reports whether the executor of GPU task sp places its
+	// attempts itself (executor.Placer: Slurm chooses the node and the
+	// GPU), so that this machine's cards have nothing to do with it. Such
+	// a task is admitted as a CPU task is: it takes a slot, no card, does
+	// not wait for the GPU state, is not refused when no card here could
+	// hold it, and does not count towards UserMaxGPUMiB. It keeps its GPU
+	// memory budget, which grows after a CUDA out-of-memory failure (up to
+	// MaxGPUMiB) and goes to the Runner in AttemptRequest.GPUMiB. Nil:
+	// every GPU task runs on this machine's cards.
+	PlacesGPUs func(sp *task.Spec) bool
+	// MaxGPUMiB is, for a task PlacesGPUs reports, the most GPU memory its
+	// executor can give one of its GPUs (Slurm: the largest of its
+	// gpu_types); 0, or a nil MaxGPUMiB, for no limit.
+	MaxGPUMiB func(sp *task.Spec) int64
 	// WantsEvent reports whether a task's completion produces an event for
 	// Deliver (an outbox row written with the completion). Nil: none do.
 	WantsEvent func(*task.Spec) bool
@@ -288,7 +310,10 @@ type node struct {
 	writeIdx int32
 	// gpuWaitAt is its place in waits.gpu, plus one; 0: not there.
 	gpuWaitAt int32
-	card      int32 // GPU tasks: the card of its running attempt; -1 when none
+	card      int16 // GPU tasks: the card of its running attempt; -1 when none
+	// placed: a GPU task whose executor places its attempts itself
+	// (Config.PlacesGPUs): admitted without a card.
+	placed bool
 
 	// GPU tasks only.
 	outgrown string // why its grown request fits no card, if it does not
@@ -580,12 +605,15 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	}
 	var assign *Assignment
 	var mib int64
+	if n.placed {
+		att.MemRequestedMiB = n.need.MiB // the budget its executor places it by
+	}
 	if card != nil {
 		mib = n.need.MiB
 		idx := card.Index
 		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
 		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
-		n.card = int32(idx)
+		n.card = int16(idx)
 		n.foreignAtStart = card.ForeignMiB
 		e.board.Hold(n.spec.ID, idx, n.need)
 		if e.cfg.Token != nil {
@@ -621,8 +649,12 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 
 // request is what the Runner needs to run (or recover) attempt number of n.
 func (e *Engine) request(n *node, number int, gpu *Assignment) AttemptRequest {
-	return AttemptRequest{Spec: n.spec, Number: number, LogPath: n.rec.Attempts[number-1].LogPath, GPU: gpu,
+	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: n.rec.Attempts[number-1].LogPath, GPU: gpu,
 		KillNow: e.killNow, Timeout: e.timeoutOf(n.spec)}
+	if n.placed {
+		req.GPUMiB = n.need.MiB
+	}
+	return req
 }
 
 // hooks tell the loop of an attempt's phases: a handle submitted is
@@ -640,7 +672,8 @@ func (e *Engine) hooks(n *node, number int) executor.Hooks {
 			}
 			return err
 		},
-		Running: func(r executor.Running) { e.send(runningEvent{n: n, number: number, run: r}) },
+		Running:  func(r executor.Running) { e.send(runningEvent{n: n, number: number, run: r}) },
+		Progress: func(p executor.Progress) { e.send(progressEvent{n: n, number: number, p: p}) },
 	}
 }
 
@@ -702,6 +735,7 @@ func (ev runningEvent) apply(e *Engine) {
 		e.board.SetPID(n.spec.ID, int(n.card), ev.run.PID)
 	}
 	e.writeAttempt(n, ev.number)
+	e.jobRuns(n, ev.number) // it no longer waits in a batch system's queue
 }
 
 func (n *node) setHandle(number int, h executor.Handle) {
@@ -755,8 +789,11 @@ func (ev exitEvent) apply(e *Engine) {
 		a.Error = ""
 	}
 	var oom oomCase
-	if n.card >= 0 {
-		oom = e.releaseGPU(n, a.Error != "" && !cancelled, out)
+	switch failed := a.Error != "" && !cancelled; {
+	case n.card >= 0:
+		oom = e.releaseGPU(n, failed, out)
+	case n.placed && failed && out.OOM:
+		oom = e.growPlaced(n, out)
 	}
 	ended := Event{TaskID: n.spec.ID, Submitted: n.rec.Submitted}
 
@@ -822,7 +859,7 @@ func (ev exitEvent) apply(e *Engine) {
 		}
 	case Retrying:
 		// Its dependents go on waiting for it.
-	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted:
+	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted, JobChanged:
 		// Not the end of an attempt.
 	}
 	e.answerCancels(n)
@@ -978,7 +1015,7 @@ func (e *Engine) makeReady(n *node) {
 		n.inReady = true
 		n.readySince = e.cfg.Now()
 		e.setWait(n, task.WaitReason{Kind: task.WaitSlot})
-		if n.spec.Resources.GPU() {
+		if n.localGPU() {
 			e.gpuReady++
 			e.addGPUWait(n)
 			if !e.board.Known() {
@@ -999,7 +1036,7 @@ func (e *Engine) unready(n *node) {
 	if n.inReady {
 		e.ready.Delete(n)
 		n.inReady = false
-		if n.spec.Resources.GPU() {
+		if n.localGPU() {
 			e.gpuReady--
 			e.dropGPUWait(n)
 		}
@@ -1034,9 +1071,10 @@ func (e *Engine) block(d, by *node) {
 // row written already in the same batch is replaced, keeping what only
 // the earlier write carried (the definition, the artifacts): a commit
 // writes each row once, however many changes the turn made to it. A task
-// that is not pending has no waiting reason.
+// that is neither pending nor queued (running, its attempt waiting in the
+// batch system that runs it) has no waiting reason.
 func (e *Engine) writeTask(n *node) {
-	if n.rec.State != task.Pending && n.rec.Waiting.Waiting() {
+	if n.rec.Waiting.Waiting() && !keepsWait(n.rec.State, n.rec.Waiting.Kind) {
 		e.forgetWait(n)
 	}
 	if n.rec.State.Terminal() {
@@ -1112,7 +1150,7 @@ type readyQueue struct{ t *readySet }
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
 	q.t.walk(func(o *owner, n *node) bool {
 		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
-			GPU: n.spec.Resources.GPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
+			GPU: n.localGPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
 	})
 }
 

@@ -10,13 +10,13 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// A database at schema version 8 keeps its completion events through the
+// A database at schema version 9 keeps its completion events through the
 // rebuild of the events table: they read back as completion events, the
 // pending one still pending, and new event ids continue after theirs.
-func TestSQLiteMigratesEventsFromVersion8(t *testing.T) {
+func TestSQLiteMigratesEventsFromVersion9(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state.db")
-	execSQL(t, path, strings.Join(migrations[:8], ";\n")+fmt.Sprintf("; PRAGMA application_id=%d; PRAGMA user_version=8;", ApplicationID)+
+	execSQL(t, path, strings.Join(migrations[:9], ";\n")+fmt.Sprintf("; PRAGMA application_id=%d; PRAGMA user_version=9;", ApplicationID)+
 		`INSERT INTO tasks (id, seq, kind, spec, state, updated_at) VALUES ('a', 1, 'command', '{"id":"a"}', 'complete', 0);
 		INSERT INTO events (id, task_id, attempt, created_at, acked_at, tries, last_error) VALUES (1, 'a', 1, 5, 6, 0, '');
 		INSERT INTO events (id, task_id, attempt, created_at, tries, last_error, next_try) VALUES (2, 'a', 2, 7, 3, 'exit code 1', 9);`)

@@ -332,13 +332,17 @@ var migrations = []string{
 	// 8: a task paused (a daemon's pause): not started until resumed,
 	// also by a scheduler opened after a crash. 0 in rows written before.
 	`ALTER TABLE tasks ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;`,
-	// 9: the outbox carries notifications besides completion events:
+	// 9: an attempt's job in a batch system (Slurm), as that system last
+	// said of it: JSON of task.RemoteJob; '' for attempts run here and in
+	// rows written before.
+	`ALTER TABLE attempts ADD COLUMN job TEXT NOT NULL DEFAULT '';`,
+	// 10: the outbox carries notifications besides completion events:
 	// each event has a kind (what delivers it; 'complete' for the rows
 	// written before) and a payload, an event about the run or the cards
 	// belongs to no task (task_id NULL), and a delivery given up is
 	// marked so. SQLite cannot drop a NOT NULL constraint: the table is
 	// rebuilt, its rows copied as they are.
-	`CREATE TABLE events_v9 (
+	`CREATE TABLE events_v10 (
 		id         INTEGER PRIMARY KEY,
 		kind       TEXT NOT NULL DEFAULT 'complete',
 		task_id    TEXT REFERENCES tasks(id),
@@ -351,10 +355,10 @@ var migrations = []string{
 		payload    TEXT NOT NULL DEFAULT '',
 		gave_up    INTEGER NOT NULL DEFAULT 0
 	);
-	INSERT INTO events_v9 (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
+	INSERT INTO events_v10 (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
 		SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events;
 	DROP TABLE events;
-	ALTER TABLE events_v9 RENAME TO events;
+	ALTER TABLE events_v10 RENAME TO events;
 	CREATE INDEX events_pending ON events (id) WHERE acked_at IS NULL;`,
 }
 
@@ -415,12 +419,12 @@ ON CONFLICT (id) DO UPDATE SET
 	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting, paused = excluded.paused`
 }
 
-const attemptColumns = 23
+const attemptColumns = 24
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
 	timed_out, cancelled, interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu,
-	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason) VALUES ` +
+	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason, job) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -431,7 +435,7 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	handle_version = excluded.handle_version, handle = excluded.handle, gpu = excluded.gpu,
 	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
 	ready_at = excluded.ready_at, not_charged = excluded.not_charged, adopted = excluded.adopted,
-	end_reason = excluded.end_reason`
+	end_reason = excluded.end_reason, job = excluded.job`
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -506,11 +510,19 @@ func (s *SQLite) apply(b *Batch) error {
 		if len(w.Handle.Data) > 0 {
 			handle = w.Handle.Data
 		}
+		job := ""
+		if a.Job != nil {
+			b, err := json.Marshal(a.Job)
+			if err != nil {
+				return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
+			}
+			job = string(b)
+		}
 		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
 			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), positiveOrNil(int64(a.PID)),
 			w.Handle.Executor, w.Handle.Version, handle, intOrNil(a.GPU),
 			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged,
-			a.Adopted, a.EndReason)
+			a.Adopted, a.EndReason, job)
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -788,21 +800,21 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
 		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
-		ready_at, not_charged, adopted, end_reason
+		ready_at, not_charged, adopted, end_reason, job
 		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, logPath string
+		var id, logPath, job string
 		var a task.Attempt
 		var start int64
 		var h executor.Handle
 		var end, exit, pid, gpu, memReq, memPeak, readyAt sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
 			&a.Interrupted, &a.Error, &logPath, &pid, &h.Executor, &h.Version, &h.Data, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt,
-			&a.NotCharged, &a.Adopted, &a.EndReason); err != nil {
+			&a.NotCharged, &a.Adopted, &a.EndReason, &job); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
 		i, ok := byID[id]
@@ -820,6 +832,13 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		}
 		a.LogPath = s.absLog(logPath)
 		a.PID = int(pid.Int64)
+		if job != "" {
+			// A job that does not read is left out: it only informs.
+			var j task.RemoteJob
+			if json.Unmarshal([]byte(job), &j) == nil {
+				a.Job = &j
+			}
+		}
 		r := &out[i]
 		r.Attempts = append(r.Attempts, a)
 		if !h.IsZero() {

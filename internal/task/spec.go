@@ -435,6 +435,8 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 		if !report(Invalid(s.ID, "slurm."+field, "%s", why)) {
 			return
 		}
+	} else if err := s.checkGPUType(); err != nil && !report(err) {
+		return
 	}
 	if s.Timeout < 0 && s.Timeout != NoTimeout {
 		if !report(Invalid(s.ID, "timeout", "must not be negative (got %s)", s.Timeout)) {
@@ -499,6 +501,21 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
+}
+
+// checkGPUType refuses a GPU task run by the slurm executor whose GPU
+// memory budget is larger than every type its slurm.gpu_types lists: no
+// GPU Slurm could give it would hold it.
+func (s *Spec) checkGPUType() error {
+	if s.Executor != SlurmExecutor || !s.Resources.GPU() {
+		return nil
+	}
+	name, mib := s.Slurm.LargestGPUType()
+	if name == "" || s.Resources.MemoryMiB <= mib {
+		return nil
+	}
+	return Invalid(s.ID, "resources.memory_mib", "needs %d MiB, more than any GPU type in slurm.gpu_types has: the largest, %s, has %d MiB",
+		s.Resources.MemoryMiB, name, mib)
 }
 
 // checkEnv reports the env's invalid names and values, by name.

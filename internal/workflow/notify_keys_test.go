@@ -61,3 +61,33 @@ func TestNotificationKeyErrors(t *testing.T) {
 		}
 	}
 }
+
+// on_failure is an ordinary task key: defaults: gives it to the tasks
+// that have none, and a sweep's ${name} is substituted in it.
+func TestOnFailureInDefaultsAndSweeps(t *testing.T) {
+	t.Parallel()
+	w, err := workflow.Parse("/flows/sweep.yaml", []byte(`
+defaults:
+  on_failure: [notify, default]
+tasks:
+  - id: train-${seed}
+    matrix: {seed: [1, 2]}
+    args: [train, "${seed}"]
+    on_failure: [notify, "seed ${seed}"]
+  - id: report
+    args: [report]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, tk := range w.Tasks {
+		got[tk.ID] = tk.OnFailure
+	}
+	want := map[string][]string{"train-1": {"notify", "seed 1"}, "train-2": {"notify", "seed 2"}, "report": {"notify", "default"}}
+	for id, w := range want {
+		if !slices.Equal(got[id], w) {
+			t.Errorf("%s: on_failure %q, want %q", id, got[id], w)
+		}
+	}
+}
