@@ -1,6 +1,6 @@
 // Command fake-slurm plays Slurm's client programs for tests, on this
-// machine alone: installed (linked) as sbatch, squeue, scontrol and
-// scancel, it acts as the one its name says; "fake-slurm NAME ARGS..."
+// machine alone: installed (linked) as sbatch, squeue, scontrol,
+// scancel, sinfo or sacct, it acts as the one its name says; "fake-slurm NAME ARGS..."
 // does the same, and "fake-slurm admin ..." plays the cluster's
 // administrator (preempt, fail the node, forget a job).
 //
@@ -23,6 +23,13 @@
 //	sbatch-kill-caller  the next sbatch submits the job, then kills its
 //	              caller (SIGKILL) before it answers: a crash between
 //	              sbatch and saving the job id
+//	nodes         the cluster's nodes, as sinfo --Node prints them (see
+//	              check.go); sbatch takes their partitions only. Default:
+//	              node fake1 in partition debug, 2 CPUs, gres gpu:2
+//	pending-reason  a reason: released jobs stay PENDING with it
+//	unshared      jobs fail to start as on a node that cannot open their
+//	              --output (FAILED, JobLaunchFailure, exit 0:53)
+//	accounting    sacct answers (else: accounting storage is disabled)
 package main
 
 import (
@@ -75,14 +82,14 @@ func main() {
 	name, args := filepath.Base(os.Args[0]), os.Args[1:]
 	if name == "fake-slurm" {
 		if len(args) == 0 {
-			fmt.Fprintln(os.Stderr, "usage: fake-slurm sbatch|squeue|scontrol|scancel|admin|run-job ARGS...")
+			fmt.Fprintln(os.Stderr, "usage: fake-slurm sbatch|squeue|scontrol|scancel|sinfo|sacct|admin|run-job ARGS...")
 			os.Exit(2)
 		}
 		name, args = args[0], args[1:]
 	}
 	if name != "run-job" && name != "admin" {
 		logCall(name, args)
-		if _, err := os.Stat(filepath.Join(dir, "down")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "down")); err == nil && !whenDown(name, args) {
 			fail(name, "Unable to contact slurm controller (connect failure)")
 		}
 	}
@@ -95,6 +102,10 @@ func main() {
 		scontrol(args)
 	case "scancel":
 		scancel(args)
+	case "sinfo":
+		sinfo(args)
+	case "sacct":
+		sacct(args)
 	case "run-job":
 		runJob(args[0])
 	case "admin":
@@ -111,6 +122,8 @@ func fail(prog, msg string) {
 		fmt.Fprintf(os.Stderr, "sbatch: error: %s\n", msg)
 	case "squeue", "scontrol":
 		fmt.Fprintf(os.Stderr, "slurm_load_jobs error: %s\n", msg)
+	case "sinfo":
+		fmt.Fprintf(os.Stderr, "slurm_load_partitions: %s\n", msg)
 	default:
 		fmt.Fprintf(os.Stderr, "%s: error: %s\n", prog, msg)
 	}
@@ -221,7 +234,7 @@ func sbatch(args []string) {
 	if len(rest) != 1 {
 		fail("sbatch", "want one batch script")
 	}
-	if p := o["partition"]; p != "" && p != "debug" {
+	if p := o["partition"]; p != "" && !knownPartition(p) {
 		fail("sbatch", "Batch job submission failed: Invalid partition name specified")
 	}
 	script, err := os.ReadFile(rest[0])
@@ -319,10 +332,16 @@ func runJob(idStr string) {
 	}
 	var j *job
 	gone := false
+	reason := controlFile("pending-reason")
 	locked(func() {
 		var ok bool
 		if j, ok = load(id); !ok || j.State != "PENDING" || j.Held {
 			gone = true
+			return
+		}
+		if reason != "" { // it waits for ever
+			j.Reason, gone = reason, true
+			save(j)
 			return
 		}
 		j.State, j.Reason, j.Node, j.Start = "RUNNING", "None", "fake1", time.Now()
@@ -330,6 +349,11 @@ func runJob(idStr string) {
 		save(j)
 	})
 	if gone {
+		return
+	}
+	if fileExists(filepath.Join(dir, "unshared")) {
+		// The node cannot open --output: slurmd fails the job so.
+		finish(id, "FAILED", "JobLaunchFailure", "0:53")
 		return
 	}
 	env := j.Env
@@ -515,6 +539,8 @@ func scontrol(args []string) {
 		}
 		fmt.Printf("JobId=%d JobName=%s\n   JobState=%s Reason=%s Dependency=(null)\n   ExitCode=%s\n   StartTime=%s EndTime=%s\n   NodeList=%s\n   Comment=%s\n   StdOut=%s\n\n",
 			j.ID, j.Name, j.State, j.Reason, exit, fmtTime(j.Start), fmtTime(j.End), orNull(j.Node), j.Comment, j.Output)
+	case len(args) == 1 && args[0] == "ping":
+		ping()
 	case len(args) == 2 && args[0] == "release":
 		for _, s := range strings.Split(args[1], ",") {
 			id, _ := strconv.Atoi(s)
@@ -531,7 +557,7 @@ func scontrol(args []string) {
 			}
 		}
 	default:
-		fail("scontrol", "fake-slurm knows show job ID and release IDS only")
+		fail("scontrol", "fake-slurm knows ping, show job ID and release IDS only")
 	}
 }
 

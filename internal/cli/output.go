@@ -131,25 +131,38 @@ type plainDisplay struct {
 	// they block get no line each (the summary counts them). Touched by
 	// observe only, on the scheduler's loop.
 	cancelled map[string]bool
+	// jobSaid is the last job line said of each task whose attempt runs
+	// in a batch system: the engine tells the command's start with the
+	// job unchanged, which says nothing new here. Dropped at the
+	// attempt's end.
+	jobSaid map[string]string
 	// line formats an event; nil: eventLine.
 	line func(gpusched.Event) string
 }
 
 func newPlainDisplay(w, stderr io.Writer) *plainDisplay {
-	return &plainDisplay{q: newLineQueue(w), stderr: stderr, cancelled: map[string]bool{}}
+	return &plainDisplay{q: newLineQueue(w), stderr: stderr, cancelled: map[string]bool{}, jobSaid: map[string]string{}}
 }
 
 func (p *plainDisplay) observe(ev gpusched.Event) {
 	switch ev.Kind {
 	case gpusched.EventCancelled:
 		p.cancelled[ev.TaskID] = true
+		delete(p.jobSaid, ev.TaskID)
 	case gpusched.EventBlocked:
 		if p.cancelled[ev.BlockedBy] {
 			return
 		}
-	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventComplete, gpusched.EventFailed,
-		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown,
-		gpusched.EventAdopted, gpusched.EventJob:
+	case gpusched.EventJob:
+		said := jobText(ev.Attempt.Job)
+		if p.jobSaid[ev.TaskID] == said {
+			return
+		}
+		p.jobSaid[ev.TaskID] = said
+	case gpusched.EventRetrying, gpusched.EventComplete, gpusched.EventFailed:
+		delete(p.jobSaid, ev.TaskID)
+	case gpusched.EventStarted, gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown,
+		gpusched.EventGPUKnown, gpusched.EventAdopted:
 	}
 	format := eventLine
 	if p.line != nil {
