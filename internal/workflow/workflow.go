@@ -929,6 +929,12 @@ func (p *parser) task(i int, tn *yaml.Node) {
 	if idNode != nil && !p.checkTemplates(idNode, where, "id", &st) {
 		id = "" // an id that cannot be expanded names no task
 	}
+	if idNode != nil && matrixNode == nil && strings.Contains(id, "${") {
+		// Elsewhere a task without a matrix keeps ${...} as written; in
+		// an id it is a sweep's without its matrix.
+		p.add(p.errorf(idNode, "%s: id: ${...}: only a task with a matrix has variables; add matrix: {NAME: [values]}", where))
+		id = ""
+	}
 	if id != "" && m != nil && !p.matrixID(idNode, where, m) {
 		id = ""
 	}
