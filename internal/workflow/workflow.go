@@ -814,10 +814,7 @@ func (p *parser) scheduling(n *yaml.Node) {
 		case "nvidia_smi_timeout":
 			s.NvidiaSMITimeout, err = p.positiveDuration(v, where)
 		case "on_run_end":
-			s.OnRunEnd, err = p.strings(v, where)
-			if err == nil && len(s.OnRunEnd) == 0 {
-				err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", where)
-			}
+			s.OnRunEnd, err = p.command(v, where)
 			s.OnRunEndDir = p.base // run where the tasks' relative dirs start
 		case "webhook":
 			s.Webhook, err = p.scalar(v, where)
@@ -1065,15 +1062,9 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 	case "hash_artifacts":
 		t.HashArtifacts, err = p.boolean(v, field)
 	case "on_complete":
-		t.OnComplete, err = p.strings(v, field)
-		if err == nil && len(t.OnComplete) == 0 {
-			err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
-		}
+		t.OnComplete, err = p.command(v, field)
 	case "on_failure":
-		t.OnFailure, err = p.strings(v, field)
-		if err == nil && len(t.OnFailure) == 0 {
-			err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
-		}
+		t.OnFailure, err = p.command(v, field)
 	case "retry_delay":
 		t.RetryDelay, err = p.duration(v, field)
 		if err == nil && t.RetryDelay == 0 {
@@ -1259,6 +1250,15 @@ func (p *parser) ints(n *yaml.Node, where string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// command reads a notification's argv: a list of strings, not empty.
+func (p *parser) command(n *yaml.Node, where string) ([]string, error) {
+	argv, err := p.strings(n, where)
+	if err == nil && len(argv) == 0 {
+		err = p.errorf(n, "%s is empty: give a command, e.g. [sh, notify.sh]", where)
+	}
+	return argv, err
 }
 
 func (p *parser) strings(n *yaml.Node, where string) ([]string, error) {
