@@ -50,6 +50,7 @@ type tracker struct {
 	stop     chan struct{}
 	done     chan struct{}
 	health   *health
+	acct     *accounting // sacct, for jobs the controller forgot; owned by run's goroutine
 
 	// Owned by run's goroutine.
 	watches map[*watch]struct{}
@@ -59,7 +60,7 @@ type tracker struct {
 func newTracker(cmds Commands, min, max time.Duration, h *health) *tracker {
 	t := &tracker{cmds: cmds, min: min, max: max, health: h,
 		add: make(chan *watch), remove: make(chan *watch), signal: make(chan signalReq, 64),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), acct: newAccounting(cmds, max),
 		watches: map[*watch]struct{}{}, last: map[string]string{}}
 	go t.run()
 	return t
@@ -185,6 +186,7 @@ func (t *tracker) sendSignals(first signalReq) {
 // reports whether anything changed since the last round.
 func (t *tracker) round() bool {
 	changed := false
+	t.acct.prune(t.watches)
 	var ask []*watch
 	for w := range t.watches {
 		o, ok, err := readOutcome(w.result)
@@ -204,6 +206,10 @@ func (t *tracker) round() bool {
 					changed = true
 				}
 			}
+			if s, ok := t.acct.known(w.id); ok { // it ended, accounting said
+				t.tell(w, sighting{state: s, started: w.started})
+				continue
+			}
 			ask = append(ask, w)
 		}
 	}
@@ -220,6 +226,7 @@ func (t *tracker) round() bool {
 	if err != nil {
 		return changed
 	}
+	var forgotten []*watch // neither squeue nor scontrol knows them
 	for _, w := range ask {
 		s, ok := states[w.id]
 		if !ok {
@@ -233,11 +240,7 @@ func (t *tracker) round() bool {
 				}
 				states[w.id] = s
 			case invalidJob(err):
-				if t.last[w.id] != "gone" {
-					t.last[w.id] = "gone"
-					changed = true
-				}
-				t.tell(w, sighting{gone: true, started: w.started})
+				forgotten = append(forgotten, w)
 				continue
 			default:
 				t.health.note(err)
@@ -249,6 +252,9 @@ func (t *tracker) round() bool {
 			changed = true
 		}
 		t.tell(w, sighting{state: s, started: w.started})
+	}
+	if len(forgotten) > 0 && t.forgotten(forgotten) {
+		changed = true
 	}
 	asked := make(map[string]bool, len(ids))
 	for _, id := range ids {
