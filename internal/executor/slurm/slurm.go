@@ -237,6 +237,17 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 	if told {
 		arm()
 	}
+	// started reports whether the command runs: the tracker may not have
+	// read the helper's note yet, and a stop must know (a job whose
+	// command runs gets SIGTERM and its kill grace, not Slurm's scancel).
+	started := func() bool {
+		if !told {
+			if at, ok := readStarted(hd.Result); ok {
+				tell(at)
+			}
+		}
+		return told
+	}
 	var last jobState
 	var gone, cancelled, killed, timedOut bool
 	cancelJob := func() { e.tracker().send(signalReq{ids: []string{hd.JobID}}) }
@@ -274,7 +285,7 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 			return e.withoutResult(hd, last, gone, told, since, cancelled, killed, timedOut)
 		case <-done:
 			done, cancelled = nil, true
-			if told {
+			if started() {
 				e.tracker().send(signalReq{ids: []string{hd.JobID}, sig: "TERM", batch: true})
 				hard = time.After(job.KillGrace + e.cfg.Slack)
 			} else {
@@ -282,7 +293,7 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 			}
 		case <-killNow:
 			killNow, cancelled, killed = nil, true, true
-			if told {
+			if started() {
 				e.tracker().send(signalReq{ids: []string{hd.JobID}, sig: "USR1", batch: true})
 				hard = time.After(e.cfg.Slack)
 			} else {
