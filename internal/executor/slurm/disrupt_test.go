@@ -329,6 +329,7 @@ func TestRealSlurmMinJobAge(t *testing.T) {
 		}
 	}
 	cfg.Commands = cmds
+	cfg.LostGrace = 2 * time.Second // the late file shows one round after the sacct call
 	ex := newExecutor(t, cfg)
 	recs := ex.Recover(orphans)
 	if r := recs[0]; r.Wait != nil || r.Result.Reason != executor.Exited || r.Result.ExitCode != 0 {
