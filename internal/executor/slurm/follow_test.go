@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -46,5 +47,29 @@ func TestCancelBeforeTrackerSawStart(t *testing.T) {
 	}
 	if b := readFile(t, pidfile); !strings.Contains(readFile(t, termfile), fmt.Sprint("TERM ", strings.TrimSpace(b))) {
 		t.Error("the command did not get SIGTERM")
+	}
+}
+
+// TestSubmittedFailsCancels: a job whose handle could not be saved is
+// cancelled before Execute returns, so that a scheduler that closes its
+// executor at once (it is shutting down) leaves no job held in Slurm.
+func TestSubmittedFailsCancels(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	ex := New(testConfig(f))
+	r := ex.Execute(context.Background(), executortest.NewJob(t, sleeper, "-exit", "0"), executor.Hooks{
+		Submitted: func(executor.Handle) error { return errors.New("state database is read-only") },
+	})
+	cancelled := f.count("scancel")
+	ex.Close()
+	if cancelled != 1 {
+		t.Errorf("%d scancel calls when Execute returned, want 1", cancelled)
+	}
+	if r.Reason != executor.Infrastructure {
+		t.Errorf("result = %+v, want infrastructure", r)
+	}
+	out, err := f.Run(context.Background(), "squeue", "--jobs=1", "--states=all", "--noheader", "--format="+queueFormat)
+	if s, perr := parseQueue(out); err != nil || perr != nil || len(s) != 1 || s[0].State != "CANCELLED" {
+		t.Errorf("squeue says %q (%v): want the job cancelled", out, err)
 	}
 }

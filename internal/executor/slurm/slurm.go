@@ -190,7 +190,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	hd := handleData{JobID: id, Result: fs.result, Name: jobName(job), Submitted: begun}
 	if hooks.Submitted != nil {
 		if err := hooks.Submitted(encodeHandle(hd)); err != nil {
-			e.tracker().send(signalReq{ids: []string{id}})
+			e.cancelNow(id)
 			return fail(executor.Infrastructure, fmt.Errorf("save the handle of slurm job %s: %w", id, err))
 		}
 	}
@@ -201,10 +201,20 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	}
 	if err := e.release(ctx, id); err != nil && ctx.Err() == nil {
 		// Slurm refused to let it run: it would wait held for ever.
-		e.tracker().send(signalReq{ids: []string{id}})
+		e.cancelNow(id)
 		return fail(executor.Infrastructure, fmt.Errorf("release slurm job %s: %w", id, err))
 	}
 	return e.follow(ctx, job, hd, hooks.Running, time.Time{})
+}
+
+// cancelNow cancels held job id at once, not through the tracker's
+// queue: the scheduler may close the executor right after (a commit that
+// failed), and a job left held would wait in Slurm for ever. When scancel
+// fails, the tracker tries again.
+func (e *Executor) cancelNow(id string) {
+	if _, err := e.cmds.Run(context.Background(), "scancel", id); err != nil {
+		e.tracker().send(signalReq{ids: []string{id}})
+	}
 }
 
 // follow watches the job of hd until it ends: ctx done stops it (SIGTERM
