@@ -38,7 +38,8 @@ type signalReq struct {
 
 // tracker is the one goroutine that asks Slurm about the executor's jobs:
 // one batched squeue per round for all of them, the result files first,
-// scontrol for a job squeue no longer lists. Rounds come fast after a job
+// scontrol for a job squeue no longer lists, and sacct (sacct.go) for the
+// jobs scontrol no longer knows either. Rounds come fast after a job
 // is added or a state changes, and slow down (doubling to the maximum)
 // while nothing changes. It also sends cancels, batched.
 type tracker struct {
