@@ -13,7 +13,8 @@
 # program. sbatch --wait asks the controller about its job in a loop of its
 # own (after 2 s, then 8 s, then every 32 s), which a shim cannot see: the
 # RPCs slurmctld served meanwhile (sdiag, as root; every user's, so other
-# load on the cluster counts too) are printed as well, by message type.
+# load on the cluster counts too: phase 0 measures it) are printed as
+# well, by message type.
 #
 #   bench/slurm.sh [N]     (default 50)
 set -euo pipefail
@@ -57,9 +58,10 @@ measure() { # NAME CMD...: runs CMD, prints its wall time, calls and RPCs per ta
 	awk -v n="$n" '{k = $1; if ($1 == "scontrol") k = $1 " " $2; c[k]++; t++}
 		END {for (k in c) printf "   %-18s %5d  %5.2f a task\n", k, c[k], c[k] / n
 		     printf "   %-18s %5d  %5.2f a task (programs run)\n", "all", t, t / n}' "$work/calls.log" | sort
+	[ -n "$before" ] || return 0 # sdiag cannot be read (not root)
 	join -a 2 -e 0 -o '0,1.2,2.2' <(echo "$before") <(rpcs) | awk -v n="$n" '
 		$3 - $2 > 0 && $1 != "REQUEST_STATS_INFO" {printf "   rpc %-32s %5d  %5.2f a task\n", $1, $3 - $2, ($3 - $2) / n; t += $3 - $2}
-		END {if (t) printf "   rpc %-32s %5d  %5.2f a task (slurmctld, every user)\n", "all", t, t / n}'
+		END {printf "   rpc %-32s %5d  %5.2f a task (slurmctld, every user)\n", "all", t, t / n}'
 }
 
 {
@@ -87,6 +89,10 @@ sbatch_parallel() {
 	wait "${pids[@]}"
 }
 
+# What the cluster serves without us, for as long as the gpusched run
+# takes at most: the noise in the RPC figures below.
+idle() { sleep 20; }
+measure "0. nothing of ours, 20 s (other users' load)" idle
 measure "a. gpusched run --executor slurm -j $n" gpusched_run
 measure "b. a loop of sbatch --wait" sbatch_loop
 measure "c. $n sbatch --wait at once" sbatch_parallel
