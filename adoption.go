@@ -4,6 +4,7 @@ package gpusched
 // recorded running there: for status and plan, which only look.
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/executor/slurm"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/supervise"
 	"github.com/gpusched/gpusched/internal/task"
@@ -74,7 +76,12 @@ func runningFates(runDir string, rows []*store.Row) map[string]RunningFate {
 			out[r.ID] = RunningFate{Note: "interrupted: runs again"}
 			continue
 		}
-		switch h := r.Handles[a.Number]; {
+		h := r.Handles[a.Number]
+		var sp struct{ Executor string }
+		_ = json.Unmarshal(r.Spec, &sp) // a definition that does not read has no executor: local
+		switch {
+		case h.Executor == slurm.Name || h.IsZero() && sp.Executor == slurm.Name:
+			out[r.ID] = slurmFate(h, a)
 		case h.Executor != "" && h.Executor != local.Name:
 			out[r.ID] = RunningFate{Note: fmt.Sprintf("its executor %s will be asked how it ended", h.Executor)}
 		default:
@@ -88,6 +95,41 @@ func runningFates(runDir string, rows []*store.Row) map[string]RunningFate {
 		out[r.ID] = fateNote(fates[i], results[i], r.LastAttempt().Start)
 	}
 	return out
+}
+
+// slurmFate is what a scheduler opening the run would do with attempt a
+// of a Slurm job whose handle is h, as far as can be told without asking
+// Slurm: record its result file's outcome, or adopt the job (Slurm is
+// asked then; a job it no longer has is waited for, then run again). An
+// attempt without a handle (the scheduler died between sbatch and saving
+// the job id) has its job looked for by name.
+func slurmFate(h executor.Handle, a *task.Attempt) RunningFate {
+	since := a.Start.Local().Format("2006-01-02 15:04:05")
+	if h.IsZero() {
+		return RunningFate{Adopt: true, Since: since,
+			Note: "adopt its Slurm job, looked for by name (its id was not saved); run again if Slurm has none"}
+	}
+	job, res, ended, err := slurm.Peek(h)
+	switch {
+	case err != nil:
+		return RunningFate{Since: since, Note: "interrupted: " + err.Error() + "; runs again"}
+	case ended:
+		f := fateNote(supervise.Ended, res, a.Start)
+		f.Note = "Slurm job " + job + " " + f.Note
+		return f
+	}
+	note := "adopt Slurm job " + job
+	if j := a.Job; j != nil && j.State != "" {
+		seen := j.State
+		if j.Node != "" {
+			seen += " on " + j.Node
+		}
+		if j.Reason != "" {
+			seen += ": " + j.Reason
+		}
+		note += " (last seen " + seen + ")"
+	}
+	return RunningFate{Adopt: true, Since: since, Note: note + "; Slurm is asked when the run starts"}
 }
 
 // fateNote says a fate for a person.

@@ -21,7 +21,7 @@ func (t *TaskSpec) spec() task.Spec {
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
 		Executor:  t.Executor, Slurm: t.Slurm.Over(nil), Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: slices.Clone(t.RetryOnExitCodes),
 		RetryOnTimeout: t.RetryOnTimeout, Env: maps.Clone(t.Env), Dir: t.Dir, Artifacts: slices.Clone(t.Artifacts),
-		HashArtifacts: t.HashArtifacts, OnComplete: slices.Clone(t.OnComplete), CleanEnv: t.CleanEnv, Owner: t.Owner,
+		HashArtifacts: t.HashArtifacts, OnComplete: slices.Clone(t.OnComplete), OnFailure: slices.Clone(t.OnFailure), CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
 }
 
@@ -33,7 +33,7 @@ func publicSpec(sp *task.Spec) *TaskSpec {
 		Resources: ResourceRequest{Device: Device(sp.Resources.Device), MemoryMiB: sp.Resources.MemoryMiB, Exclusive: sp.Resources.Exclusive},
 		Executor:  sp.Executor, Slurm: sp.Slurm, Timeout: sp.Timeout, Retries: sp.Retries, RetryDelay: sp.RetryDelay, RetryOnExitCodes: sp.RetryOnExitCodes,
 		RetryOnTimeout: sp.RetryOnTimeout, Env: sp.Env, Dir: sp.Dir, Artifacts: sp.Artifacts,
-		HashArtifacts: sp.HashArtifacts, OnComplete: sp.OnComplete, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
+		HashArtifacts: sp.HashArtifacts, OnComplete: sp.OnComplete, OnFailure: sp.OnFailure, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
 	}
 }
 
@@ -90,6 +90,7 @@ var eventKinds = [...]EventKind{
 	engine.Failed: EventFailed, engine.TaskBlocked: EventBlocked, engine.TaskCancelled: EventCancelled,
 	engine.DeliveryFailed: EventDeliveryFailed, engine.CardQuarantined: EventCardQuarantined,
 	engine.GPUUnknown: EventGPUUnknown, engine.GPUKnown: EventGPUKnown, engine.Adopted: EventAdopted,
+	engine.JobChanged: EventJob,
 }
 
 func publicEvent(ev engine.Event) Event {
@@ -99,7 +100,7 @@ func publicEvent(ev engine.Event) Event {
 	}
 	return Event{Seq: ev.Seq, Time: ev.Time, Kind: k, TaskID: ev.TaskID, Attempt: Attempt(ev.Attempt), BlockedBy: ev.BlockedBy,
 		Error: ev.Error, Rerun: ev.Rerun, Card: ev.Card, RetryAt: ev.RetryAt, Ended: ev.Ended,
-		Submitted: ev.Submitted}
+		Submitted: ev.Submitted, Notification: ev.Notification, GaveUp: ev.GaveUp}
 }
 
 // publicObserver adapts an observer of public events to the engine's.

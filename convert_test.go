@@ -74,14 +74,14 @@ func TestSpecConversionKeepsEveryField(t *testing.T) {
 
 // Every event kind of the engine has a public kind of the same name.
 func TestEveryEventKindIsPublic(t *testing.T) {
-	for k := engine.Started; k <= engine.Adopted; k++ {
+	for k := engine.Started; k <= engine.JobChanged; k++ {
 		got := publicEvent(engine.Event{Kind: k}).Kind
 		if got == 0 || got.String() != k.String() {
 			t.Errorf("engine kind %s becomes %v", k, got)
 		}
 	}
-	if s := engine.EventKind(engine.Adopted + 1).String(); s != "event(12)" {
-		t.Errorf("the engine has an event kind after Adopted (%s): add it to EventKind and eventKinds", s)
+	if s := engine.EventKind(engine.JobChanged + 1).String(); s != "event(13)" {
+		t.Errorf("the engine has an event kind after JobChanged (%s): add it to EventKind and eventKinds", s)
 	}
 }
 
@@ -124,7 +124,8 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 		Waiting:   task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: t0.Add(time.Minute)}, Paused: true,
 		Attempts: []task.Attempt{{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: &code, Signal: "SIGKILL", TimedOut: true,
 			Cancelled: true, Interrupted: true, NotCharged: true, Adopted: true, EndReason: "exited", Error: "e", LogPath: "l", PID: 9,
-			GPU: &card, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0}}}
+			GPU: &card, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0,
+			Job: &task.RemoteJob{System: "Slurm", ID: "4242", State: "RUNNING", Node: "n1", Reason: "None"}}}}
 	for _, v := range []reflect.Value{reflect.ValueOf(in), reflect.ValueOf(in.Attempts[0]), reflect.ValueOf(in.Waiting)} {
 		for i := range v.NumField() {
 			if v.Field(i).IsZero() {
@@ -148,7 +149,7 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 
 // Every waiting kind is public under the same name, and says the same.
 func TestEveryWaitKindIsPublic(t *testing.T) {
-	for k := task.NotWaiting; k <= task.WaitUserCap; k++ {
+	for k := task.NotWaiting; k <= task.WaitQueued; k++ {
 		w := task.WaitReason{Kind: k, Detail: "d", Until: time.Unix(100, 0)}
 		p := publicWait(w)
 		if p.Kind.String() != k.String() || p.String() != w.Text(time.Time{}) {
@@ -159,8 +160,8 @@ func TestEveryWaitKindIsPublic(t *testing.T) {
 			t.Errorf("kind %q reads back as %v, %v", k, back, err)
 		}
 	}
-	if s := task.WaitKind(task.WaitUserCap + 1).String(); s != "wait(11)" {
-		t.Errorf("there is a waiting kind after WaitUserCap (%s): make it public in task.go", s)
+	if s := task.WaitKind(task.WaitQueued + 1).String(); s != "wait(12)" {
+		t.Errorf("there is a waiting kind after WaitQueued (%s): make it public in task.go", s)
 	}
 }
 
@@ -171,7 +172,7 @@ func TestEventConversionKeepsEveryField(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ev := engine.Event{Seq: 42, Time: at, Kind: engine.Retrying, TaskID: "1/a",
 		Attempt:   task.Attempt{Number: 2, Start: at, ExitCode: &code},
-		BlockedBy: "1/b", Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at, Submitted: at}
+		BlockedBy: "1/b", Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at, Submitted: at, Notification: "webhook", GaveUp: true}
 	got := publicEvent(ev)
 	v := reflect.ValueOf(got)
 	for i := range v.NumField() {

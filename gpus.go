@@ -85,9 +85,11 @@ func (s CardState) MarshalText() ([]byte, error) { return []byte(s.String()), ni
 // makes: a batch with GPU tasks needs nvidia-smi, and no request may be
 // larger than every visible card (after the safety margin). A batch without
 // GPU tasks never runs nvidia-smi. When nvidia-smi runs but fails, nothing
-// is known and nothing is refused (the tasks would wait).
+// is known and nothing is refused (the tasks would wait). GPU tasks of an
+// executor that places its attempts itself (slurm) are not checked: this
+// machine's cards are not theirs.
 func CheckGPUs(ctx context.Context, s Scheduling, tasks []TaskSpec) error {
-	i := slices.IndexFunc(tasks, func(t TaskSpec) bool { return t.Resources.GPU() })
+	i := slices.IndexFunc(tasks, localGPU)
 	if i < 0 {
 		return nil
 	}
@@ -99,7 +101,7 @@ func CheckGPUs(ctx context.Context, s Scheduling, tasks []TaskSpec) error {
 		return nil
 	}
 	for _, t := range tasks {
-		if !t.Resources.GPU() {
+		if !localGPU(t) {
 			continue
 		}
 		need := gpu.Need{MiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive}
@@ -111,11 +113,12 @@ func CheckGPUs(ctx context.Context, s Scheduling, tasks []TaskSpec) error {
 }
 
 // CheckNvidiaSMI refuses GPU tasks on a machine without nvidia-smi, the
-// check SubmitMany makes at once. Unlike CheckGPUs it never runs
+// check SubmitMany makes at once (not those of an executor that places
+// its attempts itself, slurm). Unlike CheckGPUs it never runs
 // nvidia-smi, which may hang for its whole timeout: a run reads the cards
 // once it has started, so that CPU tasks never wait for them.
 func CheckNvidiaSMI(tasks []TaskSpec) error {
-	i := slices.IndexFunc(tasks, func(t TaskSpec) bool { return t.Resources.GPU() })
+	i := slices.IndexFunc(tasks, localGPU)
 	if i < 0 {
 		return nil
 	}
@@ -124,6 +127,10 @@ func CheckNvidiaSMI(tasks []TaskSpec) error {
 	}
 	return nil
 }
+
+// localGPU reports whether t is a GPU task that a scheduler with the
+// built-in executors runs on this machine's cards.
+func localGPU(t TaskSpec) bool { return t.Resources.GPU() && !placedByBuiltin(t.Executor) }
 
 // noSMI is the error for GPU tasks on a machine without nvidia-smi.
 func noSMI(id string) error {

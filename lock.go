@@ -12,7 +12,7 @@ import (
 // lockDir takes the run directory's lock (pidlock: an flock released by
 // the kernel when the process dies, never taken through a planted link).
 func lockDir(dir string) (*os.File, error) {
-	f, err := pidlock.Take(filepath.Join(dir, LockFile), 0o644)
+	f, err := pidlock.Take(filepath.Join(dir, LockFile), 0o600)
 	if held, ok := errors.AsType[*pidlock.HeldError](err); ok {
 		return nil, &LockedError{Dir: dir, PID: held.PID}
 	}

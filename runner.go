@@ -22,6 +22,7 @@ import (
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -81,6 +82,7 @@ func (r runner) job(req engine.AttemptRequest) executor.Job {
 		LogRoot:   r.s.runDir,
 		Token:     r.s.token(req.Spec.ID, req.Number),
 		GPUs:      gpus(req.Spec),
+		GPUMiB:    req.GPUMiB,
 		Slurm:     req.Spec.Slurm,
 	}
 }
@@ -174,7 +176,7 @@ func (r runner) Recover(orphans []engine.Orphan) []executor.Recovery {
 		}
 		batch := make([]executor.Orphan, len(idx))
 		for k, i := range idx {
-			batch[k] = executor.Orphan{Job: r.job(orphans[i].Req), Handle: orphans[i].Handle}
+			batch[k] = executor.Orphan{Job: r.job(orphans[i].Req), Handle: orphans[i].Handle, Progress: orphans[i].Progress}
 		}
 		for k, rc := range ex.Recover(batch) {
 			out[idx[k]] = rc
@@ -196,7 +198,8 @@ func (r runner) Signal(h executor.Handle, sig syscall.Signal) error {
 var _ engine.Signaler = runner{}
 
 // Finish judges an attempt's result: its kind's handler, its artifacts,
-// and, for a GPU task that failed, whether it ran out of GPU memory.
+// and, for a GPU task that failed (on a card here, or wherever its
+// executor placed it), whether it ran out of GPU memory.
 func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res executor.Result) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
 	t := publicSpec(req.Spec)
@@ -231,7 +234,7 @@ func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res execu
 			}
 		}
 	}
-	if out.Verdict != nil && req.GPU != nil {
+	if out.Verdict != nil && req.Spec.Resources.GPU() {
 		out.OOM, out.OOMTriedMiB = gpu.DetectOOM(r.logTail(req, 64<<10))
 	}
 	return out
@@ -261,8 +264,17 @@ func (s *Scheduler) wantsEvent(sp *task.Spec) bool {
 	return false
 }
 
-// deliver hands a completion event to its kind's handler.
+// deliver hands an outbox event to what delivers it: a completion event
+// to its kind's completion handler, the others as notify.go says.
 func (s *Scheduler) deliver(ctx context.Context, d engine.Delivery) error {
+	switch d.Kind {
+	case store.EventFailure:
+		return s.deliverFailure(ctx, d)
+	case store.EventRunEnd:
+		return s.deliverRunEnd(ctx, d)
+	case store.EventWebhook:
+		return s.postWebhook(ctx, d)
+	}
 	ch, ok := s.handlers[d.Spec.Kind].(CompletionHandler)
 	if !ok {
 		return fmt.Errorf("no completion handler is registered for kind %q", d.Spec.Kind)

@@ -1,6 +1,7 @@
 package gpusched
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,8 @@ type Scheduler struct {
 	smi             bool // probe is the real nvidia-smi
 	engine          *engine.Engine
 	lock            *os.File
-	qualified       bool // task ids may be RUN/TASK (WithQualifiedIDs)
+	qualified       bool   // task ids may be RUN/TASK (WithQualifiedIDs)
+	userAgent       string // of webhook requests (WithUserAgent)
 }
 
 // Option configures a Scheduler.
@@ -55,6 +57,7 @@ type options struct {
 	probe     gpu.Probe // nil: nvidia-smi
 	qualified bool      // WithQualifiedIDs
 	retire    bool      // WithRetirement
+	userAgent string    // WithUserAgent
 }
 
 // WithHandler registers h for tasks of the given kind, replacing any
@@ -107,7 +110,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		return nil, err
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
-		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified}
+		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified, userAgent: cmp.Or(o.userAgent, defaultUserAgent())}
 	sc.runTag = runTag(abs)
 	if sc.probe == nil {
 		sc.probe, sc.smi = &nvidiasmi.Probe{Timeout: sc.settings.NvidiaSMITimeout}, true
@@ -128,11 +131,15 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		WantsEvent:        sc.wantsEvent,
 		Deliver:           sc.deliver,
 		OnFailure:         sc.onFailure,
+		Notices:           sc.notices,
+		RunEnded:          sc.runEnded,
 		FairShareHalfLife: sc.settings.FairShareHalfLife,
 		UserMaxRunning:    sc.settings.UserMaxRunning,
 		UserMaxGPUMiB:     sc.settings.UserMaxGPUMiB,
 		OwnerName:         ownerName,
 		Retire:            o.retire,
+		PlacesGPUs:        sc.placesGPUs,
+		MaxGPUMiB:         sc.maxGPUMiB,
 		GPU: engine.GPUConfig{
 			Probe:          sc.probe,
 			Settings:       sc.settings.gpuSettings(),
@@ -241,7 +248,9 @@ func (s *Scheduler) StopNow() { s.engine.StopNow() }
 func (s *Scheduler) Records() []Record { return publicRecords(s.engine.Records()) }
 
 // Waiting returns why each task named waits, as the scheduler decided:
-// for those that are pending; with no ids, for every pending task. The
+// for those that are pending, or running with an attempt that waits in
+// the batch system that runs it (WaitQueued); with no ids, for every such
+// task. The
 // same reasons are saved in the run directory's state database, where
 // "gpusched status" reads them; the detail of a GPU reason there follows
 // the cards within seconds.

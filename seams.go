@@ -146,6 +146,37 @@ func (s *Scheduler) executorFor(sp *task.Spec) (executor.Executor, error) {
 // specExecutor is the executor task sp names; "" when none.
 func specExecutor(sp *task.Spec) string { return sp.Executor }
 
+// placer returns the executor of sp when it places its attempts itself
+// (executor.Placer: Slurm), so that sp's GPU is none of this machine's
+// cards.
+func (s *Scheduler) placer(sp *task.Spec) executor.Placer {
+	ex, err := s.executorFor(sp)
+	if err != nil {
+		return nil
+	}
+	if p, ok := ex.(executor.Placer); ok && p.PlacesWork() {
+		return p
+	}
+	return nil
+}
+
+// placesGPUs reports whether the executor of sp places its attempts
+// itself: a GPU task of it is not admitted by this machine's cards.
+func (s *Scheduler) placesGPUs(sp *task.Spec) bool { return s.placer(sp) != nil }
+
+// maxGPUMiB is the most GPU memory the executor of sp, one that places
+// its attempts, can give one GPU; 0 when it does not know.
+func (s *Scheduler) maxGPUMiB(sp *task.Spec) int64 {
+	if p := s.placer(sp); p != nil {
+		return p.MaxGPUMiB(sp)
+	}
+	return 0
+}
+
+// placedByBuiltin reports whether the built-in executor named name (the
+// one a task names, "" for local) places its attempts itself: slurm.
+func placedByBuiltin(name string) bool { return name == slurm.Name }
+
 // checkExecutors refuses tasks that name an executor this scheduler does
 // not have.
 func (s *Scheduler) checkExecutors(specs []*task.Spec) error {

@@ -254,8 +254,8 @@ func argvPayload(kind string, p any) any {
 	return args
 }
 
-// EventsPending returns how many completion events (handlers'
-// OnComplete and OnFailure) are recorded and not delivered yet.
+// EventsPending returns how many outbox events (completion and failure
+// events, on_run_end, webhooks) are recorded and not delivered yet.
 func (s *Scheduler) EventsPending() int { return s.engine.EventsPending() }
 
 // Cards returns the GPUs as the scheduler's admission sees them now, and

@@ -111,9 +111,10 @@ func resumeVerdict(ctx context.Context, sp *task.Spec, fingerprint string, r *st
 // nvidia-smi, which may hang for its whole timeout: the engine reads the
 // cards when the run starts, CPU tasks start meanwhile, and requests no
 // card can hold fail when the cards are first seen (at submit, once they
-// have been). A batch without GPU tasks never looks for nvidia-smi.
+// have been). A batch without GPU tasks, or whose GPU tasks all run where
+// their executor places them (Slurm), never looks for nvidia-smi.
 func (s *Scheduler) checkNvidiaSMI(specs []*task.Spec) error {
-	i := slices.IndexFunc(specs, func(sp *task.Spec) bool { return sp.Resources.GPU() })
+	i := slices.IndexFunc(specs, func(sp *task.Spec) bool { return sp.Resources.GPU() && !s.placesGPUs(sp) })
 	if i < 0 || !s.smi {
 		return nil
 	}

@@ -8,9 +8,13 @@ import (
 )
 
 // SlurmSettings are what a task asks of Slurm (sbatch's --partition,
-// --account, --qos, --constraint, --cpus-per-task, --mem, and extra
-// arguments as they are).
+// --account, --qos, --constraint, --cpus-per-task, --mem, extra
+// arguments as they are, and the GPU types its budget chooses from).
 type SlurmSettings = task.SlurmSettings
+
+// RemoteJob is an attempt's job in a batch system (Slurm), as that system
+// last said of it (Attempt.Job): its id, state, node, and why it waits.
+type RemoteJob = task.RemoteJob
 
 // TaskSpec describes one task: what to run, after what, with what priority
 // and resources, and what to do when it fails. The zero value of every field
@@ -79,6 +83,13 @@ type TaskSpec struct {
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
 	OnComplete []string `json:"on_complete,omitempty"`
+	// OnFailure, for the command kind, is an argv run once the task has
+	// failed for good, its retries spent (at least once, as OnComplete),
+	// with GPUSCHED_TASK_ID, GPUSCHED_EVENT_ID, GPUSCHED_EXIT_CODE,
+	// GPUSCHED_ATTEMPTS and GPUSCHED_ERROR set (see FailureEvent). A
+	// blocked or cancelled task has not failed: nothing runs for it.
+	// Like OnComplete, it is not part of the task's definition.
+	OnFailure []string `json:"on_failure,omitempty"`
 	// CleanEnv makes Env the attempts' whole environment: nothing is
 	// inherited from the scheduler's own (gpusched's variables, such as
 	// GPUSCHED_TASK_ID and CUDA_VISIBLE_DEVICES, are still set). A daemon
@@ -155,7 +166,8 @@ type Record struct {
 	// "artifact missing: out/x", ...); empty when it was kept or is new.
 	Rerun string `json:"rerun,omitempty"`
 	// Waiting says why a pending task has not started, as the scheduler
-	// decided it; the zero value for a task that is not pending.
+	// decided it; for a running task, WaitQueued while its attempt waits
+	// in the batch system that runs it; the zero value otherwise.
 	Waiting WaitReason `json:"waiting,omitzero"`
 }
 
@@ -221,6 +233,9 @@ type Attempt struct {
 	// dependencies complete, or its previous attempt failed): Start - ReadyAt
 	// is the time it waited for a slot or a card.
 	ReadyAt time.Time `json:"ready_at,omitzero"`
+	// Job is the attempt's job in the batch system that ran it (Slurm),
+	// as that system last said; nil for attempts run on this machine.
+	Job *RemoteJob `json:"job,omitempty"`
 }
 
 // Ended reports whether the attempt has finished.
@@ -268,7 +283,8 @@ func (s *State) UnmarshalText(b []byte) error {
 	return err
 }
 
-// WaitKind says why a pending task has not started. Kinds are saved and
+// WaitKind says why a pending task has not started, or (WaitQueued) why a
+// running task's attempt has not started in its batch system. Kinds are saved and
 // printed as the lowercase names String returns ("dependencies", "slot",
 // "gpu-memory", ...), which other tools may rely on; new kinds may be added.
 type WaitKind uint8
@@ -308,6 +324,11 @@ const (
 	// WaitUserCap: its owner is at a per-user cap (running tasks or GPU
 	// memory); Detail says which.
 	WaitUserCap = WaitKind(task.WaitUserCap)
+	// WaitQueued: the task runs (its attempt exists), and the attempt
+	// waits in the batch system that runs it (Slurm's queue), or to be
+	// submitted there; Detail says what that system says. The only kind
+	// a running task has.
+	WaitQueued = WaitKind(task.WaitQueued)
 )
 
 // String returns the kind's name, e.g. "gpu-memory"; "" for NotWaiting.
@@ -350,9 +371,10 @@ type Event struct {
 	Kind EventKind
 	// TaskID is the task concerned; empty for the events about GPUs.
 	TaskID string
-	// Attempt is the attempt concerned: for EventStarted, and for the end of
-	// an attempt (EventComplete, EventRetrying, EventFailed, and
-	// EventCancelled of a running task). Its Number is 0 otherwise.
+	// Attempt is the attempt concerned: for EventStarted, EventAdopted,
+	// EventJob, and for the end of an attempt (EventComplete,
+	// EventRetrying, EventFailed, and EventCancelled of a running task).
+	// Its Number is 0 otherwise.
 	Attempt Attempt
 	// BlockedBy, for EventBlocked, names the failed or cancelled task.
 	BlockedBy string
@@ -374,6 +396,13 @@ type Event struct {
 	// EventBlocked, EventCancelled), is when it was last submitted, as its
 	// Record says.
 	Submitted time.Time
+	// Notification, for EventDeliveryFailed, says what failed to be
+	// delivered: "complete" (a completion handler, on_complete),
+	// "failure" (a failure event handler, on_failure), "run-end"
+	// (on_run_end) or "webhook". GaveUp: it will not be tried again (a
+	// webhook, after WebhookTries failures).
+	Notification string
+	GaveUp       bool
 }
 
 // EventKind says what an Event reports.
@@ -387,8 +416,9 @@ const (
 	EventFailed                         // the task failed for good
 	EventBlocked                        // a dependency failed or was cancelled
 	EventCancelled                      // the task was cancelled
-	// EventDeliveryFailed: a completion handler failed; the event will be
-	// delivered again.
+	// EventDeliveryFailed: a notification could not be delivered (a
+	// completion or failure handler failed, on_run_end, a webhook); it
+	// will be delivered again unless Event.GaveUp.
 	EventDeliveryFailed
 	// EventCardQuarantined: a GPU went into quarantine; Event.Card says
 	// which, Event.Error why and until when.
@@ -404,12 +434,17 @@ const (
 	// ended while no scheduler watched, and its end follows, recorded from
 	// its result.
 	EventAdopted
+	// EventJob: what the batch system running an attempt (Slurm) says of
+	// it changed: Event.Attempt.Job has its job id, state, node and why
+	// it waits. A running task's attempt may wait there before its
+	// command starts (its Record.Waiting is then WaitQueued).
+	EventJob
 )
 
 var eventKindNames = [...]string{EventStarted: "started", EventRetrying: "retrying", EventComplete: "complete",
 	EventFailed: "failed", EventBlocked: "blocked", EventCancelled: "cancelled", EventDeliveryFailed: "event-failed",
 	EventCardQuarantined: "card-quarantined", EventGPUUnknown: "gpu-unknown", EventGPUKnown: "gpu-known",
-	EventAdopted: "adopted"}
+	EventAdopted: "adopted", EventJob: "job"}
 
 // String returns the kind's name, as --events writes it, e.g. "started".
 func (k EventKind) String() string {

@@ -74,6 +74,7 @@ type Task struct {
 	Artifacts     []string `json:"artifacts,omitempty"`
 	HashArtifacts bool     `json:"hash_artifacts,omitempty"`
 	OnComplete    []string `json:"on_complete,omitempty"`
+	OnFailure     []string `json:"on_failure,omitempty"`
 }
 
 // Run kinds.

@@ -270,10 +270,12 @@ alloc_argv() {
 	return 0
 }
 
-# yaml_list WORD...: a YAML flow sequence of double-quoted strings.
+# yaml_list WORD...: a YAML flow sequence of double-quoted strings, each
+# ${ written $${ (a workflow substitutes ${name} and reads $${ as ${).
 yaml_list() {
 	local s o=""
 	for s in "$@"; do
+		s=${s//'${'/'$${'}
 		s=${s//\\/\\\\}
 		s=${s//\"/\\\"}
 		o+="${o:+, }\"$s\""

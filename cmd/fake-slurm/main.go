@@ -1,6 +1,6 @@
 // Command fake-slurm plays Slurm's client programs for tests, on this
-// machine alone: installed (linked) as sbatch, squeue, scontrol, scancel
-// and sacct, it acts as the one its name says; "fake-slurm NAME ARGS..."
+// machine alone: installed (linked) as sbatch, squeue, scontrol,
+// scancel, sinfo or sacct, it acts as the one its name says; "fake-slurm NAME ARGS..."
 // does the same, and "fake-slurm admin ..." plays the cluster's
 // administrator (preempt, fail the node, forget a job).
 //
@@ -18,11 +18,18 @@
 //
 //	down          every call fails as when slurmctld does not answer
 //	sbatch-fail   "N message": the next N sbatch calls fail with message
-//	start-delay   a duration: how long a released job stays PENDING
+//	start-delay   a duration: how long a released job stays PENDING (read
+//	              again while it waits: lowering it starts waiting jobs)
 //	kill-wait     a duration: SIGTERM to SIGKILL on cancel (default 1s)
 //	sbatch-kill-caller  the next sbatch submits the job, then kills its
 //	              caller (SIGKILL) before it answers: a crash between
 //	              sbatch and saving the job id
+//	nodes         the cluster's nodes, as sinfo --Node prints them (see
+//	              check.go); sbatch takes their partitions only. Default:
+//	              node fake1 in partition debug, 2 CPUs, gres gpu:2
+//	pending-reason  a reason: released jobs stay PENDING with it
+//	unshared      jobs fail to start as on a node that cannot open their
+//	              --output (FAILED, JobLaunchFailure, exit 0:53)
 //	accounting    accounting is on: sacct answers about every job, those
 //	              the controller forgot included; without this file sacct
 //	              fails as where AccountingStorageType is none
@@ -80,7 +87,7 @@ func main() {
 	name, args := filepath.Base(os.Args[0]), os.Args[1:]
 	if name == "fake-slurm" {
 		if len(args) == 0 {
-			fmt.Fprintln(os.Stderr, "usage: fake-slurm sbatch|squeue|scontrol|scancel|admin|run-job ARGS...")
+			fmt.Fprintln(os.Stderr, "usage: fake-slurm sbatch|squeue|scontrol|scancel|sinfo|sacct|admin|run-job ARGS...")
 			os.Exit(2)
 		}
 		name, args = args[0], args[1:]
@@ -88,7 +95,7 @@ func main() {
 	if name != "run-job" && name != "admin" {
 		logCall(name, args)
 		// sacct asks slurmdbd, not the controller.
-		if _, err := os.Stat(filepath.Join(dir, "down")); err == nil && name != "sacct" {
+		if _, err := os.Stat(filepath.Join(dir, "down")); err == nil && name != "sacct" && !whenDown(name, args) {
 			fail(name, "Unable to contact slurm controller (connect failure)")
 		}
 	}
@@ -101,6 +108,8 @@ func main() {
 		scontrol(args)
 	case "scancel":
 		scancel(args)
+	case "sinfo":
+		sinfo(args)
 	case "sacct":
 		sacct(args)
 	case "run-job":
@@ -119,6 +128,8 @@ func fail(prog, msg string) {
 		fmt.Fprintf(os.Stderr, "sbatch: error: %s\n", msg)
 	case "squeue", "scontrol":
 		fmt.Fprintf(os.Stderr, "slurm_load_jobs error: %s\n", msg)
+	case "sinfo":
+		fmt.Fprintf(os.Stderr, "slurm_load_partitions: %s\n", msg)
 	default:
 		fmt.Fprintf(os.Stderr, "%s: error: %s\n", prog, msg)
 	}
@@ -229,7 +240,7 @@ func sbatch(args []string) {
 	if len(rest) != 1 {
 		fail("sbatch", "want one batch script")
 	}
-	if p := o["partition"]; p != "" && p != "debug" {
+	if p := o["partition"]; p != "" && !knownPartition(p) {
 		fail("sbatch", "Batch job submission failed: Invalid partition name specified")
 	}
 	script, err := os.ReadFile(rest[0])
@@ -317,13 +328,26 @@ func durationFile(name string, def time.Duration) time.Duration {
 // script and records the end, unless the job was ended meanwhile.
 func runJob(idStr string) {
 	id, _ := strconv.Atoi(idStr)
-	time.Sleep(durationFile("start-delay", 0))
+	for begun := time.Now(); time.Since(begun) < durationFile("start-delay", 0); {
+		// Read again while it waits: a job cancelled meanwhile leaves no
+		// runner behind, and a shorter delay starts it.
+		time.Sleep(50 * time.Millisecond)
+		if j, ok := load(id); !ok || j.State != "PENDING" || j.Held {
+			return
+		}
+	}
 	var j *job
 	gone := false
+	reason := controlFile("pending-reason")
 	locked(func() {
 		var ok bool
 		if j, ok = load(id); !ok || j.State != "PENDING" || j.Held {
 			gone = true
+			return
+		}
+		if reason != "" { // it waits for ever
+			j.Reason, gone = reason, true
+			save(j)
 			return
 		}
 		j.State, j.Reason, j.Node, j.Start = "RUNNING", "None", "fake1", time.Now()
@@ -331,6 +355,11 @@ func runJob(idStr string) {
 		save(j)
 	})
 	if gone {
+		return
+	}
+	if fileExists(filepath.Join(dir, "unshared")) {
+		// The node cannot open --output: slurmd fails the job so.
+		finish(id, "FAILED", "JobLaunchFailure", "0:53")
 		return
 	}
 	env := j.Env
@@ -342,7 +371,8 @@ func runJob(idStr string) {
 	env = append(env, "SLURM_JOB_ID="+idStr, "SLURM_JOBID="+idStr, "SLURM_JOB_NAME="+j.Name, "SLURMD_NODENAME=fake1",
 		"SLURM_EXPORT_ENV=NONE", "ENVIRONMENT=BATCH")
 	if n, ok := strings.CutPrefix(j.Gres, "gpu:"); ok {
-		k, _ := strconv.Atoi(n)
+		// gpu:N or gpu:TYPE:N: the count is last.
+		k, _ := strconv.Atoi(n[strings.LastIndexByte(n, ':')+1:])
 		var devs []string
 		for i := range k {
 			devs = append(devs, strconv.Itoa(i))
@@ -515,6 +545,8 @@ func scontrol(args []string) {
 		}
 		fmt.Printf("JobId=%d JobName=%s\n   JobState=%s Reason=%s Dependency=(null)\n   ExitCode=%s\n   StartTime=%s EndTime=%s\n   NodeList=%s\n   Comment=%s\n   StdOut=%s\n\n",
 			j.ID, j.Name, j.State, j.Reason, exit, fmtTime(j.Start), fmtTime(j.End), orNull(j.Node), j.Comment, j.Output)
+	case len(args) == 1 && args[0] == "ping":
+		ping()
 	case len(args) == 2 && args[0] == "release":
 		for _, s := range strings.Split(args[1], ",") {
 			id, _ := strconv.Atoi(s)
@@ -531,7 +563,7 @@ func scontrol(args []string) {
 			}
 		}
 	default:
-		fail("scontrol", "fake-slurm knows show job ID and release IDS only")
+		fail("scontrol", "fake-slurm knows ping, show job ID and release IDS only")
 	}
 }
 
@@ -624,11 +656,13 @@ func forget(id int) {
 	})
 }
 
-// sacct answers "sacct -X --noheader --parsable2 --jobs=IDS
-// --format=JobID,State,ExitCode,NodeList" about the jobs the controller
-// knows and those it forgot, as real sacct prints them; unknown ids are
-// left out. Without the accounting file, it fails as sacct does where
-// accounting is off.
+// sacct answers the two queries gpusched makes, as real sacct prints
+// them: the tracker's "-X --noheader --parsable2 --jobs=IDS
+// --format=JobID,State,ExitCode,NodeList" and the check's "--noheader
+// --allocations --parsable2 --format=JobID,State" (with --jobs, or about
+// every job). It knows the jobs of the controller and those it forgot;
+// unknown ids are left out. Without the accounting file, it fails as
+// sacct does where accounting is off (sacct-disabled.stderr).
 func sacct(args []string) {
 	if !fileExists(filepath.Join(dir, "accounting")) {
 		fmt.Fprintln(os.Stderr, "Slurm accounting storage is disabled")
@@ -651,12 +685,22 @@ func sacct(args []string) {
 	o, rest := opts(args)
 	_, noheader := o["noheader"]
 	_, parsable := o["parsable2"]
-	if len(rest) != 1 || rest[0] != "-X" || !noheader || !parsable || o["format"] != "JobID,State,ExitCode,NodeList" || o["jobs"] == "" {
-		fmt.Fprintln(os.Stderr, "fake-slurm: sacct knows -X --noheader --parsable2 --jobs=IDS --format=JobID,State,ExitCode,NodeList only")
+	_, allocations := o["allocations"]
+	allocations = allocations || len(rest) == 1 && rest[0] == "-X"
+	long := o["format"] == "JobID,State,ExitCode,NodeList"
+	if !noheader || !parsable || !allocations || !long && o["format"] != "JobID,State" {
+		fmt.Fprintln(os.Stderr, "fake-slurm: sacct knows --allocations (-X) --noheader --parsable2 --format=JobID,State[,ExitCode,NodeList] only")
 		os.Exit(2)
 	}
+	var jobs []*job
+	if o["jobs"] == "" {
+		jobs = append(all(), forgotten()...)
+	}
 	for _, s := range strings.Split(o["jobs"], ",") {
-		id, _ := strconv.Atoi(s)
+		id, err := strconv.Atoi(s)
+		if err != nil {
+			continue
+		}
 		j, ok := load(id)
 		if !ok {
 			b, err := os.ReadFile(acctPath(id))
@@ -664,9 +708,16 @@ func sacct(args []string) {
 				continue
 			}
 		}
+		jobs = append(jobs, j)
+	}
+	for _, j := range jobs {
 		state := j.State
 		if state == "CANCELLED" {
 			state = "CANCELLED by 0"
+		}
+		if !long {
+			fmt.Printf("%d|%s\n", j.ID, state)
+			continue
 		}
 		exit := j.Exit
 		if exit == "" {
@@ -678,4 +729,19 @@ func sacct(args []string) {
 		}
 		fmt.Printf("%d|%s|%s|%s\n", j.ID, state, exit, node)
 	}
+}
+
+// forgotten returns the jobs the controller forgot, which accounting
+// keeps.
+func forgotten() []*job {
+	ents, _ := os.ReadDir(filepath.Join(dir, "acct"))
+	var out []*job
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, "acct", e.Name()))
+		var j job
+		if err == nil && json.Unmarshal(b, &j) == nil {
+			out = append(out, &j)
+		}
+	}
+	return out
 }

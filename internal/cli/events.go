@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // "gpusched run --events FILE" writes one JSON object per line per event,
@@ -26,6 +27,7 @@ const (
 	evGPUUnknown      = "gpu-unknown"      // the GPUs cannot be read (nvidia-smi fails or hangs); GPU tasks wait
 	evGPUKnown        = "gpu-known"        // the GPUs can be read again
 	evAdopted         = "adopted"          // an attempt left running by an earlier scheduler was adopted
+	evJob             = "job"              // what the batch system running an attempt (Slurm) says of its job changed
 )
 
 // eventJSONLine is one line of --events. Fields that do not apply to an
@@ -45,6 +47,12 @@ type eventJSONLine struct {
 	Log       string     `json:"log,omitempty"`
 	Rerun     string     `json:"rerun,omitempty"`
 	Duration  *float64   `json:"duration_s,omitempty"`
+	// Job is the attempt's job in a batch system (Slurm): {"system",
+	// "id", "state", "node", "reason"}, as that system last said; with
+	// "job", "attempt-ended" and "adopted" of an attempt that has one.
+	// ("started" comes before the job is submitted: the "job" events
+	// that follow name it.)
+	Job *task.RemoteJob `json:"job,omitempty"`
 }
 
 // eventJSONLines turns a transition into its lines: an attempt that ended
@@ -62,7 +70,7 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 		}
 		l := base
 		l.Event = evAttemptEnded
-		l.Card, l.ExitCode, l.Signal, l.Error, l.Log = a.GPU, a.ExitCode, a.Signal, a.Error, a.LogPath
+		l.Card, l.ExitCode, l.Signal, l.Error, l.Log, l.Job = a.GPU, a.ExitCode, a.Signal, a.Error, a.LogPath, a.Job
 		d := math.Round(a.End.Sub(a.Start).Seconds()*1000) / 1000 // to the millisecond
 		l.Duration = &d
 		out = append(out, l)
@@ -106,13 +114,15 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 	case gpusched.EventGPUKnown:
 		l.Event = evGPUKnown
 	case gpusched.EventAdopted:
-		l.Event, l.Card, l.Log = evAdopted, a.GPU, a.LogPath
+		l.Event, l.Card, l.Log, l.Job = evAdopted, a.GPU, a.LogPath, a.Job
 		if a.GPU != nil {
 			l.MemoryMiB = a.MemRequestedMiB
 		}
 		if ev.Ended {
 			l.Error = "ended while no scheduler ran"
 		}
+	case gpusched.EventJob:
+		l.Event, l.Job = evJob, a.Job
 	default:
 		l.Event = ev.Kind.String()
 	}

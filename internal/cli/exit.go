@@ -109,7 +109,7 @@ func message(err error) string {
 	var ie *interruptedError
 	var se *schedulerExit
 	switch {
-	case err == nil, errors.Is(err, errUnfinished), errors.As(err, &se):
+	case err == nil, errors.Is(err, errUnfinished), errors.Is(err, errCheckFailed), errors.As(err, &se):
 		return ""
 	case errors.As(err, &ie) && ie.err == nil:
 		return ""

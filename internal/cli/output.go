@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -81,7 +82,19 @@ func eventLine(ev gpusched.Event) string {
 	case gpusched.EventCancelled:
 		return fmt.Sprintf("%s cancelled %s", ts, ev.TaskID)
 	case gpusched.EventDeliveryFailed:
-		return fmt.Sprintf("%s event     %s: completion handler failed, will retry: %s", ts, ev.TaskID, ev.Error)
+		what, next := "completion handler", "will retry"
+		switch ev.Notification {
+		case "failure":
+			what = "failure handler"
+		case "run-end":
+			what = "on_run_end"
+		case "webhook":
+			what = "webhook"
+		}
+		if ev.GaveUp {
+			next = "given up"
+		}
+		return fmt.Sprintf("%s event     %s: %s failed, %s: %s", ts, cmp.Or(ev.TaskID, "run"), what, next, ev.Error)
 	case gpusched.EventCardQuarantined:
 		return fmt.Sprintf("%s gpu       card %d quarantined: %s", ts, ev.Card, ev.Error)
 	case gpusched.EventGPUUnknown:
@@ -99,7 +112,12 @@ func eventLine(ev gpusched.Event) string {
 		if a.GPU != nil {
 			detail += fmt.Sprintf(", card %d, %d MiB", *a.GPU, a.MemRequestedMiB)
 		}
+		if j := jobText(a.Job); j != "" {
+			detail += ", " + j
+		}
 		return fmt.Sprintf("%s adopted   %s (%s)", ts, ev.TaskID, detail)
+	case gpusched.EventJob:
+		return fmt.Sprintf("%s job       %s: %s", ts, ev.TaskID, jobText(a.Job))
 	}
 	return ""
 }
@@ -113,25 +131,38 @@ type plainDisplay struct {
 	// they block get no line each (the summary counts them). Touched by
 	// observe only, on the scheduler's loop.
 	cancelled map[string]bool
+	// jobSaid is the last job line said of each task whose attempt runs
+	// in a batch system: the engine tells the command's start with the
+	// job unchanged, which says nothing new here. Dropped at the
+	// attempt's end.
+	jobSaid map[string]string
 	// line formats an event; nil: eventLine.
 	line func(gpusched.Event) string
 }
 
 func newPlainDisplay(w, stderr io.Writer) *plainDisplay {
-	return &plainDisplay{q: newLineQueue(w), stderr: stderr, cancelled: map[string]bool{}}
+	return &plainDisplay{q: newLineQueue(w), stderr: stderr, cancelled: map[string]bool{}, jobSaid: map[string]string{}}
 }
 
 func (p *plainDisplay) observe(ev gpusched.Event) {
 	switch ev.Kind {
 	case gpusched.EventCancelled:
 		p.cancelled[ev.TaskID] = true
+		delete(p.jobSaid, ev.TaskID)
 	case gpusched.EventBlocked:
 		if p.cancelled[ev.BlockedBy] {
 			return
 		}
-	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventComplete, gpusched.EventFailed,
-		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown,
-		gpusched.EventAdopted:
+	case gpusched.EventJob:
+		said := jobText(ev.Attempt.Job)
+		if p.jobSaid[ev.TaskID] == said {
+			return
+		}
+		p.jobSaid[ev.TaskID] = said
+	case gpusched.EventRetrying, gpusched.EventComplete, gpusched.EventFailed:
+		delete(p.jobSaid, ev.TaskID)
+	case gpusched.EventStarted, gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown,
+		gpusched.EventGPUKnown, gpusched.EventAdopted:
 	}
 	format := eventLine
 	if p.line != nil {

@@ -111,7 +111,11 @@ func (f progressFrame) render(width, height int) string {
 	if why := waitBreakdown(f.waits); why != "" && c[gpusched.StatePending] > 0 {
 		waiting += " (" + why + ")"
 	}
-	parts = append(parts, fmt.Sprintf("running %d", c[gpusched.StateRunning]), waiting)
+	running := fmt.Sprintf("running %d", c[gpusched.StateRunning])
+	if n := f.queued(); n > 0 {
+		running += fmt.Sprintf(" (%d queued)", n)
+	}
+	parts = append(parts, running, waiting)
 	line := strings.Join(parts, " · ")
 	if f.stopping && c[gpusched.StateRunning] > 0 {
 		line += " · stopping: waiting for the running tasks to end"
@@ -152,8 +156,13 @@ func (f progressFrame) render(width, height int) string {
 	idWidth = min(idWidth, maxID)
 	for _, t := range shown {
 		where := "cpu"
-		if t.card != nil {
+		switch {
+		case t.card != nil:
 			where = fmt.Sprintf("card %d", *t.card)
+		case t.job != nil && t.job.Queued:
+			where = "queued"
+		case t.job != nil && t.job.Node != "":
+			where = t.job.Node
 		}
 		fmt.Fprintf(&b, "  %s  %-7s %7s", padRight(elideMiddle(t.id, idWidth), idWidth), where, clock(f.now.Sub(t.start)))
 		if t.card != nil {
@@ -169,12 +178,39 @@ func (f progressFrame) render(width, height int) string {
 		if t.adopted {
 			b.WriteString("  adopted")
 		}
+		if t.job != nil {
+			b.WriteString("  " + jobLine(t.job))
+		}
 		b.WriteString("\n")
 	}
 	if more > 0 {
 		fmt.Fprintf(&b, "  … and %d more running\n", more)
 	}
 	return b.String()
+}
+
+// queued counts the running tasks whose attempt waits in a batch
+// system's queue.
+func (f progressFrame) queued() int {
+	n := 0
+	for _, t := range f.running {
+		if t.job != nil && t.job.Queued {
+			n++
+		}
+	}
+	return n
+}
+
+// jobLine is a running task's job, on its line of the display: the job
+// id, and why it waits while it waits ("slurm job 4242 PENDING
+// (Priority)"); the node is in the line's place column.
+func jobLine(j *task.RemoteJob) string {
+	if !j.Queued {
+		c := *j
+		c.Node, c.State, c.Reason = "", "", ""
+		j = &c
+	}
+	return jobText(j)
 }
 
 // clock formats a duration in whole seconds, compactly: 7s, 4m05s, 2h03m.

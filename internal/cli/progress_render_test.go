@@ -152,3 +152,66 @@ func TestProgressWaitingBreakdown(t *testing.T) {
 		t.Errorf("counts line without reasons: %q", counts)
 	}
 }
+
+// A Slurm task's line: queued, with its job and Slurm's reason, counted
+// among the running as queued; once its command runs, its node, its job,
+// and the time from its real start (not its time in the queue).
+func TestProgressFrameSlurmJobs(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	s := newProgressState(0)
+	s.reset(pendingRecords(3))
+	for i, id := range []string{"t00000", "t00001", "t00002"} {
+		s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: id, Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-time.Duration(90-i) * time.Second)}})
+	}
+	queued := &task.RemoteJob{System: "Slurm", ID: "4242", State: "PENDING", Reason: "Priority", Queued: true}
+	s.apply(gpusched.Event{Kind: gpusched.EventJob, TaskID: "t00000", Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-90 * time.Second), Job: queued}})
+	running := &task.RemoteJob{System: "Slurm", ID: "4243", State: "RUNNING", Node: "node7"}
+	s.apply(gpusched.Event{Kind: gpusched.EventJob, TaskID: "t00001", Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-5 * time.Second), Job: running}})
+	s.apply(gpusched.Event{Kind: gpusched.EventJob, TaskID: "t00002", Attempt: gpusched.Attempt{Number: 2, Start: now, Job: running}}) // not its attempt: ignored
+	got := s.frame(now, now.Add(-2*time.Minute)).render(100, 10)
+	want := "" +
+		"░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░ 0/3 tasks  elapsed 2m00s  left ?\n" +
+		"complete 0 · failed 0 · running 3 (1 queued) · waiting 0\n" +
+		"  t00000  queued    1m30s  Slurm job 4242 PENDING (Priority)\n" +
+		"  t00002  cpu       1m28s\n" +
+		"  t00001  node7        5s  Slurm job 4243\n"
+	if got != want {
+		t.Errorf("render:\n%s\nwant:\n%s", got, want)
+	}
+	if lines := s.takeLines(); len(lines) != 0 {
+		t.Errorf("lines printed above the display for job changes: %q", lines)
+	}
+}
+
+// The plain output and --events name a Slurm attempt's job: a line per
+// change, and "job" events whose job has its id, state, node and reason.
+func TestJobEventLines(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		job  task.RemoteJob
+		line string
+	}{
+		{task.RemoteJob{System: "Slurm", ID: "4242", State: "PENDING", Reason: "Priority", Queued: true},
+			"10:00:00 job       train: Slurm job 4242 PENDING (Priority)"},
+		{task.RemoteJob{System: "Slurm", ID: "4242", State: "RUNNING", Node: "node7"},
+			"10:00:00 job       train: Slurm job 4242 RUNNING on node7"},
+		{task.RemoteJob{System: "Slurm", Reason: "Slurm controller unreachable since 09:59:00: submission waits", Queued: true},
+			"10:00:00 job       train: Slurm controller unreachable since 09:59:00: submission waits"},
+	} {
+		ev := gpusched.Event{Kind: gpusched.EventJob, Time: now, TaskID: "train", Attempt: gpusched.Attempt{Number: 1, Job: &tt.job}}
+		if got := eventLine(ev); got != tt.line {
+			t.Errorf("line = %q, want %q", got, tt.line)
+		}
+		lines := eventJSONLines(ev)
+		if len(lines) != 1 || lines[0].Event != "job" || lines[0].Attempt != 1 || lines[0].Job == nil || *lines[0].Job != tt.job {
+			t.Errorf("--events lines = %+v, want one job event with %+v", lines, tt.job)
+		}
+	}
+	end := gpusched.Event{Kind: gpusched.EventComplete, Time: now, TaskID: "train",
+		Attempt: gpusched.Attempt{Number: 1, Start: now, End: now, ExitCode: new(int), Job: &task.RemoteJob{ID: "4242", Node: "node7"}}}
+	if l := eventJSONLines(end); len(l) != 2 || l[0].Event != "attempt-ended" || l[0].Job == nil || l[0].Job.Node != "node7" {
+		t.Errorf("--events lines of the end = %+v, want attempt-ended with its job", l)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // The live display's model of the run: every task's state, the running
@@ -41,6 +42,9 @@ type runningTask struct {
 	card    *int
 	reqMiB  int64
 	adopted bool // started by an earlier scheduler, adopted by this one
+	// job is its job in a batch system (Slurm), as it last said; nil for
+	// a task run here.
+	job *task.RemoteJob
 }
 
 func newProgressState(total int) progressState {
@@ -96,7 +100,13 @@ func (s *progressState) apply(ev gpusched.Event) {
 	case gpusched.EventAdopted:
 		if !ev.Ended {
 			s.set(ev.TaskID, gpusched.StateRunning)
-			s.running[ev.TaskID] = runningTask{id: ev.TaskID, attempt: a.Number, start: a.Start, card: a.GPU, reqMiB: a.MemRequestedMiB, adopted: true}
+			s.running[ev.TaskID] = runningTask{id: ev.TaskID, attempt: a.Number, start: a.Start, card: a.GPU, reqMiB: a.MemRequestedMiB,
+				adopted: true, job: a.Job}
+		}
+	case gpusched.EventJob:
+		if t, ok := s.running[ev.TaskID]; ok && t.attempt == a.Number {
+			t.job, t.start = a.Job, a.Start // once its command runs, its real start
+			s.running[ev.TaskID] = t
 		}
 	case gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined:
 	}
@@ -109,7 +119,7 @@ func (s *progressState) apply(ev gpusched.Event) {
 		} else {
 			s.addLine(eventLine(ev))
 		}
-	case gpusched.EventStarted, gpusched.EventComplete, gpusched.EventBlocked:
+	case gpusched.EventStarted, gpusched.EventComplete, gpusched.EventBlocked, gpusched.EventJob:
 	}
 }
 

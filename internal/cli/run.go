@@ -256,7 +256,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 
 	start := time.Now()
 	completedNow := 0 // touched by the observer only, read after Run
-	opts := []gpusched.Option{gpusched.WithObserver(func(ev gpusched.Event) {
+	opts := []gpusched.Option{gpusched.WithUserAgent("gpusched/" + Version), gpusched.WithObserver(func(ev gpusched.Event) {
 		if ev.Kind == gpusched.EventComplete {
 			completedNow++
 		}
@@ -300,7 +300,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 	}
 	writeSummary(human, records, completedNow, time.Since(start), sched.RunDir())
 	if n, err := pendingEvents(sched.RunDir()); err == nil && n > 0 {
-		fmt.Fprintf(human, "%d completion event(s) not delivered yet (see gpusched status); they are delivered again on the next run\n", n)
+		fmt.Fprintf(human, "%d event(s) not delivered yet (on_complete, on_failure, on_run_end, webhook; see gpusched status); they are delivered again on the next run\n", n)
 	}
 	for _, r := range records {
 		if r.State != gpusched.StateComplete {

@@ -54,6 +54,9 @@ func refuseThroughDaemon(c *cobra.Command) error {
 // runThroughDaemon is "gpusched run" through a daemon.
 func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f daemonRunFlags) error {
 	stdout, stderr := c.OutOrStdout(), c.ErrOrStderr()
+	if f.route.cl != nil {
+		defer f.route.cl.Close()
+	}
 	if err := refuseThroughDaemon(c); err != nil {
 		return err
 	}
@@ -88,10 +91,12 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 	warnDaemonScheduling(stderr, workflowName(arg), w.Scheduling)
 
 	ctx := c.Context()
-	var cl *client.Client
-	if f.route.start {
+	cl := f.route.cl
+	switch {
+	case cl != nil: // dialed by chooseRoute
+	case f.route.start:
 		cl, err = dialOrStart(ctx, f.route.socket, stderr)
-	} else {
+	default:
 		cl, err = dialDaemon(ctx, f.route.socket)
 		if err != nil {
 			err = fmt.Errorf("%w; or give --local to run in this process", err)

@@ -172,7 +172,7 @@ func (f *daemonFollower) pass(ev client.Event) {
 		default:
 		}
 	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventDeliveryFailed, gpusched.EventAdopted,
-		gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+		gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown, gpusched.EventJob:
 		// the task goes on, or the event is not a task's end
 	}
 }
@@ -210,7 +210,8 @@ func daemonEventLine(ev gpusched.Event) string {
 	case gpusched.EventAdopted:
 		return fmt.Sprintf("%s adopted   %s (attempt %d, by a daemon that restarted)", ts, ev.TaskID, a.Number)
 	case gpusched.EventStarted, gpusched.EventComplete, gpusched.EventBlocked, gpusched.EventCancelled,
-		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+		gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown,
+		gpusched.EventJob:
 		// worded as gpusched run words them
 	}
 	return eventLine(ev)

@@ -31,6 +31,9 @@ type runRoute struct {
 	socket   string // the socket to dial; "" for client.Dial's order
 	start    bool   // start a per-user daemon when none answers (--daemon)
 	announce string // the line to say on stderr before going, if any
+	// cl is the system daemon's client chooseRoute dialed to see that it
+	// answers; the run goes on with it rather than dial again. Nil: dial.
+	cl *client.Client
 }
 
 // routeFlags are run's flags that choose the route.
@@ -61,8 +64,7 @@ func chooseRoute(ctx context.Context, f routeFlags) (runRoute, error) {
 	if err != nil {
 		return runRoute{announce: fmt.Sprintf("gpusched: the system daemon's socket %s does not answer (%v); running in this process", client.SystemSocket, oneLine(err.Error()))}, nil
 	}
-	cl.Close()
-	return runRoute{daemon: true, socket: client.SystemSocket, announce: announceDaemon(client.SystemSocket)}, nil
+	return runRoute{daemon: true, socket: client.SystemSocket, announce: announceDaemon(client.SystemSocket), cl: cl}, nil
 }
 
 func announceDaemon(socket string) string {

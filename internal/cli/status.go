@@ -25,11 +25,16 @@ old it is (after the run, how they were when it ended). Name the run with
 one run under ./.gpusched is shown. It reads the state database without
 locking it, so it works while "gpusched run" is going.
 
+A Slurm task's note names its job and node, or, while its job waits in
+Slurm's queue, Slurm's reason ("queued in Slurm as job 4242: Priority").
+
 --json prints {"run_dir": ..., "scheduler_pid": ..., "tasks": [{"id",
-"state", "attempts", "exit_code", "gpu", "waiting", "waiting_kind", ...}],
-"gpus": [...], "gpus_as_of": ...}; exit_code and gpu are null when not
-known; waiting_kind ("dependencies", "slot", "gpu-memory", ...) is there
-while a scheduler runs.
+"state", "attempts", "exit_code", "gpu", "waiting", "waiting_kind", "job",
+...}], "gpus": [...], "gpus_as_of": ...}; exit_code and gpu are null when
+not known; waiting_kind ("dependencies", "slot", "gpu-memory", ...; for a
+running Slurm task whose job waits, "queued") is there while a scheduler
+runs; job ({"system", "id", "state", "node", "reason", "queued"}) is the
+last attempt's Slurm job, as Slurm last said (see docs/slurm.md).
 
 --watch shows it again every --interval (1s) until Ctrl-C, or until the run
 is over (no scheduler uses the run directory), when it prints the final

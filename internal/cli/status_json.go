@@ -22,22 +22,28 @@ type taskJSON struct {
 	Waiting   string     `json:"waiting,omitempty"`
 	// WaitingKind is the kind of the scheduler's reason ("dependencies",
 	// "slot", "gpu-memory", ...), while a scheduler runs.
-	WaitingKind  task.WaitKind  `json:"waiting_kind,omitempty"`
-	RetryAt      *time.Time     `json:"retry_at,omitempty"` // pending after a failure: its next attempt starts no earlier
-	Rerun        string         `json:"rerun,omitempty"`
-	Events       []eventJSON    `json:"events_pending,omitempty"`
-	Dependencies []string       `json:"dependencies"`
-	Priority     int            `json:"priority"`
-	MemoryMiB    int64          `json:"memory_mib,omitempty"`
-	Started      *time.Time     `json:"started"`
-	Ended        *time.Time     `json:"ended"`
-	Log          *string        `json:"log"`
-	History      []task.Attempt `json:"history"`
+	WaitingKind  task.WaitKind `json:"waiting_kind,omitempty"`
+	RetryAt      *time.Time    `json:"retry_at,omitempty"` // pending after a failure: its next attempt starts no earlier
+	Rerun        string        `json:"rerun,omitempty"`
+	Events       []eventJSON   `json:"events_pending,omitempty"`
+	Dependencies []string      `json:"dependencies"`
+	Priority     int           `json:"priority"`
+	MemoryMiB    int64         `json:"memory_mib,omitempty"`
+	Started      *time.Time    `json:"started"`
+	Ended        *time.Time    `json:"ended"`
+	Log          *string       `json:"log"`
+	// Job is the last attempt's job in a batch system (Slurm), as that
+	// system last said: {"system", "id", "state", "node", "reason",
+	// "queued"}; absent for a task run here. Each attempt of history
+	// has its own.
+	Job     *task.RemoteJob `json:"job,omitempty"`
+	History []task.Attempt  `json:"history"`
 }
 
-// eventJSON is a completion event not yet delivered.
+// eventJSON is an event of the task's not yet delivered.
 type eventJSON struct {
 	ID        int64      `json:"id"`
+	Kind      string     `json:"kind"` // complete, failure (on_failure) or webhook
 	Attempt   int        `json:"attempt"`
 	Tries     int        `json:"failed_tries"`
 	LastError string     `json:"last_error,omitempty"`
@@ -82,7 +88,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 			t.RetryAt = &at
 		}
 		for _, ev := range v.pending[r.ID] {
-			e := eventJSON{ID: ev.ID, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
+			e := eventJSON{ID: ev.ID, Kind: ev.Kind, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
 			if !ev.NextTry.IsZero() {
 				next := ev.NextTry
 				e.NextTry = &next
@@ -107,6 +113,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 				lp := a.LogPath
 				t.Log = &lp
 			}
+			t.Job = a.Job
 		}
 		out.Tasks = append(out.Tasks, t)
 	}

@@ -18,16 +18,24 @@ import (
 // "gpusched status" for a person: a count by state, a table of the tasks
 // with a note on each, and the cards.
 
-// eventNote says, for the table, why a task's completion event is pending.
+// eventNote says, for the table, why a task's completion event (or
+// failure event, or webhook) is pending.
 func eventNote(evs []store.EventWrite) string {
 	if len(evs) == 0 {
 		return ""
 	}
 	ev := evs[len(evs)-1]
-	if ev.Tries == 0 {
-		return "completion event pending"
+	event, handler := "completion event", "completion handler"
+	switch ev.Kind {
+	case store.EventFailure:
+		event, handler = "failure event", "failure handler"
+	case store.EventWebhook:
+		event, handler = "webhook event", "webhook"
 	}
-	return fmt.Sprintf("completion handler failed %d time(s): %s", ev.Tries, ev.LastError)
+	if ev.Tries == 0 {
+		return event + " pending"
+	}
+	return fmt.Sprintf("%s failed %d time(s): %s", handler, ev.Tries, ev.LastError)
 }
 
 // writeStatusTable writes the status of the run v as read at now. With a
@@ -95,10 +103,17 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		note = eventNote(v.pending[r.ID])
 	case task.Running:
 		note = ""
-		if r.Rerun != "" {
-			note = "runs again: " + r.Rerun
+		a := r.LastAttempt()
+		switch {
+		case v.waiting[r.ID] != "":
+			note = v.waiting[r.ID] // queued in Slurm, or waiting to be submitted there
+		case a != nil && a.Job != nil:
+			note = jobText(a.Job)
 		}
-		if a := r.LastAttempt(); a != nil && a.Adopted {
+		if r.Rerun != "" {
+			note = strings.TrimPrefix(note+"; runs again: "+r.Rerun, "; ")
+		}
+		if a != nil && a.Adopted {
 			note = strings.TrimPrefix(note+"; adopted after a restart", "; ")
 		}
 		if f, ok := v.fates[r.ID]; ok {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
 )
 
 // A card's state: a cooldown or quarantine over by now says when it ended;
@@ -64,6 +65,25 @@ func TestWriteCardsAge(t *testing.T) {
 		}
 		if !strings.Contains(b.String(), "  "+state+"  ") {
 			t.Errorf("card 0's state is not %q:\n%s", state, b.String())
+		}
+	}
+}
+
+// A task's pending event is named by its kind in the table.
+func TestEventNote(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		evs  []store.EventWrite
+		want string
+	}{
+		{nil, ""},
+		{[]store.EventWrite{{Kind: store.EventComplete}}, "completion event pending"},
+		{[]store.EventWrite{{Kind: store.EventComplete, Tries: 2, LastError: "on_complete exit code 1"}}, "completion handler failed 2 time(s): on_complete exit code 1"},
+		{[]store.EventWrite{{Kind: store.EventComplete}, {Kind: store.EventFailure, Tries: 1, LastError: "on_failure exit code 3"}}, "failure handler failed 1 time(s): on_failure exit code 3"},
+		{[]store.EventWrite{{Kind: store.EventWebhook}}, "webhook event pending"},
+	} {
+		if got := eventNote(c.evs); got != c.want {
+			t.Errorf("eventNote(%+v) = %q, want %q", c.evs, got, c.want)
 		}
 	}
 }

@@ -173,7 +173,8 @@ func daemonTasks(w *workflow.Workflow) ([]client.Task, error) {
 		ct := client.Task{ID: t.ID, Command: args, Dependencies: t.Dependencies, Priority: t.Priority,
 			GPUMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive, Timeout: client.Duration(t.Timeout),
 			RetryDelay: client.Duration(t.RetryDelay), RetryOnExitCodes: t.RetryOnExitCodes, RetryOnTimeout: t.RetryOnTimeout,
-			Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts, HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete}
+			Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts, HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
+			OnFailure: t.OnFailure}
 		if t.Resources.GPU() && ct.GPUMiB == 0 && !ct.Exclusive {
 			ct.Exclusive = true
 		}

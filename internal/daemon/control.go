@@ -84,19 +84,22 @@ func (d *Daemon) wait(w http.ResponseWriter, r *http.Request, p peer) error {
 		rec gpusched.Record
 		err error
 	}
+	// A task the scheduler holds is waited for; one it does not hold is
+	// finished (retired, or before this daemon started), read once here.
+	results := make(chan ended, len(ts))
+	var waitFor []target
 	for _, t := range ts {
-		if _, ok := d.lookup(t.id); !ok {
+		if _, held := d.sched.Record(t.id); held {
+			waitFor = append(waitFor, t)
+			continue
+		}
+		rec, ok := d.stored(t.id)
+		if !ok {
 			return errorf(http.StatusNotFound, "task %s is not in the scheduler (its run is being submitted, or its submission was lost)", t.show)
 		}
+		results <- ended{t: t, rec: rec}
 	}
-	results := make(chan ended, len(ts))
-	for _, t := range ts {
-		if _, held := d.sched.Record(t.id); !held {
-			if rec, ok := d.stored(t.id); ok { // finished: retired, or before this daemon started
-				results <- ended{t: t, rec: rec}
-				continue
-			}
-		}
+	for _, t := range waitFor {
 		go func() {
 			recs, err := d.sched.Wait(ctx, []string{t.id})
 			e := ended{t: t, err: err}

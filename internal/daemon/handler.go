@@ -244,9 +244,9 @@ func (d *Daemon) shutdown(w http.ResponseWriter, r *http.Request, _ peer) error 
 	if err := decodeOptional(w, r, &req); err != nil {
 		return err
 	}
-	if err := writeJSON(w, http.StatusOK, client.ShuttingDown{PID: os.Getpid()}); err != nil {
-		return nil // nobody to tell; stop anyway
-	}
+	// A failed answer (the client left) still stops the daemon: it was
+	// asked to.
+	_ = writeJSON(w, http.StatusOK, client.ShuttingDown{PID: os.Getpid()})
 	d.requestStop(req.KillTasks)
 	return nil
 }

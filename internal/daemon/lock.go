@@ -30,7 +30,7 @@ func (e *LockedError) Error() string {
 // lockPID takes the lock file at path for this process (pidlock); a lock
 // held by another process is a *LockedError naming it.
 func lockPID(path, what string) (*os.File, error) {
-	f, err := pidlock.Take(path, 0o644)
+	f, err := pidlock.Take(path, 0o600)
 	if held, ok := errors.AsType[*pidlock.HeldError](err); ok {
 		return nil, &LockedError{What: what, PID: held.PID}
 	}

@@ -132,7 +132,7 @@ func endState(k gpusched.EventKind) (gpusched.State, bool) {
 	case gpusched.EventBlocked:
 		return gpusched.StateBlocked, true
 	case gpusched.EventStarted, gpusched.EventRetrying, gpusched.EventAdopted, gpusched.EventDeliveryFailed,
-		gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+		gpusched.EventCardQuarantined, gpusched.EventGPUUnknown, gpusched.EventGPUKnown, gpusched.EventJob:
 	}
 	return 0, false
 }

@@ -212,7 +212,8 @@ func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[strin
 		}
 		return "", ""
 	case gpusched.WaitSlot, gpusched.WaitGPUMemory, gpusched.WaitCardReserved, gpusched.WaitCardUnavailable,
-		gpusched.WaitGPUUnknown, gpusched.WaitRetryDelay, gpusched.WaitBackoff, gpusched.WaitPaused, gpusched.WaitUserCap:
+		gpusched.WaitGPUUnknown, gpusched.WaitRetryDelay, gpusched.WaitBackoff, gpusched.WaitPaused, gpusched.WaitUserCap,
+		gpusched.WaitQueued:
 	}
 	return w.String(), w.Kind.String()
 }

@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"cmp"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -239,18 +241,20 @@ func (rs *runs) adopt(id int64, uid int, user string) *run {
 	}
 	r := &run{id: id, uid: uid, user: user, kind: "unknown", name: "(no record)"}
 	rs.byID[id] = r
-	rs.order = append(rs.order, r)
-	sortRuns(rs.order)
+	rs.order = insertRun(rs.order, r)
 	rs.next = max(rs.next, id+1)
 	return r
 }
 
-func sortRuns(rs []*run) {
-	for i := 1; i < len(rs); i++ {
-		for j := i; j > 0 && rs[j].id < rs[j-1].id; j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
-		}
+// insertRun puts r into rs, which is sorted by id, in its place: at the
+// end (no search) when its id is the largest, as runs found in the state
+// database in id order are.
+func insertRun(rs []*run, r *run) []*run {
+	if len(rs) == 0 || rs[len(rs)-1].id < r.id {
+		return append(rs, r)
 	}
+	i, _ := slices.BinarySearchFunc(rs, r.id, func(x *run, id int64) int { return cmp.Compare(x.id, id) })
+	return slices.Insert(rs, i, r)
 }
 
 // writer commits the writes that are queued, all in one transaction.

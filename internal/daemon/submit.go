@@ -141,7 +141,7 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 			ID: qualify(nr.id, m.inner), Payload: t.Command, Priority: t.Priority, Dir: m.dir,
 			Timeout: time.Duration(t.Timeout), RetryDelay: time.Duration(t.RetryDelay), RetryOnExitCodes: t.RetryOnExitCodes,
 			RetryOnTimeout: t.RetryOnTimeout, Artifacts: t.Artifacts, HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
-			Owner: owner,
+			OnFailure: t.OnFailure, Owner: owner,
 		}
 		if t.GPUMiB > 0 || t.Exclusive {
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: t.GPUMiB, Exclusive: t.Exclusive}

@@ -4,6 +4,7 @@ package engine
 // adopted, recorded from their result, or recorded interrupted.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -56,10 +57,15 @@ func (e *Engine) recoverOrphans(rows []store.Row) []adoption {
 		}
 		a := r.Attempts[last]
 		req := AttemptRequest{Spec: &sp, Number: a.Number, LogPath: a.LogPath, KillNow: e.killNow, Timeout: e.timeoutOf(&sp)}
-		if a.GPU != nil {
+		switch {
+		case e.placed(&sp):
+			req.GPUMiB = cmp.Or(a.MemRequestedMiB, max(sp.Resources.MemoryMiB, r.GPURequestMiB))
+		case a.GPU != nil:
 			req.GPU = &Assignment{Index: *a.GPU, UUID: a.GPUUUID, MemoryMiB: a.MemRequestedMiB}
 		}
-		orphans = append(orphans, Orphan{Req: req, Handle: r.Handles[a.Number]})
+		id, number := r.ID, a.Number
+		progress := func(p executor.Progress) { e.send(progressEvent{id: id, number: number, p: p}) }
+		orphans = append(orphans, Orphan{Req: req, Handle: r.Handles[a.Number], Progress: progress})
 		owners = append(owners, r)
 		specs = append(specs, &sp)
 	}
@@ -119,7 +125,7 @@ func (e *Engine) interrupt(r *store.Row, why string) {
 // or ended while no scheduler watched): it runs in this engine from now,
 // its GPU memory held on its card before anything else is admitted.
 func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node {
-	n := &node{spec: sp, seq: r.Seq, fingerprint: r.Fingerprint, card: -1, adopted: true}
+	n := &node{spec: sp, seq: r.Seq, fingerprint: r.Fingerprint, card: -1, adopted: true, placed: e.placed(sp)}
 	n.rec = r.Record
 	n.rec.Attempts = slices.Clone(r.Attempts)
 	n.rec.Artifacts = slices.Clone(r.Artifacts)
@@ -146,8 +152,8 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 		if r.GPURequestMiB > n.need.MiB {
 			n.need.MiB = r.GPURequestMiB
 		}
-		if a.GPU != nil {
-			n.card = int32(*a.GPU)
+		if a.GPU != nil && !n.placed {
+			n.card = int16(*a.GPU)
 			held := n.need
 			if a.MemRequestedMiB > 0 {
 				held.MiB = a.MemRequestedMiB
@@ -213,6 +219,7 @@ func (e *Engine) claim(n *node, s *task.Spec, specJSON []byte, fingerprint strin
 	// (it ended and waits to retry) are ordered by that place.
 	wasReady, wasDelayed, retryAt := n.inReady, n.inDelayed, n.rec.RetryAt
 	e.unready(n)
+	n.placed = e.placed(s)
 	n.seq = e.nextSeq
 	e.nextSeq++
 	n.rec.Submitted = now

@@ -224,6 +224,7 @@ func (ev submitEvent) apply(e *Engine) {
 		n.fingerprint = fp
 		if s.Resources.GPU() {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
+			n.placed = e.placed(s)
 		}
 		e.nextSeq++
 		p := e.earlier[s.ID]
@@ -421,7 +422,7 @@ func (ev runEvent) apply(e *Engine) {
 	case e.broken != nil:
 		ev.reply <- runResult{e.records(), e.broken}
 	default:
-		e.run = &runState{ctx: ev.ctx, reply: ev.reply, serve: ev.serve}
+		e.run = &runState{ctx: ev.ctx, reply: ev.reply, serve: ev.serve, started: e.cfg.Now()}
 	}
 }
 
@@ -453,11 +454,12 @@ const (
 	GPUUnknown                           // the GPUs cannot be read (Error says why); GPU tasks wait
 	GPUKnown                             // the GPUs can be read again after GPUUnknown
 	Adopted                              // an attempt an earlier scheduler left running was adopted (Ended: it had ended meanwhile)
+	JobChanged                           // what the batch system running an attempt says of it changed (Attempt.Job)
 )
 
 var eventNames = [...]string{Started: "started", Retrying: "retrying", Completed: "complete", Failed: "failed", TaskBlocked: "blocked",
 	TaskCancelled: "cancelled", DeliveryFailed: "event-failed", CardQuarantined: "card-quarantined",
-	GPUUnknown: "gpu-unknown", GPUKnown: "gpu-known", Adopted: "adopted"}
+	GPUUnknown: "gpu-unknown", GPUKnown: "gpu-known", Adopted: "adopted", JobChanged: "job"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
@@ -477,7 +479,7 @@ type Event struct {
 	Time      time.Time
 	Kind      EventKind
 	TaskID    string
-	Attempt   task.Attempt // the attempt concerned, for Started..Failed and a running task's cancellation
+	Attempt   task.Attempt // the attempt concerned, for Started..Failed, a running task's cancellation, Adopted and JobChanged
 	BlockedBy string       // for TaskBlocked
 	Error     string       // for Failed without an attempt: why it could not run
 	Rerun     string       // for Started: why a task that ran before runs again
@@ -485,6 +487,10 @@ type Event struct {
 	// Ended, for Adopted: the attempt had ended while no scheduler
 	// watched; its end is recorded next, from its result.
 	Ended bool
+	// Notification, for DeliveryFailed, is the kind of the outbox event
+	// (store.EventComplete, ...); GaveUp: it will not be tried again.
+	Notification string
+	GaveUp       bool
 	// RetryAt, for Retrying: when the next attempt may start at the
 	// earliest (retry delay, or a back-off after a fault of the
 	// environment); zero when it may start at once.

@@ -46,7 +46,20 @@
 // state, a retry delay or back-off) where it decides; decide reports, in
 // Plan.Passed, the GPU tasks it passed over whose reason changed. Reasons
 // go to the store with the tasks' rows, in the turn's commit (wait.go says
-// how details are throttled); Waiting and Records answer in process.
+// how details are throttled); Waiting and Records answer in process. A
+// running task whose attempt waits in a batch system (Slurm's queue) has
+// the one reason a running task may have, WaitQueued, from what the
+// executor tells (Hooks.Progress); its attempt records the job
+// (progress.go).
+//
+// # GPU tasks placed elsewhere
+//
+// A GPU task whose executor places its work itself (Config.PlacesGPUs:
+// Slurm) is, for admission, a CPU task: decide sees it with GPU false, it
+// takes a slot and no card, and never waits for the GPU state. Its GPU
+// memory budget (the node's need) still grows after a CUDA out-of-memory
+// failure, up to Config.MaxGPUMiB, is saved as the task's GPU request, and
+// goes to the Runner in AttemptRequest.GPUMiB (gpu.go: growPlaced).
 //
 // # Pause, resume, retry
 //

@@ -50,6 +50,9 @@ type Runner interface {
 type Orphan struct {
 	Req    AttemptRequest
 	Handle executor.Handle
+	// Progress is to be told what the system running the attempt says of
+	// it while it is followed (executor.Orphan.Progress).
+	Progress func(executor.Progress)
 }
 
 // AttemptRequest is what a Runner needs to run an attempt.
@@ -57,8 +60,13 @@ type AttemptRequest struct {
 	Spec    *task.Spec
 	Number  int    // the attempt's number, from 1
 	LogPath string // the file that receives its output
-	// GPU is the card a GPU task was admitted to; nil for a CPU task.
+	// GPU is the card a GPU task was admitted to; nil for a CPU task, and
+	// for a GPU task whose executor places its work (Config.PlacesGPUs).
 	GPU *Assignment
+	// GPUMiB is, for a GPU task whose executor places its work, its GPU
+	// memory budget (grown after an out-of-memory failure), for the
+	// executor to place it by; 0 otherwise.
+	GPUMiB int64
 	// KillNow is closed by StopNow: the attempt is to be killed at once.
 	KillNow <-chan struct{}
 	// Timeout stops the attempt that long after it starts running; 0:
@@ -111,6 +119,20 @@ type Config struct {
 	Token func(taskID string, attempt int) string
 	// GPU configures GPU admission.
 	GPU GPUConfig
+	// PlacesGPUs reports whether the executor of GPU task sp places its
+	// attempts itself (executor.Placer: Slurm chooses the node and the
+	// GPU), so that this machine's cards have nothing to do with it. Such
+	// a task is admitted as a CPU task is: it takes a slot, no card, does
+	// not wait for the GPU state, is not refused when no card here could
+	// hold it, and does not count towards UserMaxGPUMiB. It keeps its GPU
+	// memory budget, which grows after a CUDA out-of-memory failure (up to
+	// MaxGPUMiB) and goes to the Runner in AttemptRequest.GPUMiB. Nil:
+	// every GPU task runs on this machine's cards.
+	PlacesGPUs func(sp *task.Spec) bool
+	// MaxGPUMiB is, for a task PlacesGPUs reports, the most GPU memory its
+	// executor can give one of its GPUs (Slurm: the largest of its
+	// gpu_types); 0, or a nil MaxGPUMiB, for no limit.
+	MaxGPUMiB func(sp *task.Spec) int64
 	// WantsEvent reports whether a task's completion produces an event for
 	// Deliver (an outbox row written with the completion). Nil: none do.
 	WantsEvent func(*task.Spec) bool
@@ -121,6 +143,20 @@ type Config struct {
 	// OnFailure, if set, is called on a goroutine of its own once a task
 	// has failed for good (its retries spent), after that is committed.
 	OnFailure func(spec *task.Spec, rec task.Record)
+	// Notices, if set, returns the outbox events that ev asks for besides
+	// a completion's (WantsEvent): a failure's, a card's quarantine's.
+	// It is called on the loop as each event is recorded, with the
+	// definition and record of its task (nil for events about the cards;
+	// the record only for the call); what it returns is written in the
+	// same transaction as the event, and delivered through Deliver like
+	// completion events.
+	Notices func(ev Event, spec *task.Spec, rec *task.Record) []Notice
+	// RunEnded, if set, returns the outbox events of a Run's end: it is
+	// called on the loop once the Run has nothing more to do, or is
+	// stopped and nothing runs. The events are written before the Run
+	// returns, and the Run waits for their delivery as for the others',
+	// even when its context stopped it (not after StopNow).
+	RunEnded func(end RunEnd) []Notice
 	// DefaultRetryDelay is the wait before the first retry of a task that
 	// sets no RetryDelay; it doubles with each retry up to RetryDelayMax.
 	// 0 means DefaultRetryDelay; negative means none.
@@ -208,11 +244,10 @@ type Engine struct {
 	fitCheck       bool                 // a reading arrived: check waiting tasks still fit some card
 	lastSample     map[int]store.Sample // by card: the last memory sample saved
 
-	// The outbox of completion events, owned by the loop too.
-	outbox        []*pendingEvent       // pending, oldest first
-	outboxSpecs   map[string]*task.Spec // definitions the events' tasks completed with
+	// The outbox, owned by the loop too (outbox.go).
+	outbox        [numLanes]lane
+	outboxSpecs   map[string]*task.Spec // definitions the events' tasks completed (or failed) with
 	nextEventID   int64
-	delivering    bool // a delivery is in flight
 	deliverCtx    context.Context
 	cancelDeliver context.CancelFunc
 	pollCtx       context.Context
@@ -275,7 +310,10 @@ type node struct {
 	writeIdx int32
 	// gpuWaitAt is its place in waits.gpu, plus one; 0: not there.
 	gpuWaitAt int32
-	card      int32 // GPU tasks: the card of its running attempt; -1 when none
+	card      int16 // GPU tasks: the card of its running attempt; -1 when none
+	// placed: a GPU task whose executor places its attempts itself
+	// (Config.PlacesGPUs): admitted without a card.
+	placed bool
 
 	// GPU tasks only.
 	outgrown string // why its grown request fits no card, if it does not
@@ -290,6 +328,10 @@ type runState struct {
 	reply chan runResult
 	stop  error // why the run is stopping, once it is
 	serve bool  // Serve: it ends only when stopped, and returns no records
+	// For the events of its end (Config.RunEnded, outbox.go).
+	started   time.Time
+	endQueued bool    // they were written (or there were none)
+	endIDs    []int64 // those not delivered yet
 }
 
 type runResult struct {
@@ -429,11 +471,12 @@ func (e *Engine) loop() {
 		gpuNext := e.pollGPUs()
 		waitNext := e.refreshWaits(e.cfg.Now())
 		e.saveUsage()
+		e.queueRunEnd()
 		e.flush()
 		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext)
 		e.finishRun()
 		e.afterTurn()
-		if e.closing != nil && e.running == 0 && !e.delivering {
+		if e.closing != nil && e.running == 0 && !e.delivering() {
 			e.stopPolls()
 			e.wake.Stop()
 			err := e.cfg.Store.Close()
@@ -510,6 +553,9 @@ func (e *Engine) finishRun() {
 	if !stopping && (e.run.serve || e.ready.Len() > 0 || e.delayed.Len() > 0 || e.outboxHoldsRun()) {
 		return
 	}
+	if stopping && e.runEndHoldsStop() {
+		return
+	}
 	err := e.run.stop
 	if e.broken != nil {
 		err = e.broken
@@ -559,12 +605,15 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	}
 	var assign *Assignment
 	var mib int64
+	if n.placed {
+		att.MemRequestedMiB = n.need.MiB // the budget its executor places it by
+	}
 	if card != nil {
 		mib = n.need.MiB
 		idx := card.Index
 		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
 		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
-		n.card = int32(idx)
+		n.card = int16(idx)
 		n.foreignAtStart = card.ForeignMiB
 		e.board.Hold(n.spec.ID, idx, n.need)
 		if e.cfg.Token != nil {
@@ -600,8 +649,12 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 
 // request is what the Runner needs to run (or recover) attempt number of n.
 func (e *Engine) request(n *node, number int, gpu *Assignment) AttemptRequest {
-	return AttemptRequest{Spec: n.spec, Number: number, LogPath: n.rec.Attempts[number-1].LogPath, GPU: gpu,
+	req := AttemptRequest{Spec: n.spec, Number: number, LogPath: n.rec.Attempts[number-1].LogPath, GPU: gpu,
 		KillNow: e.killNow, Timeout: e.timeoutOf(n.spec)}
+	if n.placed {
+		req.GPUMiB = n.need.MiB
+	}
+	return req
 }
 
 // hooks tell the loop of an attempt's phases: a handle submitted is
@@ -619,7 +672,8 @@ func (e *Engine) hooks(n *node, number int) executor.Hooks {
 			}
 			return err
 		},
-		Running: func(r executor.Running) { e.send(runningEvent{n: n, number: number, run: r}) },
+		Running:  func(r executor.Running) { e.send(runningEvent{n: n, number: number, run: r}) },
+		Progress: func(p executor.Progress) { e.send(progressEvent{n: n, number: number, p: p}) },
 	}
 }
 
@@ -681,6 +735,7 @@ func (ev runningEvent) apply(e *Engine) {
 		e.board.SetPID(n.spec.ID, int(n.card), ev.run.PID)
 	}
 	e.writeAttempt(n, ev.number)
+	e.jobRuns(n, ev.number) // it no longer waits in a batch system's queue
 }
 
 func (n *node) setHandle(number int, h executor.Handle) {
@@ -734,8 +789,11 @@ func (ev exitEvent) apply(e *Engine) {
 		a.Error = ""
 	}
 	var oom oomCase
-	if n.card >= 0 {
-		oom = e.releaseGPU(n, a.Error != "" && !cancelled, out)
+	switch failed := a.Error != "" && !cancelled; {
+	case n.card >= 0:
+		oom = e.releaseGPU(n, failed, out)
+	case n.placed && failed && out.OOM:
+		oom = e.growPlaced(n, out)
 	}
 	ended := Event{TaskID: n.spec.ID, Submitted: n.rec.Submitted}
 
@@ -801,7 +859,7 @@ func (ev exitEvent) apply(e *Engine) {
 		}
 	case Retrying:
 		// Its dependents go on waiting for it.
-	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted:
+	case Started, TaskBlocked, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted, JobChanged:
 		// Not the end of an attempt.
 	}
 	e.answerCancels(n)
@@ -957,7 +1015,7 @@ func (e *Engine) makeReady(n *node) {
 		n.inReady = true
 		n.readySince = e.cfg.Now()
 		e.setWait(n, task.WaitReason{Kind: task.WaitSlot})
-		if n.spec.Resources.GPU() {
+		if n.localGPU() {
 			e.gpuReady++
 			e.addGPUWait(n)
 			if !e.board.Known() {
@@ -978,7 +1036,7 @@ func (e *Engine) unready(n *node) {
 	if n.inReady {
 		e.ready.Delete(n)
 		n.inReady = false
-		if n.spec.Resources.GPU() {
+		if n.localGPU() {
 			e.gpuReady--
 			e.dropGPUWait(n)
 		}
@@ -1013,9 +1071,10 @@ func (e *Engine) block(d, by *node) {
 // row written already in the same batch is replaced, keeping what only
 // the earlier write carried (the definition, the artifacts): a commit
 // writes each row once, however many changes the turn made to it. A task
-// that is not pending has no waiting reason.
+// that is neither pending nor queued (running, its attempt waiting in the
+// batch system that runs it) has no waiting reason.
 func (e *Engine) writeTask(n *node) {
-	if n.rec.State != task.Pending && n.rec.Waiting.Waiting() {
+	if n.rec.Waiting.Waiting() && !keepsWait(n.rec.State, n.rec.Waiting.Kind) {
 		e.forgetWait(n)
 	}
 	if n.rec.State.Terminal() {
@@ -1059,6 +1118,7 @@ func (e *Engine) writeAttempt(n *node, number int) {
 // after the commit.
 func (e *Engine) notify(ev Event) {
 	ev.Time = e.cfg.Now()
+	e.queueNotices(ev)
 	e.effects = append(e.effects, func(err error) {
 		if err == nil {
 			e.publish(ev)
@@ -1090,7 +1150,7 @@ type readyQueue struct{ t *readySet }
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
 	q.t.walk(func(o *owner, n *node) bool {
 		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
-			GPU: n.spec.Resources.GPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
+			GPU: n.localGPU(), Need: n.need, ReadySince: n.readySince, Waiting: n.rec.Waiting.Kind})
 	})
 }
 

@@ -29,6 +29,10 @@ type step struct {
 	fault error         // the attempt cannot start: the executor's error (a fault of the environment, a missing program)
 	oomAt time.Duration // a GPU attempt: after running this long, it fails to allocate tried MiB more
 	tried int64
+	// queue is what a batch system says of the attempt before its
+	// command runs (Hooks.Progress), queueWait apart.
+	queue     []executor.Progress
+	queueWait time.Duration
 }
 
 // fakeRunner pretends to run attempts, following a script per task.
@@ -112,6 +116,15 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, hooks executor
 	if st.fault != nil {
 		now := time.Now()
 		return Outcome{Result: executor.Result{Err: st.fault, Start: now, End: now}, Verdict: st.fault}
+	}
+	for _, p := range st.queue {
+		hooks.Progress(p)
+		select {
+		case <-time.After(st.queueWait):
+		case <-ctx.Done():
+			now := time.Now()
+			return Outcome{Result: executor.Result{Reason: executor.Cancelled, Start: now, End: now}, Verdict: errors.New("cancelled while queued")}
+		}
 	}
 	f.mu.Lock()
 	f.pids++

@@ -313,7 +313,7 @@ func (e *Engine) loadUsage() error {
 func (e *Engine) atCap(n *node) bool {
 	o := e.ready.ownerOf(n)
 	k := caps{running: e.cfg.UserMaxRunning, gpuMiB: e.cfg.UserMaxGPUMiB, owners: []OwnerLoad{{Running: o.running, GPUMiB: o.gpuMiB}}}
-	return k.held(0, n.spec.Resources.GPU(), n.need.MiB)
+	return k.held(0, n.localGPU(), n.need.MiB)
 }
 
 // capReason is why n, passed over for a per-user cap, waits: which cap

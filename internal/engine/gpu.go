@@ -64,7 +64,7 @@ func (e *Engine) checkSubmittedGPU(specs []*task.Spec, r *Reading) error {
 		e.applyReading(*r)
 	}
 	for _, s := range specs {
-		if !s.Resources.GPU() {
+		if !s.Resources.GPU() || e.placed(s) {
 			continue
 		}
 		if e.cfg.GPU.Probe == nil {
@@ -76,6 +76,16 @@ func (e *Engine) checkSubmittedGPU(specs []*task.Spec, r *Reading) error {
 	}
 	return nil
 }
+
+// placed reports whether GPU task s runs where its executor places it,
+// not on this machine's cards (Config.PlacesGPUs).
+func (e *Engine) placed(s *task.Spec) bool {
+	return s.Resources.GPU() && e.cfg.PlacesGPUs != nil && e.cfg.PlacesGPUs(s)
+}
+
+// localGPU reports whether n is a GPU task admitted to this machine's
+// cards.
+func (n *node) localGPU() bool { return !n.placed && n.spec.Resources.GPU() }
 
 // neverFits says why need can never be met on this machine, or "" if it
 // may be (including when the cards are not known yet).
@@ -248,6 +258,11 @@ type oomCase struct {
 	request    int64 // what it was admitted with
 	grownTo    int64 // its next request, when it grew
 	foreign    [2]int64
+	// A task whose executor places it (no card here, its use unseen):
+	// placed, and the most its executor can give, when growth met it.
+	placed bool
+	limit  int64
+	wanted int64 // what it would have grown to without the limit
 }
 
 // releaseGPU ends an attempt's charge on its card. A failed attempt makes
@@ -285,6 +300,24 @@ func (e *Engine) releaseGPU(n *node, failed bool, out Outcome) oomCase {
 	return oc
 }
 
+// growPlaced grows the GPU memory budget of a task whose executor places
+// it, after its attempt ran out of GPU memory: as for a task on a card
+// here (its budget, the failed allocation, the safety margin), but with
+// no peak seen, and up to the most its executor can give (MaxGPUMiB), no
+// further: the retry then asks for that, and may fail the same way. No
+// card here can refuse it: it does not run here.
+func (e *Engine) growPlaced(n *node, out Outcome) oomCase {
+	oc := oomCase{oom: true, placed: true, tried: out.OOMTriedMiB, request: n.need.MiB}
+	grown := gpu.GrowAfterOOM(n.need.MiB, 0, out.OOMTriedMiB, e.board.Settings().SafetyMarginMiB)
+	if e.cfg.MaxGPUMiB != nil {
+		if limit := e.cfg.MaxGPUMiB(n.spec); limit > 0 && grown > limit {
+			oc.limit, oc.wanted, grown = limit, grown, max(limit, n.need.MiB)
+		}
+	}
+	n.need.MiB, oc.grownTo = grown, grown
+	return oc
+}
+
 // cardPressure returns, for the card task n runs on, the memory foreign
 // to us now and how far our other tasks there are above their requests.
 func (e *Engine) cardPressure(n *node) (foreign, othersOver int64) {
@@ -308,6 +341,13 @@ func (oc oomCase) describe(retry bool) string {
 	switch {
 	case !oc.oom:
 		return ""
+	case oc.placed && oc.limit > 0 && retry:
+		return fmt.Sprintf("; CUDA out of memory: its GPU memory budget grows from %d to %d MiB, not %d: no GPU its executor can give has more (the largest GPU type); the retry asks for that one and may run out of memory again",
+			oc.request, oc.grownTo, oc.wanted)
+	case oc.placed && retry:
+		return fmt.Sprintf("; CUDA out of memory: its GPU memory budget grows from %d to %d MiB", oc.request, oc.grownTo)
+	case oc.placed:
+		return fmt.Sprintf("; CUDA out of memory (GPU memory budget %d MiB)", oc.request)
 	case oc.contention:
 		return fmt.Sprintf("; CUDA out of memory while within its budget (peak seen %d MiB of %d): another process took the card's memory (foreign %d -> %d MiB), so this does not count against the task and its request stays %d MiB",
 			oc.peak, oc.request, oc.foreign[0], oc.foreign[1], oc.request)
@@ -346,7 +386,7 @@ func (e *Engine) checkGPUWaits() {
 	}
 	var doomed []*node
 	e.ready.Ascend(func(n *node) bool {
-		if n.spec.Resources.GPU() {
+		if n.localGPU() {
 			if w := why(n); w != "" {
 				n.rec.Error = w
 				doomed = append(doomed, n)

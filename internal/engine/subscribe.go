@@ -198,7 +198,7 @@ func (e *Engine) publish(ev Event) {
 		if n := e.node(ev.TaskID); n != nil && n.rec.State.Terminal() {
 			e.settled(n)
 		}
-	case Started, Retrying, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted:
+	case Started, Retrying, DeliveryFailed, CardQuarantined, GPUUnknown, GPUKnown, Adopted, JobChanged:
 	}
 }
 

@@ -257,8 +257,10 @@ func keptCards(kept []int, cards []gpu.CardView) []int {
 }
 
 // Waiting returns why each task named waits, as the loop decided: for the
-// tasks in memory that are pending; with no ids, for every such task.
-// Unknown, finished, running and retired tasks are left out. The detail
+// tasks in memory that are pending, or running with an attempt queued in
+// the batch system that runs it (task.WaitQueued); with no ids, for every
+// such task. Unknown, finished, other running and retired tasks are left
+// out. The detail
 // of a GPU reason is the one last written, which follows the cards within
 // seconds (see wait.go).
 func (e *Engine) Waiting(ids ...string) map[string]task.WaitReason {
@@ -278,7 +280,7 @@ type waitingEvent struct {
 func (ev waitingEvent) apply(e *Engine) {
 	out := map[string]task.WaitReason{}
 	add := func(n *node) {
-		if n != nil && n.rec.State == task.Pending {
+		if n != nil && (n.rec.State == task.Pending || n.rec.Waiting.Kind == task.WaitQueued) {
 			out[n.spec.ID] = n.waitReason()
 		}
 	}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -60,9 +61,20 @@ type Job struct {
 	// places work itself (Slurm: --gres=gpu:N). The local executor
 	// ignores it: there the scheduler chose the card, and Env names it.
 	GPUs int
+	// GPUMiB is the GPU memory budget of each GPU of the attempt, in MiB,
+	// for an executor that places work itself (a Placer): the task's
+	// resources.memory_mib, or more after a CUDA out-of-memory failure.
+	// The slurm executor chooses a GPU type from it (gpu_types). 0: none
+	// given (an exclusive task without a budget, or a CPU task). The
+	// local executor ignores it: there the scheduler charged the card.
+	GPUMiB int64
 	// Slurm is what the attempt asks of Slurm, for the slurm executor
 	// (others ignore it); nil: nothing beyond the executor's defaults.
 	Slurm *task.SlurmSettings
+	// Stdin, when set, is the command's standard input, for the local
+	// executor (a notification's command reads a summary there); others
+	// ignore it. Nil: nothing (/dev/null).
+	Stdin *os.File
 }
 
 // TokenVar is the environment variable that carries Job.Token.
@@ -100,8 +112,9 @@ type Running struct {
 	PID int
 }
 
-// Hooks are told of an attempt's two phases: submitted, then running.
-// Either may be nil. They may be called on any goroutine.
+// Hooks are told of an attempt's two phases: submitted, then running,
+// and of what the system running it says of it meanwhile. Any may be
+// nil. They may be called on any goroutine.
 type Hooks struct {
 	// Submitted is called when the attempt exists outside the executor's
 	// call (handed to another process or system) and before its command
@@ -110,6 +123,34 @@ type Hooks struct {
 	Submitted func(h Handle) error
 	// Running is called once, when the command starts running.
 	Running func(r Running)
+	// Progress is told what the system running the attempt says of it,
+	// each time that changes (never twice the same in a row): its job,
+	// the job's state and node, why it waits. Executors that run the
+	// command themselves never call it.
+	Progress func(p Progress)
+}
+
+// Progress is what the system running an attempt (a batch system) says
+// of it: its job there, where it runs, why it waits. The strings are the
+// system's own (Slurm's PENDING, Priority...), for people and for tools.
+type Progress struct {
+	// System names the system for people, e.g. "Slurm".
+	System string
+	// Job is the attempt's job id there; empty before it was submitted.
+	Job string
+	// State is the job's state as the system words it (Slurm: PENDING,
+	// RUNNING, COMPLETING...); empty before it was submitted.
+	State string
+	// Reason is why the job waits, as the system words it (Slurm:
+	// Priority, Resources, BeginTime...); before a job exists, why
+	// submission waits ("Slurm controller unreachable since 05:20:11:
+	// submission waits").
+	Reason string
+	// Node is where the job runs or ran, when the system has said.
+	Node string
+	// Queued is true while the attempt waits to run: queued in the
+	// system, or waiting to be submitted. Its command has not started.
+	Queued bool
 }
 
 // EndReason says how an attempt ended. Only the task's own endings
@@ -212,6 +253,10 @@ type Executor interface {
 type Orphan struct {
 	Job    Job
 	Handle Handle
+	// Progress, when not nil, is told what the system running the
+	// attempt says of it while its Recovery's Wait follows it, as
+	// Hooks.Progress is.
+	Progress func(p Progress)
 }
 
 // Recovery is what Recover found of one orphan.
@@ -232,6 +277,23 @@ func SignalName(s syscall.Signal) string {
 		return n
 	}
 	return "signal " + strconv.Itoa(int(s))
+}
+
+// Placer is an Executor that places attempts itself: another system (a
+// cluster's scheduler, such as Slurm) chooses the machine and the GPUs each
+// one runs on. The scheduler's admission by this machine's cards does not
+// apply to its tasks: a GPU task it runs is admitted as a CPU task is (a
+// slot, no card, no wait for nvidia-smi), and its GPU memory budget goes
+// to the executor in Job.GPUMiB.
+type Placer interface {
+	// PlacesWork reports whether the executor places its attempts
+	// itself (a wrapper may say it does not).
+	PlacesWork() bool
+	// MaxGPUMiB is the most GPU memory one GPU the executor can give an
+	// attempt of task sp has (Slurm: the largest of its gpu_types); 0
+	// when it does not know. After a CUDA out-of-memory failure, the
+	// task's budget grows up to it, no further.
+	MaxGPUMiB(sp *task.Spec) int64
 }
 
 // Signaler is an Executor that can send a signal to the processes of one

@@ -109,7 +109,7 @@ func (m *Metrics) Observe(ev gpusched.Event, user string) {
 	case gpusched.EventBlocked:
 		m.finished.WithLabelValues(user, "blocked").Inc()
 	case gpusched.EventAdopted, gpusched.EventDeliveryFailed, gpusched.EventCardQuarantined,
-		gpusched.EventGPUUnknown, gpusched.EventGPUKnown:
+		gpusched.EventGPUUnknown, gpusched.EventGPUKnown, gpusched.EventJob:
 	}
 }
 

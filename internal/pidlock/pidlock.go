@@ -38,7 +38,7 @@ func Take(path string, perm os.FileMode) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock file %s: %w", path, err)
 	}
-	if err := check(f, path); err != nil {
+	if err := check(f, path, perm); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -63,8 +63,11 @@ func Take(path string, perm os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
-// check refuses a lock file that is not a plain file of its own.
-func check(f *os.File, path string) error {
+// check refuses a lock file that is not a plain file of its own, and
+// narrows the mode of one made wider by an older gpusched to perm: anyone
+// who can open a lock file can flock it, and so keep its owner from
+// starting.
+func check(f *os.File, path string, perm os.FileMode) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("open lock file %s: %w", path, err)
@@ -74,6 +77,11 @@ func check(f *os.File, path string) error {
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
 		return fmt.Errorf("lock file %s has %d names (hard links); gpusched writes into it, so it must have one: remove it", path, st.Nlink)
+	}
+	if fi.Mode().Perm()&^perm != 0 {
+		if err := f.Chmod(fi.Mode().Perm() & perm); err != nil {
+			return fmt.Errorf("narrow lock file %s to mode %v: %w", path, perm, err)
+		}
 	}
 	return nil
 }

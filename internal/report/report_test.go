@@ -271,3 +271,39 @@ func TestPendingShowsTheSchedulersReason(t *testing.T) {
 		}
 	}
 }
+
+// Slurm tasks: the table names each attempt's job and node, a bar's hover
+// text too, and a live run's task whose attempt waits in Slurm's queue
+// shows why.
+func TestSlurmJobs(t *testing.T) {
+	done := att(1, 0, 2, 4, 0)
+	done.Job = &task.RemoteJob{System: "Slurm", ID: "4241", State: "RUNNING", Node: "node7"}
+	queued := att(1, 4, 4, 0, 0)
+	queued.End, queued.ExitCode = time.Time{}, nil
+	queued.Job = &task.RemoteJob{System: "Slurm", ID: "4242", State: "PENDING", Reason: "Priority", Queued: true}
+	waits := row("train", task.Running, 0, queued)
+	waits.Waiting = task.WaitReason{Kind: task.WaitQueued, Detail: "queued in Slurm as job 4242: Priority"}
+	d := Data{RunDir: "/runs/s", Rows: []store.Row{row("prep", task.Complete, 0, done), waits, row("local", task.Complete, 0, att(1, 0, 0, 1, 0))},
+		Live: true, Now: at(5), Location: time.UTC}
+	want := map[string]struct{ card, note string }{
+		"prep":  {"Slurm job 4241 on node7", ""},
+		"train": {"Slurm job 4242", "queued in Slurm as job 4242: Priority"},
+		"local": {"", ""},
+	}
+	for _, r := range Build(d).Rows {
+		if w := want[r.ID]; r.Card != w.card || r.ErrorShort != w.note {
+			t.Errorf("%s: card %q, note %q; want %q, %q", r.ID, r.Card, r.ErrorShort, w.card, w.note)
+		}
+	}
+	p := render(t, d)
+	checkPage(t, d, p)
+	found := false
+	for _, rs := range p.lanes {
+		for _, r := range rs {
+			found = found || strings.Contains(r.Title, "\nSlurm job 4241 on node7")
+		}
+	}
+	if !found {
+		t.Error("no bar's hover text names prep's Slurm job and node")
+	}
+}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -17,12 +18,12 @@ type TableRow struct {
 	State      string
 	StateClass string
 	Attempts   int
-	RunTime    Cell // sum of the attempts' durations
-	DepWait    Cell // first ready - submitted
-	SlotWait   Cell // sum over attempts of start - ready
-	Card       string
-	Requested  Cell // MiB
-	Peak       Cell // MiB
+	RunTime    Cell   // sum of the attempts' durations
+	DepWait    Cell   // first ready - submitted
+	SlotWait   Cell   // sum over attempts of start - ready
+	Card       string // the cards its attempts ran on, and their batch jobs (Slurm's job id and node)
+	Requested  Cell   // MiB
+	Peak       Cell   // MiB
 	Exit       string
 	Error      string // full text, shown on hover when shortened: why it failed, was blocked, or waits
 	ErrorShort string
@@ -79,6 +80,9 @@ func buildRows(d Data, items []item) []TableRow {
 					cardList = append(cardList, c)
 				}
 			}
+			if j := jobText(a.Job); j != "" && !slices.Contains(cardList, j) {
+				cardList = append(cardList, j)
+			}
 			peak = max(peak, a.MemPeakMiB)
 			if a.MemRequestedMiB > 0 {
 				asked = a.MemRequestedMiB
@@ -129,9 +133,10 @@ func buildRows(d Data, items []item) []TableRow {
 			if r.Rerun != "" {
 				msg = "ran again: " + r.Rerun
 			}
-		case r.State == task.Pending && d.Live && r.Waiting.Waiting():
+		case (r.State == task.Pending || r.Waiting.Kind == task.WaitQueued) && d.Live && r.Waiting.Waiting():
 			// Why it waits, as the running scheduler decided it (a
-			// retry's says after what error).
+			// retry's says after what error; a running task's, why its
+			// attempt waits in Slurm's queue).
 			msg = r.Waiting.Text(d.Now)
 		}
 		tr.Error = oneLine(msg)
@@ -142,6 +147,20 @@ func buildRows(d Data, items []item) []TableRow {
 		rows[i] = tr
 	}
 	return rows
+}
+
+// jobText names an attempt's batch job for the table and the timeline:
+// "Slurm job 4242 on node7"; "" for none (an attempt run here, or one
+// whose submission never got a job).
+func jobText(j *task.RemoteJob) string {
+	if j == nil || j.ID == "" {
+		return ""
+	}
+	s := cmp.Or(j.System, "batch") + " job " + j.ID
+	if j.Node != "" {
+		s += " on " + j.Node
+	}
+	return s
 }
 
 func durCell(d time.Duration) Cell {

@@ -262,10 +262,16 @@ func makeBar(d *Data, it item, x func(time.Time) float64, laneY float64, loc *ti
 			fmt.Fprintf(&t, " · peak %d MiB", a.MemPeakMiB)
 		}
 	}
+	if j := jobText(a.Job); j != "" {
+		t.WriteString("\n" + j)
+	}
 	if !a.ReadyAt.IsZero() && !a.Start.Before(a.ReadyAt) {
 		what := "a slot"
 		if it.card >= 0 {
 			what = "a card"
+		}
+		if j := a.Job; j != nil {
+			what += " and " + cmp.Or(j.System, "its batch system") + "'s queue"
 		}
 		fmt.Fprintf(&t, "\nwaited %s for %s", fmtDur(a.Start.Sub(a.ReadyAt)), what)
 	}

@@ -149,6 +149,8 @@ func (m *Memory) Apply(b *Batch) error {
 	}
 	m.samples = append(m.samples, b.Samples...)
 	for _, ev := range b.Events {
+		ev.Kind = cmp.Or(ev.Kind, EventComplete)
+		ev.Payload = slices.Clone(ev.Payload)
 		if i := slices.IndexFunc(m.events, func(e EventWrite) bool { return e.ID == ev.ID }); i >= 0 {
 			m.events[i] = ev
 		} else {

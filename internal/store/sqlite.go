@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -331,6 +332,34 @@ var migrations = []string{
 	// 8: a task paused (a daemon's pause): not started until resumed,
 	// also by a scheduler opened after a crash. 0 in rows written before.
 	`ALTER TABLE tasks ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;`,
+	// 9: an attempt's job in a batch system (Slurm), as that system last
+	// said of it: JSON of task.RemoteJob; '' for attempts run here and in
+	// rows written before.
+	`ALTER TABLE attempts ADD COLUMN job TEXT NOT NULL DEFAULT '';`,
+	// 10: the outbox carries notifications besides completion events:
+	// each event has a kind (what delivers it; 'complete' for the rows
+	// written before) and a payload, an event about the run or the cards
+	// belongs to no task (task_id NULL), and a delivery given up is
+	// marked so. SQLite cannot drop a NOT NULL constraint: the table is
+	// rebuilt, its rows copied as they are.
+	`CREATE TABLE events_v10 (
+		id         INTEGER PRIMARY KEY,
+		kind       TEXT NOT NULL DEFAULT 'complete',
+		task_id    TEXT REFERENCES tasks(id),
+		attempt    INTEGER NOT NULL DEFAULT 0,
+		created_at INTEGER NOT NULL,
+		acked_at   INTEGER,
+		tries      INTEGER NOT NULL DEFAULT 0,
+		last_error TEXT NOT NULL DEFAULT '',
+		next_try   INTEGER,
+		payload    TEXT NOT NULL DEFAULT '',
+		gave_up    INTEGER NOT NULL DEFAULT 0
+	);
+	INSERT INTO events_v10 (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
+		SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events;
+	DROP TABLE events;
+	ALTER TABLE events_v10 RENAME TO events;
+	CREATE INDEX events_pending ON events (id) WHERE acked_at IS NULL;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -390,12 +419,12 @@ ON CONFLICT (id) DO UPDATE SET
 	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting, paused = excluded.paused`
 }
 
-const attemptColumns = 23
+const attemptColumns = 24
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
 	timed_out, cancelled, interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu,
-	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason) VALUES ` +
+	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason, job) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -406,7 +435,7 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	handle_version = excluded.handle_version, handle = excluded.handle, gpu = excluded.gpu,
 	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
 	ready_at = excluded.ready_at, not_charged = excluded.not_charged, adopted = excluded.adopted,
-	end_reason = excluded.end_reason`
+	end_reason = excluded.end_reason, job = excluded.job`
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -481,11 +510,19 @@ func (s *SQLite) apply(b *Batch) error {
 		if len(w.Handle.Data) > 0 {
 			handle = w.Handle.Data
 		}
+		job := ""
+		if a.Job != nil {
+			b, err := json.Marshal(a.Job)
+			if err != nil {
+				return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
+			}
+			job = string(b)
+		}
 		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
 			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), positiveOrNil(int64(a.PID)),
 			w.Handle.Executor, w.Handle.Version, handle, intOrNil(a.GPU),
 			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged,
-			a.Adopted, a.EndReason)
+			a.Adopted, a.EndReason, job)
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -520,11 +557,12 @@ func (s *SQLite) apply(b *Batch) error {
 		}
 	}
 	for _, ev := range b.Events {
-		if _, err := tx.Exec(`INSERT INTO events (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		if _, err := tx.Exec(`INSERT INTO events (id, kind, task_id, attempt, created_at, acked_at, tries, last_error, next_try, payload, gave_up)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET acked_at = excluded.acked_at, tries = excluded.tries,
-				last_error = excluded.last_error, next_try = excluded.next_try`,
-			ev.ID, ev.TaskID, ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError, timeOrNil(ev.NextTry)); err != nil {
+				last_error = excluded.last_error, next_try = excluded.next_try, gave_up = excluded.gave_up`,
+			ev.ID, cmp.Or(ev.Kind, EventComplete), stringOrNil(ev.TaskID), ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError,
+			timeOrNil(ev.NextTry), string(ev.Payload), ev.GaveUp); err != nil {
 			return fmt.Errorf("write event %d to state db %s: %w", ev.ID, s.path, err)
 		}
 	}
@@ -762,21 +800,21 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
 		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
-		ready_at, not_charged, adopted, end_reason
+		ready_at, not_charged, adopted, end_reason, job
 		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, logPath string
+		var id, logPath, job string
 		var a task.Attempt
 		var start int64
 		var h executor.Handle
 		var end, exit, pid, gpu, memReq, memPeak, readyAt sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
 			&a.Interrupted, &a.Error, &logPath, &pid, &h.Executor, &h.Version, &h.Data, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt,
-			&a.NotCharged, &a.Adopted, &a.EndReason); err != nil {
+			&a.NotCharged, &a.Adopted, &a.EndReason, &job); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
 		i, ok := byID[id]
@@ -794,6 +832,13 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		}
 		a.LogPath = s.absLog(logPath)
 		a.PID = int(pid.Int64)
+		if job != "" {
+			// A job that does not read is left out: it only informs.
+			var j task.RemoteJob
+			if json.Unmarshal([]byte(job), &j) == nil {
+				a.Job = &j
+			}
+		}
 		r := &out[i]
 		r.Attempts = append(r.Attempts, a)
 		if !h.IsZero() {
@@ -840,14 +885,14 @@ func (s *SQLite) PendingEvents() ([]EventWrite, int64, error) {
 	return pending, maxID.Int64, s.corrupt(err)
 }
 
-// Events returns every completion event, oldest first.
+// Events returns every outbox event, oldest first.
 func (s *SQLite) Events() ([]EventWrite, error) {
 	out, err := s.events("")
 	return out, s.corrupt(err)
 }
 
 func (s *SQLite) events(where string) ([]EventWrite, error) {
-	rows, err := s.db.Query("SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events " + where + " ORDER BY id")
+	rows, err := s.db.Query("SELECT id, kind, task_id, attempt, created_at, acked_at, tries, last_error, next_try, payload, gave_up FROM events " + where + " ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("read events from state db %s: %w", s.path, err)
 	}
@@ -857,8 +902,14 @@ func (s *SQLite) events(where string) ([]EventWrite, error) {
 		var ev EventWrite
 		var created int64
 		var acked, next sql.NullInt64
-		if err := rows.Scan(&ev.ID, &ev.TaskID, &ev.Attempt, &created, &acked, &ev.Tries, &ev.LastError, &next); err != nil {
+		var taskID sql.NullString
+		var payload string
+		if err := rows.Scan(&ev.ID, &ev.Kind, &taskID, &ev.Attempt, &created, &acked, &ev.Tries, &ev.LastError, &next, &payload, &ev.GaveUp); err != nil {
 			return nil, fmt.Errorf("read events from state db %s: %w", s.path, err)
+		}
+		ev.TaskID = taskID.String
+		if payload != "" {
+			ev.Payload = []byte(payload)
 		}
 		ev.Created = time.Unix(0, created)
 		if acked.Valid {
@@ -919,6 +970,13 @@ func intOrNil(p *int) any {
 		return nil
 	}
 	return *p
+}
+
+func stringOrNil(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
 }
 
 func positiveOrNil(v int64) any {

@@ -14,8 +14,8 @@ import (
 type Store interface {
 	// Load returns every persisted task, in submission order.
 	Load() ([]Row, error)
-	// PendingEvents returns the completion events not yet acknowledged, in
-	// the order they were created, and the largest event id ever used.
+	// PendingEvents returns the outbox events not yet acknowledged, in the
+	// order they were created, and the largest event id ever used.
 	PendingEvents() (pending []EventWrite, maxID int64, err error)
 	// LookupTask returns one persisted task, as Load would return it, and
 	// whether it exists. The engine reads tasks it retired from memory so.
@@ -59,7 +59,7 @@ type Batch struct {
 	Meta map[string]string
 	// Samples are readings of the cards over time, for reports.
 	Samples []Sample
-	// Events are completion events to insert or update (the outbox).
+	// Events are outbox events to insert or update.
 	Events []EventWrite
 	// ClearWaiting, applied before the batch's task writes, forgets every
 	// stored task's waiting reason: a scheduler that opens the store has
@@ -67,18 +67,45 @@ type Batch struct {
 	ClearWaiting bool
 }
 
-// EventWrite is one completion event of the outbox: written in the same
-// transaction as its task's completion, acknowledged once delivered.
+// EventWrite is one event of the outbox: written in the same transaction
+// as what it reports (a task's completion or failure, a run's end),
+// acknowledged once delivered.
 type EventWrite struct {
-	ID        int64
+	ID int64
+	// Kind says what delivers the event: EventComplete, EventFailure,
+	// EventRunEnd or EventWebhook. Rows written before kinds existed read
+	// back as EventComplete.
+	Kind string
+	// TaskID is the task the event is about; empty for one about the run
+	// or the cards.
 	TaskID    string
 	Attempt   int
 	Created   time.Time
-	Acked     time.Time // zero until delivered
+	Acked     time.Time // zero until delivered (or given up)
 	Tries     int       // failed deliveries so far
 	LastError string
 	NextTry   time.Time // after a failure: not before
+	// Payload is what the event carries for its deliverer (JSON), kept as
+	// written; empty for completion events.
+	Payload []byte
+	// GaveUp: the event was acknowledged without being delivered, its
+	// tries spent (webhooks give up; handlers never do).
+	GaveUp bool
 }
+
+// The kinds of outbox events, saved as these strings.
+const (
+	// EventComplete: a task completed; for its kind's completion handler
+	// (the command kind's on_complete).
+	EventComplete = "complete"
+	// EventFailure: a task failed for good; for its kind's failure event
+	// handler (the command kind's on_failure).
+	EventFailure = "failure"
+	// EventRunEnd: a run ended; for the run's on_run_end command.
+	EventRunEnd = "run-end"
+	// EventWebhook: a POST to a webhook; the payload says where and what.
+	EventWebhook = "webhook"
+)
 
 // Sample is one card's memory at one moment, as admission saw it.
 type Sample struct {

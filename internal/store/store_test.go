@@ -441,3 +441,70 @@ func TestRetryAtAndNotChargedRoundTrip(t *testing.T) {
 	}
 	s.Close()
 }
+
+// An attempt's job in a batch system, and the queued reason of a running
+// task, are saved and read back; a write without a job removes it; a job
+// that does not read is left out, the attempt read all the same.
+func TestRemoteJobRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	for name, open := range map[string]func(t *testing.T) Store{
+		"memory": func(*testing.T) Store { return NewMemory() },
+		"sqlite": func(t *testing.T) Store {
+			s, err := OpenSQLite(path, filepath.Dir(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			defer s.Close()
+			t0 := time.Unix(1700000000, 0)
+			job := task.RemoteJob{ID: "4242", State: "PENDING", Reason: "Priority"}
+			b := &Batch{
+				Tasks: []TaskWrite{{ID: "a", Seq: 1, Kind: "command", Spec: []byte(`{}`), State: task.Running,
+					WaitKind: task.WaitQueued, WaitDetail: "queued in Slurm as job 4242: Priority"}},
+				Attempts: []AttemptWrite{
+					{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, Job: &task.RemoteJob{ID: "4241", State: "COMPLETED", Node: "n1"}}},
+					{TaskID: "a", Attempt: task.Attempt{Number: 2, Start: t0, Job: &job}},
+				},
+			}
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rows[0]
+			if got := r.Attempts[1].Job; got == nil || *got != job {
+				t.Errorf("job = %+v, want %+v", got, job)
+			}
+			if got := r.Attempts[0].Job; got == nil || got.Node != "n1" {
+				t.Errorf("first attempt's job = %+v", got)
+			}
+			if r.Waiting.Kind != task.WaitQueued || r.Waiting.Detail != "queued in Slurm as job 4242: Priority" {
+				t.Errorf("waiting = %+v, want queued with its detail", r.Waiting)
+			}
+			b.Reset()
+			b.Attempts = []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0}}}
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			if rows, _ := s.Load(); rows[0].Attempts[0].Job != nil {
+				t.Errorf("job = %+v after a write without one, want none", rows[0].Attempts[0].Job)
+			}
+			if name != "sqlite" {
+				return
+			}
+			s.Close()
+			execSQL(t, path, "UPDATE attempts SET job = '{torn' WHERE number = 2")
+			s = open(t)
+			defer s.Close()
+			if rows, err := s.Load(); err != nil || len(rows[0].Attempts) != 2 || rows[0].Attempts[1].Job != nil {
+				t.Errorf("a torn job: rows %+v, %v; want the attempt without its job", rows, err)
+			}
+		})
+	}
+}

@@ -57,6 +57,28 @@ type Attempt struct {
 	// dependencies complete, or its previous attempt failed): Start - ReadyAt
 	// is the time it waited for a slot or a card.
 	ReadyAt time.Time `json:"ready_at,omitzero"`
+	// Job is the attempt's job in the batch system that ran it (Slurm),
+	// as that system last said; nil for attempts run on this machine.
+	Job *RemoteJob `json:"job,omitempty"`
+}
+
+// RemoteJob is an attempt's job in a batch system (Slurm), as that system
+// last said of it. The strings are the system's own words.
+type RemoteJob struct {
+	// System names the batch system for people: "Slurm".
+	System string `json:"system,omitempty"`
+	// ID is the job's id there; empty while submission waits.
+	ID string `json:"id"`
+	// State is the job's state there: PENDING, RUNNING, COMPLETING...
+	State string `json:"state,omitempty"`
+	// Node is where it runs or ran, once known.
+	Node string `json:"node,omitempty"`
+	// Reason is why it waits (Priority, Resources, BeginTime...), or,
+	// before a job exists, why submission waits.
+	Reason string `json:"reason,omitempty"`
+	// Queued: the attempt waits there (or to be submitted there); its
+	// command has not started.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // Ended reports whether the attempt has finished.
@@ -93,7 +115,8 @@ type Record struct {
 	// "artifact missing: out/x", ...); empty when it was kept or is new.
 	Rerun string `json:"rerun,omitempty"`
 	// Waiting is why a pending task has not started, as the scheduler's
-	// loop last decided; the zero value for a task that is not pending.
+	// loop last decided; for a running task, WaitQueued while its attempt
+	// waits in the batch system that runs it; the zero value otherwise.
 	Waiting WaitReason `json:"waiting,omitzero"`
 }
 

@@ -115,6 +115,13 @@ type Spec struct {
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
 	OnComplete []string `json:"on_complete,omitempty"`
+	// OnFailure, for the command kind, is an argv run once the task has
+	// failed for good, its retries spent (at least once, as OnComplete),
+	// with GPUSCHED_TASK_ID, GPUSCHED_EVENT_ID, GPUSCHED_EXIT_CODE,
+	// GPUSCHED_ATTEMPTS and GPUSCHED_ERROR set. A blocked or cancelled
+	// task has not failed: it is not run for those. Not part of the
+	// definition, as OnComplete is not.
+	OnFailure []string `json:"on_failure,omitempty"`
 	// CleanEnv makes Env the attempts' whole environment (besides the
 	// variables gpusched sets): nothing is inherited from the scheduler's.
 	// A daemon gives a task its submitter's environment so. It is part of
@@ -428,6 +435,8 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 		if !report(Invalid(s.ID, "slurm."+field, "%s", why)) {
 			return
 		}
+	} else if err := s.checkGPUType(); err != nil && !report(err) {
+		return
 	}
 	if s.Timeout < 0 && s.Timeout != NoTimeout {
 		if !report(Invalid(s.ID, "timeout", "must not be negative (got %s)", s.Timeout)) {
@@ -482,6 +491,31 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
+	if len(s.OnFailure) > 0 && strings.TrimSpace(s.OnFailure[0]) == "" {
+		if !report(Invalid(s.ID, "on_failure", "empty command")) {
+			return
+		}
+	}
+	for i, a := range s.OnFailure {
+		if err := CheckArg(s.ID, "on_failure", i, a); err != nil && !report(err) {
+			return
+		}
+	}
+}
+
+// checkGPUType refuses a GPU task run by the slurm executor whose GPU
+// memory budget is larger than every type its slurm.gpu_types lists: no
+// GPU Slurm could give it would hold it.
+func (s *Spec) checkGPUType() error {
+	if s.Executor != SlurmExecutor || !s.Resources.GPU() {
+		return nil
+	}
+	name, mib := s.Slurm.LargestGPUType()
+	if name == "" || s.Resources.MemoryMiB <= mib {
+		return nil
+	}
+	return Invalid(s.ID, "resources.memory_mib", "needs %d MiB, more than any GPU type in slurm.gpu_types has: the largest, %s, has %d MiB",
+		s.Resources.MemoryMiB, name, mib)
 }
 
 // checkEnv reports the env's invalid names and values, by name.
@@ -511,7 +545,7 @@ func (s *Spec) checkEnv(report func(error) bool) bool {
 // that a command line cannot carry, one that holds a NUL byte, naming it
 // as field[i] (for example "args[2]"); nil if every item can be passed.
 // The command kind checks its payload with it, and Validate a task's
-// on_complete.
+// on_complete and on_failure.
 func CheckArgv(id, field string, argv []string) error {
 	for i, a := range argv {
 		if err := CheckArg(id, field, i, a); err != nil {

@@ -47,6 +47,8 @@ func TestSpecValidate(t *testing.T) {
 		{"NUL in an artifact", Spec{ID: "a", Artifacts: []string{"ok", "m\x00.pt"}}, "artifacts[1]", ErrInvalidTask},
 		{"empty on_complete", Spec{ID: "a", OnComplete: []string{""}}, "on_complete", ErrInvalidTask},
 		{"NUL in on_complete", Spec{ID: "a", OnComplete: []string{"sh", "-c", "x\x00"}}, "on_complete[2]", ErrInvalidTask},
+		{"empty on_failure", Spec{ID: "a", OnFailure: []string{" "}}, "on_failure", ErrInvalidTask},
+		{"NUL in on_failure", Spec{ID: "a", OnFailure: []string{"sh", "x\x00"}}, "on_failure[1]", ErrInvalidTask},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +130,13 @@ func TestFingerprint(t *testing.T) {
 	}
 	if c := moved.Changed(&base); len(c) != 0 {
 		t.Errorf("Changed() after a change of executor = %v, want nothing", c)
+	}
+	// Nor what is run when it ends: a new on_failure (or on_complete)
+	// does not redo completed work.
+	told := base
+	told.OnFailure, told.OnComplete = []string{"notify-send", "failed"}, []string{"true"}
+	if told.Fingerprint() != fp || len(told.Changed(&base)) != 0 {
+		t.Errorf("on_failure or on_complete changed the definition: %v", told.Changed(&base))
 	}
 	changes := []func(s *Spec){
 		func(s *Spec) { s.Kind = "other" },

@@ -95,6 +95,7 @@ func TestSpecProblems(t *testing.T) {
 		Dir:              "/d\x00",
 		Artifacts:        []string{"ok", "", "a\x00"},
 		OnComplete:       []string{" ", "x\x00"},
+		OnFailure:        []string{"", "ok", "y\x00"},
 	}
 	s.Normalize()
 	var got []string
@@ -121,6 +122,8 @@ func TestSpecProblems(t *testing.T) {
 		`task "a b": artifacts[2]: "a\x00" has a NUL byte, which a path cannot hold`,
 		`task "a b": on_complete: empty command`,
 		`task "a b": on_complete[1]: "x\x00" has a NUL byte, which a command line cannot hold`,
+		`task "a b": on_failure: empty command`,
+		`task "a b": on_failure[2]: "y\x00" has a NUL byte, which a command line cannot hold`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Problems():\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

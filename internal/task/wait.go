@@ -7,8 +7,10 @@ import (
 )
 
 // WaitKind says why a pending task has not started, as the scheduler's
-// loop decided. Kinds persist as the stable lowercase strings returned by
-// String; never renumber or rename them, only append.
+// loop decided, or (WaitQueued) why a running task's attempt has not
+// started in the batch system that runs it. Kinds persist as the stable
+// lowercase strings returned by String; never renumber or rename them,
+// only append.
 type WaitKind uint8
 
 // The kinds of waiting. NotWaiting is the zero value: the task is not
@@ -47,6 +49,12 @@ const (
 	// WaitUserCap: its owner already has as many tasks running, or as much
 	// GPU memory charged, as a per-user cap allows; the detail says which.
 	WaitUserCap
+	// WaitQueued: the task is running (its attempt exists), and the
+	// attempt waits in the batch system that runs it (Slurm's queue), or
+	// to be submitted there (its controller does not answer); the detail
+	// says what that system says ("queued in Slurm as job 4242:
+	// Priority"). The only kind a task that is not pending has.
+	WaitQueued
 )
 
 var waitNames = [...]string{
@@ -61,6 +69,7 @@ var waitNames = [...]string{
 	WaitBackoff:         "backoff",
 	WaitPaused:          "paused",
 	WaitUserCap:         "user-cap",
+	WaitQueued:          "queued",
 }
 
 // String returns the kind's persisted name, e.g. "gpu-memory"; "" for
@@ -139,6 +148,8 @@ func (w WaitReason) Text(now time.Time) string {
 		return cmp.Or(w.Detail, "paused")
 	case WaitUserCap:
 		return cmp.Or(w.Detail, "its owner is at a per-user cap")
+	case WaitQueued:
+		return cmp.Or(w.Detail, "queued in the batch system that runs it")
 	case WaitRetryDelay, WaitBackoff:
 		s := "retry at " + w.Until.Format(time.TimeOnly)
 		if !now.IsZero() && w.Until.After(now) {

@@ -40,3 +40,49 @@ func BenchmarkParse100k(b *testing.B) {
 		}
 	}
 }
+
+// sweepWorkflow returns a workflow file whose matrix task expands to
+// 100,000 tasks (100 × 1,000), with 100 tasks gathering 1,000 of them each
+// by a glob and one gathering all 100,000.
+func sweepWorkflow() []byte {
+	return []byte(fmt.Sprintf(`defaults:
+  retries: 1
+  env: {MODE: sweep}
+tasks:
+  - id: run-${a}-${b}
+    matrix: {a: [%s], b: [%s]}
+    args: [run, --a, "${a}", --b, "${b}"]
+    artifacts: ["out/${a}/${b}.txt"]
+  - id: best-${a}
+    matrix: {a: [%[1]s]}
+    dependencies: ["run-${a}-*"]
+    args: [best, "${a}"]
+  - id: all
+    dependencies: ["run-*"]
+    args: [all]
+`, numbers(100), numbers(1000)))
+}
+
+func numbers(n int) string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = fmt.Sprint(i)
+	}
+	return strings.Join(s, ", ")
+}
+
+// BenchmarkParseSweep100k: loading a file whose one matrix task expands to
+// 100,000 tasks, and whose globs gather them.
+func BenchmarkParseSweep100k(b *testing.B) {
+	data := sweepWorkflow()
+	b.ReportAllocs()
+	for b.Loop() {
+		w, err := workflow.Parse("/tmp/w.yaml", data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(w.Tasks) != 100_101 || len(w.Tasks[100_100].Dependencies) != 100_000 {
+			b.Fatalf("%d tasks", len(w.Tasks))
+		}
+	}
+}

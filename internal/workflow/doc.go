@@ -8,4 +8,9 @@
 // *Error per problem, in file order), each told once: the parser goes on
 // after a problem, and a field or task that already had one is not blamed
 // again by the checks that follow.
+//
+// What saves writing is expanded here, at load time, into ordinary task
+// specs, so that nothing downstream knows of it: defaults: (defaults.go),
+// a task's matrix: with its ${name} templates (sweep.go), and globs among
+// the dependencies (globs.go). docs/workflow.md is their user's guide.
 package workflow

@@ -33,16 +33,20 @@ type Workflow struct {
 	// Tasks: Options.Executor, else the file's scheduling.executor; empty
 	// when neither sets one (the scheduler's default, local).
 	Executor string
-	// Tasks are the file's tasks in file order, with Dir made absolute
-	// (relative to the file's folder, which is also the default), and
-	// Executor set to the workflow's for those that name none.
+	// Tasks are the file's tasks in file order, as the scheduler takes
+	// them: the defaults: applied, each task with a matrix replaced by the
+	// tasks it expands to (in matrix order), globs among the dependencies
+	// replaced by the ids they match, Dir made absolute (relative to the
+	// file's folder, which is also the default), and Executor set to the
+	// workflow's for those that name none. No two share a slice or map.
 	Tasks []gpusched.TaskSpec
 	// Slurm is the file's top-level slurm: settings, the defaults of every
 	// task's own (applied to Tasks: a task's keys win); nil when none.
 	Slurm *gpusched.SlurmSettings
 
-	locs       []taskLoc      // where each of Tasks is in the file
-	schedLines map[string]int // scheduling key -> line
+	locs        []taskLoc      // where each of Tasks is in the file
+	schedLines  map[string]int // scheduling key -> line ("executor": defaults.executor's when it gives it)
+	executorKey string         // the key that gave Executor in the file, when not scheduling.executor
 }
 
 // Options changes how Parse and Load read a workflow.
@@ -63,6 +67,7 @@ type taskLoc struct {
 	line     int         // the task's list item
 	fields   []fieldLine // its keys, and its resources' as "resources.device"
 	executor source      // where its executor came from
+	vars     string      // a matrix task's values: "lr=1e-3, seed=1"
 }
 
 // source says where a task's executor came from.
@@ -193,7 +198,7 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 		return nil, err
 	}
 	w := &Workflow{Path: path, schedLines: map[string]int{}}
-	p := &parser{path: path, base: filepath.Dir(abs), w: w, opts: opts}
+	p := &parser{path: path, data: data, base: filepath.Dir(abs), w: w, opts: opts}
 	if opts.Executor != "" {
 		if why := ExecutorProblem(opts.Executor); why != "" {
 			return nil, p.fail(&Error{Path: path, Msg: cmp.Or(opts.ExecutorFrom, "the default executor") + ": " + why})
@@ -253,6 +258,21 @@ const emptyWorkflow = "empty workflow: it needs a list of tasks under \"tasks:\"
 // one mistake, one message.
 func (p *parser) checkTasks() {
 	w := p.w
+	told := map[Error]bool{} // a mistake in a matrix task or the defaults, told once
+	add := func(i int, err error) {
+		e := w.locateAt(i, err)
+		var te *gpusched.TaskError
+		if errors.As(err, &te) && (w.locs[i].vars != "" || p.defs != nil) {
+			// The same line and message but for the task's id: the same
+			// value, read once, that every task made from it takes.
+			said := Error{Line: e.Line, Msg: strings.TrimPrefix(e.Msg, "task "+q(te.TaskID))}
+			if told[said] {
+				return
+			}
+			told[said] = true
+		}
+		p.add(e)
+	}
 	specs := make([]*task.Spec, len(w.Tasks))
 	for i := range w.Tasks {
 		sp := internalSpec(&w.Tasks[i])
@@ -260,19 +280,19 @@ func (p *parser) checkTasks() {
 		bad := p.badKeys[i]
 		for _, err := range sp.Problems() {
 			if err = public(err); !has(bad, taskKeys, fieldKey(err)) {
-				p.add(w.locateAt(i, err))
+				add(i, err)
 			}
 		}
 		if !has(bad, taskKeys, "args") {
 			if err := (gpusched.CommandHandler{}).ValidatePayload(&w.Tasks[i]); err != nil {
-				p.add(w.locateAt(i, err))
+				add(i, err)
 			}
 		}
 		sp.Dependencies = graphDeps(&sp)
 		specs[i] = &sp
 	}
 	for _, pr := range dag.Check(specs, map[string]struct{}{}, MaxErrors) {
-		p.add(w.locateAt(pr.Index, public(pr.Err)))
+		add(pr.Index, public(pr.Err))
 	}
 	p.checkExecutors()
 }
@@ -375,7 +395,7 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
 		Executor:  t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
-		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, CleanEnv: t.CleanEnv, Owner: t.Owner,
+		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
 }
 
@@ -454,13 +474,17 @@ func (w *Workflow) locateAt(i int, err error) *Error {
 		first := slices.IndexFunc(w.Tasks[:i], func(t gpusched.TaskSpec) bool { return t.ID == te.TaskID })
 		if first >= 0 {
 			located := *te
-			located.Reason = fmt.Sprintf("defined twice (first on line %d)", w.locs[first].line)
+			here := ""
+			if loc.vars != "" {
+				here = ", here" + as(loc.vars)
+			}
+			located.Reason = fmt.Sprintf("defined twice (first on line %d%s%s)", w.locs[first].line, as(w.locs[first].vars), here)
 			err = &located
 		}
 		return &Error{Path: w.Path, Line: loc.lineOf("id"), Msg: err.Error(), Err: err}
 	case errors.As(err, &te) && te.Field == "executor" && loc.executor == fileExecutor:
 		// The file's default: said where it is set.
-		return &Error{Path: w.Path, Line: w.schedLines["executor"], Msg: "scheduling.executor: " + te.Reason, Err: err}
+		return &Error{Path: w.Path, Line: w.schedLines["executor"], Msg: cmp.Or(w.executorKey, "scheduling.executor") + ": " + te.Reason, Err: err}
 	case errors.As(err, &te):
 		msg := err.Error()
 		field := te.Field
@@ -478,8 +502,17 @@ func (w *Workflow) locateAt(i int, err error) *Error {
 	return &Error{Path: w.Path, Line: loc.line, Msg: err.Error(), Err: err}
 }
 
+// as tells which variant of a matrix task a message is about.
+func as(vars string) string {
+	if vars == "" {
+		return ""
+	}
+	return " with " + vars
+}
+
 type parser struct {
 	path string
+	data []byte // the file, for hints about YAML errors
 	base string // the workflow file's folder, absolute
 	w    *Workflow
 	opts Options
@@ -487,6 +520,16 @@ type parser struct {
 	errs     []*Error // every problem found, in the order found
 	badKeys  []uint64 // per task of w.Tasks: its keys (by taskKeys position) that had a problem
 	schedBad bool     // a problem was found parsing scheduling
+
+	defs                *defaults // the file's defaults: section; nil when none
+	defaultExecutor     string    // defaults.executor, once read
+	defaultExecutorLine int
+	defaultSlurm        *gpusched.SlurmSettings // defaults.slurm, once read (nil when invalid)
+	defaultSlurmLine    int                     // 0: none
+	slurmLine           int                     // the top-level slurm:'s; 0: none
+	variants            int                     // the tasks the file's matrices expand to, so far
+	globs               bool                    // a dependency is a glob
+	unexpanded          bool                    // a task with an id could not be read: a glob may miss it
 }
 
 func (p *parser) errorf(n *yaml.Node, format string, args ...any) *Error {
@@ -550,7 +593,31 @@ func (p *parser) yamlError(err error) *Error {
 			line++
 		}
 	}
-	return &Error{Path: p.path, Line: line, Msg: "invalid YAML: " + elide.Line(msg, 300)}
+	msg = "invalid YAML: " + elide.Line(msg, 300)
+	if strings.HasPrefix(msg, "invalid YAML: did not find expected ',' or") && strings.Contains(p.line(line), "${") {
+		// The { of ${name} ends a plain value inside [...] or {...}.
+		msg += " (inside [...] or {...}, quote a value that holds ${...}: \"${name}\")"
+	}
+	return &Error{Path: p.path, Line: line, Msg: msg}
+}
+
+// line returns line n (from 1) of the file, or "".
+func (p *parser) line(n int) string {
+	if n < 1 {
+		return ""
+	}
+	rest := p.data
+	for range n - 1 {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+1:]
+	}
+	if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+		rest = rest[:i]
+	}
+	return string(rest)
 }
 
 // fields walks a mapping node, calling visit for each known key. An
@@ -610,7 +677,7 @@ func has(set uint64, known []string, key string) bool {
 	return i >= 0 && set&(1<<i) != 0
 }
 
-var topKeys = []string{"scheduling", "tasks", "slurm"}
+var topKeys = []string{"scheduling", "tasks", "slurm", "defaults"}
 
 // misplaced tells, by "where key", where a key that is unknown where it
 // was written belongs.
@@ -625,13 +692,18 @@ func (p *parser) top(n *yaml.Node) {
 		case "scheduling":
 			p.scheduling(v)
 		case "slurm":
-			p.w.Slurm = p.slurm(v, "slurm", nil)
+			p.w.Slurm, p.slurmLine = p.slurm(v, "slurm", nil), k.Line
+		case "defaults":
+			p.defaults(v)
 		default:
-			tasksKey, tasks = k, v
-			p.tasks(v)
+			tasksKey, tasks = k, v // read last: the defaults apply to them
 		}
 		return nil
 	})
+	p.defaultSettings()
+	if tasks != nil {
+		p.tasks(tasks)
+	}
 	switch {
 	case !keys.mapping:
 	case tasksKey == nil && has(keys.meant, topKeys, "tasks"): // a misspelt "tasks:" said it
@@ -642,12 +714,37 @@ func (p *parser) top(n *yaml.Node) {
 	}
 }
 
+// defaultSettings makes defaults.executor and defaults.slurm the
+// workflow's, unless scheduling.executor or slurm: give them too.
+func (p *parser) defaultSettings() {
+	twice := func(key string, line int, other string, otherLine int) {
+		p.add(&Error{Path: p.path, Line: line, Msg: fmt.Sprintf("%s: %s (line %d) says it too: keep one", key, other, otherLine)})
+	}
+	if p.defaultExecutor != "" {
+		if line, ok := p.w.schedLines["executor"]; ok {
+			twice("defaults.executor", p.defaultExecutorLine, "scheduling.executor", line)
+		} else {
+			p.w.Executor = p.defaultExecutor
+			p.w.schedLines["executor"] = p.defaultExecutorLine
+			p.w.executorKey = "defaults.executor"
+		}
+	}
+	if p.defaultSlurmLine > 0 {
+		if p.slurmLine > 0 {
+			twice("defaults.slurm", p.defaultSlurmLine, "slurm", p.slurmLine)
+		} else {
+			p.w.Slurm = p.defaultSlurm
+		}
+	}
+}
+
 var schedulingKeys = []string{
 	"max_parallel_tasks", "executor", "timeout", "retries", "kill_grace",
 	"retry_delay", "retry_delay_max", "on_complete_timeout",
 	"gpu_safety_margin_mib", "gpu_cooldown", "gpu_placement", "visible_gpus",
 	"gpu_quarantine_after", "gpu_quarantine_for", "gpu_poll_interval",
 	"gpu_reserve_after", "gpu_unknown_timeout", "nvidia_smi_timeout",
+	"on_run_end", "webhook",
 }
 
 func (p *parser) scheduling(n *yaml.Node) {
@@ -716,6 +813,14 @@ func (p *parser) scheduling(n *yaml.Node) {
 			s.GPUUnknownTimeout, err = p.positiveDuration(v, where)
 		case "nvidia_smi_timeout":
 			s.NvidiaSMITimeout, err = p.positiveDuration(v, where)
+		case "on_run_end":
+			s.OnRunEnd, err = p.strings(v, where)
+			if err == nil && len(s.OnRunEnd) == 0 {
+				err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", where)
+			}
+			s.OnRunEndDir = p.base // run where the tasks' relative dirs start
+		case "webhook":
+			s.Webhook, err = p.scalar(v, where)
 		}
 		return err
 	})
@@ -747,7 +852,8 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 }
 
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
-	"executor", "artifacts", "hash_artifacts", "on_complete", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm"}
+	"executor", "artifacts", "hash_artifacts", "on_complete", "on_failure", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm",
+	"matrix"}
 
 func (p *parser) tasks(n *yaml.Node) {
 	if n.Kind != yaml.SequenceNode {
@@ -760,24 +866,50 @@ func (p *parser) tasks(n *yaml.Node) {
 	for i, tn := range n.Content {
 		p.task(i, tn)
 	}
+	if p.globs {
+		p.expandGlobs()
+	}
+}
+
+// fieldState is what reading a task's keys (or the defaults') noted
+// besides the values.
+type fieldState struct {
+	set             uint64 // the keys given, by taskKeys position
+	explicitRetries bool
+	explicitTimeout bool
+	escapes         bool     // a templated value holds a $${ to unescape
+	vars            []string // the task's matrix variables; nil when it has none
+	defaults        bool     // reading the defaults: no ${name} at all
+	noTemplates     bool     // its matrix had a problem: templates are not checked
 }
 
 // task parses item i of the task list. A task without a usable id is
-// checked for what can be checked, and left out of the graph.
+// checked for what can be checked, and left out of the graph. A task with
+// a matrix becomes one task per combination of its values.
 func (p *parser) task(i int, tn *yaml.Node) {
 	if tn.Kind != yaml.MappingNode {
 		p.add(p.errorf(tn, "tasks[%d] must be a mapping with id, args, ..., not %s", i, kindName(tn)))
 		return
 	}
-	// The id first, so that later errors can name the task.
+	// The id and the matrix first, so that later errors can name the
+	// task, and templates be checked against the matrix's names.
+	var idNode, matrixNode *yaml.Node
 	id, hasIDKey := "", false
 	for j := 0; j+1 < len(tn.Content); j += 2 {
-		if tn.Content[j].Value == "id" && !hasIDKey {
+		switch tn.Content[j].Value {
+		case "id":
+			if hasIDKey {
+				break
+			}
 			hasIDKey = true
 			if v := tn.Content[j+1]; v.Kind != yaml.ScalarNode || v.Value == "" {
 				p.add(p.errorf(v, "tasks[%d].id must be a non-empty string", i))
 			} else {
-				id = v.Value
+				id, idNode = v.Value, v
+			}
+		case "matrix":
+			if matrixNode == nil {
+				matrixNode = tn.Content[j+1]
 			}
 		}
 	}
@@ -785,77 +917,39 @@ func (p *parser) task(i int, tn *yaml.Node) {
 	if id == "" {
 		where = fmt.Sprintf("tasks[%d]", i)
 	}
-	t := gpusched.TaskSpec{ID: id, Dir: p.base}
+	var st fieldState
+	var m *matrix
+	if matrixNode != nil {
+		if m = p.matrix(matrixNode, where+": matrix"); m != nil {
+			st.vars = m.names
+		} else {
+			st.noTemplates = true // its names are unknown: said once, at the matrix
+		}
+	}
+	if idNode != nil && !p.checkTemplates(idNode, where, "id", &st) {
+		id = "" // an id that cannot be expanded names no task
+	}
+	if idNode != nil && matrixNode == nil && strings.Contains(id, "${") {
+		// Elsewhere a task without a matrix keeps ${...} as written; in
+		// an id it is a sweep's without its matrix.
+		p.add(p.errorf(idNode, "%s: id: ${...}: only a task with a matrix has variables; add matrix: {NAME: [values]}", where))
+		id = ""
+	}
+	if id != "" && m != nil && !p.matrixID(idNode, where, m) {
+		id = ""
+	}
+	t := gpusched.TaskSpec{ID: id}
 	loc := taskLoc{line: tn.Line, fields: make([]fieldLine, 0, len(tn.Content)/2)}
-	explicitRetries, explicitTimeout, hasArgs := false, false, false
+	hasArgs := false
 	keys := p.fields(tn, where, taskKeys, func(key string, k, v *yaml.Node) error {
-		loc.fields = append(loc.fields, fieldLine{key, k.Line})
-		field := where + ": " + key
-		var err error
 		switch key {
-		case "id":
+		case "id", "matrix":
+			loc.fields = append(loc.fields, fieldLine{key, k.Line})
+			return nil
 		case "args":
 			hasArgs = true
-			var args []string
-			if args, err = p.strings(v, field); err == nil {
-				t.Payload = args
-				for j, a := range args {
-					if err := task.CheckArg(id, "args", j, a); err != nil {
-						p.add(&Error{Path: p.path, Line: v.Content[j].Line, Msg: err.Error(), Err: err})
-					}
-				}
-			}
-		case "dependencies":
-			t.Dependencies, err = p.strings(v, field)
-		case "priority":
-			t.Priority, err = p.integer(v, field)
-		case "timeout":
-			t.Timeout, err = p.duration(v, field)
-			explicitTimeout = true
-		case "retries":
-			t.Retries, err = p.integer(v, field)
-			if err == nil && t.Retries < 0 {
-				// Checked here: -1 would pass as gpusched.NoRetries.
-				te := gpusched.TaskError{TaskID: id, Field: "retries", Reason: fmt.Sprintf("must not be negative (got %d)", t.Retries), Kind: gpusched.ErrInvalidTask}
-				err = &Error{Path: p.path, Line: v.Line, Msg: te.Error(), Err: &te}
-			}
-			explicitRetries = true
-		case "env":
-			t.Env, err = p.env(v, field)
-		case "dir":
-			var d string
-			if d, err = p.scalar(v, field); err == nil {
-				if !filepath.IsAbs(d) {
-					d = filepath.Join(p.base, d)
-				}
-				t.Dir = d
-			}
-		case "resources":
-			t.Resources = p.resources(v, where, &loc)
-		case "executor":
-			t.Executor, err = p.executor(v, field)
-		case "artifacts":
-			t.Artifacts, err = p.strings(v, field)
-		case "hash_artifacts":
-			t.HashArtifacts, err = p.boolean(v, field)
-		case "on_complete":
-			t.OnComplete, err = p.strings(v, field)
-			if err == nil && len(t.OnComplete) == 0 {
-				err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
-			}
-		case "retry_delay":
-			t.RetryDelay, err = p.duration(v, field)
-			if err == nil && t.RetryDelay == 0 {
-				t.RetryDelay = gpusched.NoRetryDelay // "0": at once, whatever scheduling says
-			}
-		case "retry_on_exit_codes":
-			t.RetryOnExitCodes, err = p.ints(v, field)
-		case "retry_on_timeout":
-			t.RetryOnTimeout, err = p.boolean(v, field)
-		case "slurm":
-			t.Slurm = p.slurm(v, where+": slurm", &loc)
 		}
-		return err
+		return p.taskField(key, k, v, &t, &loc, where, &st)
 	})
 	// A missing id or args that a misspelt key was meant to give is not
 	// reported twice.
@@ -865,24 +959,137 @@ func (p *parser) task(i int, tn *yaml.Node) {
 	if !hasArgs && !has(keys.meant, taskKeys, "args") {
 		p.add(p.errorf(tn, "%s has no args: give the command to run, e.g. args: [python3, train.py]", where))
 	}
-	if id == "" {
+	if id == "" || matrixNode != nil && m == nil {
+		if hasIDKey {
+			p.unexpanded = true // a glob may miss what it would have been
+		}
 		return // nothing can depend on it
 	}
-	// In a file, "retries: 0" and "timeout: 0" are explicit: none, even
-	// if scheduling sets a default.
-	if explicitRetries && t.Retries == 0 {
-		t.Retries = gpusched.NoRetries
-	}
-	if explicitTimeout && t.Timeout == 0 {
-		t.Timeout = gpusched.NoTimeout
-	}
-	p.w.Tasks = append(p.w.Tasks, t)
-	p.w.locs = append(p.w.locs, loc)
+	st.finish(&t)
 	bad := keys.bad
 	if !hasArgs {
 		bad |= 1 << slices.Index(taskKeys, "args")
 	}
+	if p.defs != nil {
+		bad |= p.defs.apply(&t, &loc, st.set)
+		st.escapes = st.escapes || p.defs.st.escapes
+	}
+	if m != nil {
+		p.expand(&t, &loc, bad, m)
+		return
+	}
+	if st.escapes {
+		u := t // t itself stays on the stack
+		eachTemplated(&u, unescape)
+		t = u
+	}
+	p.appendTask(t, loc, bad)
+}
+
+// appendTask adds a task read from the file, its dir resolved against
+// the file's folder.
+func (p *parser) appendTask(t gpusched.TaskSpec, loc taskLoc, bad uint64) {
+	switch {
+	case t.Dir == "":
+		t.Dir = p.base
+	case !filepath.IsAbs(t.Dir):
+		t.Dir = filepath.Join(p.base, t.Dir)
+	}
+	p.w.Tasks = append(p.w.Tasks, t)
+	p.w.locs = append(p.w.locs, loc)
 	p.badKeys = append(p.badKeys, bad)
+}
+
+// finish applies what a file means by an explicit 0: "retries: 0" and
+// "timeout: 0" are none, even if scheduling sets a default.
+func (st *fieldState) finish(t *gpusched.TaskSpec) {
+	if st.explicitRetries && t.Retries == 0 {
+		t.Retries = gpusched.NoRetries
+	}
+	if st.explicitTimeout && t.Timeout == 0 {
+		t.Timeout = gpusched.NoTimeout
+	}
+}
+
+// taskField reads key, a key of a task or of the defaults other than id
+// and matrix, into t, noting its line in loc. where names the task (or
+// "defaults"). The dir is kept as written: appendTask resolves it once its
+// templates are expanded.
+func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, loc *taskLoc, where string, st *fieldState) error {
+	loc.fields = append(loc.fields, fieldLine{key, k.Line})
+	st.set |= 1 << slices.Index(taskKeys, key)
+	field := where + ": " + key
+	var err error
+	switch key {
+	case "args":
+		var args []string
+		if args, err = p.strings(v, field); err == nil {
+			t.Payload = args
+			for j, a := range args {
+				if err := task.CheckArg(t.ID, "args", j, a); err != nil {
+					p.add(&Error{Path: p.path, Line: v.Content[j].Line, Msg: err.Error(), Err: err})
+				}
+			}
+		}
+	case "dependencies":
+		if t.Dependencies, err = p.strings(v, field); err == nil {
+			p.noteGlobs(v, loc)
+		}
+	case "priority":
+		t.Priority, err = p.integer(v, field)
+	case "timeout":
+		t.Timeout, err = p.duration(v, field)
+		st.explicitTimeout = true
+	case "retries":
+		t.Retries, err = p.integer(v, field)
+		if err == nil && t.Retries < 0 {
+			// Checked here: -1 would pass as gpusched.NoRetries.
+			te := gpusched.TaskError{TaskID: t.ID, Field: "retries", Reason: fmt.Sprintf("must not be negative (got %d)", t.Retries), Kind: gpusched.ErrInvalidTask}
+			msg := te.Error()
+			if st.defaults {
+				msg = where + ": retries " + te.Reason
+			}
+			err = &Error{Path: p.path, Line: v.Line, Msg: msg, Err: &te}
+		}
+		st.explicitRetries = true
+	case "env":
+		t.Env, err = p.env(v, field)
+	case "dir":
+		t.Dir, err = p.scalar(v, field)
+	case "resources":
+		t.Resources = p.resources(v, where, loc)
+	case "executor":
+		t.Executor, err = p.executor(v, field)
+	case "artifacts":
+		t.Artifacts, err = p.strings(v, field)
+	case "hash_artifacts":
+		t.HashArtifacts, err = p.boolean(v, field)
+	case "on_complete":
+		t.OnComplete, err = p.strings(v, field)
+		if err == nil && len(t.OnComplete) == 0 {
+			err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
+		}
+	case "on_failure":
+		t.OnFailure, err = p.strings(v, field)
+		if err == nil && len(t.OnFailure) == 0 {
+			err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
+		}
+	case "retry_delay":
+		t.RetryDelay, err = p.duration(v, field)
+		if err == nil && t.RetryDelay == 0 {
+			t.RetryDelay = gpusched.NoRetryDelay // "0": at once, whatever scheduling says
+		}
+	case "retry_on_exit_codes":
+		t.RetryOnExitCodes, err = p.ints(v, field)
+	case "retry_on_timeout":
+		t.RetryOnTimeout, err = p.boolean(v, field)
+	case "slurm":
+		t.Slurm = p.slurm(v, where+": slurm", loc)
+	}
+	if err == nil && templatedKey(key) && !p.checkTemplates(v, where, key, st) && key == "dependencies" {
+		t.Dependencies = nil // told: not "unknown dependency" as well
+	}
+	return err
 }
 
 func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.ResourceRequest {
@@ -910,7 +1117,7 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 
 // slurmKeys are the keys of a slurm: mapping, at the top of the file or
 // in a task.
-var slurmKeys = []string{"partition", "account", "qos", "constraint", "cpus_per_task", "mem", "extra_args"}
+var slurmKeys = []string{"partition", "account", "qos", "constraint", "cpus_per_task", "mem", "extra_args", "gpu_types"}
 
 // slurm reads a slurm: mapping; loc, when not nil, notes its keys' lines
 // ("slurm.mem") for the task's later errors. The values are checked as
@@ -939,6 +1146,8 @@ func (p *parser) slurm(n *yaml.Node, where string, loc *taskLoc) *gpusched.Slurm
 			s.Mem, err = p.scalar(v, at)
 		case "extra_args":
 			s.ExtraArgs, err = p.strings(v, at)
+		case "gpu_types":
+			s.GPUTypes, err = p.gpuTypes(v, at, loc)
 		}
 		return err
 	})
@@ -948,6 +1157,32 @@ func (p *parser) slurm(n *yaml.Node, where string, loc *taskLoc) *gpusched.Slurm
 		return nil
 	}
 	return &s
+}
+
+// gpuTypes reads slurm's gpu_types: a mapping of GPU type names to their
+// memory in MiB. loc, when not nil, notes each type's line
+// ("slurm.gpu_types.a100"). Names and sizes are checked with the rest of
+// the settings (task.SlurmSettings.Validate).
+func (p *parser) gpuTypes(n *yaml.Node, where string, loc *taskLoc) (map[string]int64, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errorf(n, "%s must be a mapping of GPU type names to their memory in MiB, e.g. {a100: 81920, v100: 16384}, not %s", where, kindName(n))
+	}
+	out := make(map[string]int64, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if _, dup := out[k.Value]; dup {
+			return nil, p.errorf(k, "%s: type %s appears twice", where, q(k.Value))
+		}
+		mib, err := p.integer(v, where+"."+elide.Line(k.Value, 64))
+		if err != nil {
+			return nil, err
+		}
+		out[k.Value] = int64(mib)
+		if loc != nil {
+			loc.fields = append(loc.fields, fieldLine{"slurm.gpu_types." + k.Value, k.Line})
+		}
+	}
+	return out, nil
 }
 
 func (p *parser) scalar(n *yaml.Node, where string) (string, error) {

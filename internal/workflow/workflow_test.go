@@ -840,6 +840,8 @@ func FuzzParse(f *testing.F) {
 		"a: &x [1]\ntasks: *x\n",
 		"tasks:\n  - &t {id: a, args: [x]}\n  - *t\n",
 		"tasks:\n  - id: a\n    args: [x]\n    <<: {priority: 1}\n",
+		sweepDoc,
+		"defaults: {env: {A: \"$${x}\"}, resources: {device: cpu}}\ntasks:\n  - id: t-${a}-${b}\n    matrix: {a: [1, x], b: [\"2\"]}\n    args: [\"${a}\", \"$${b}\"]\n    dependencies: [\"u-*\"]\n  - id: u-${c}\n    matrix: {c: [1]}\n    args: [\"${c\"]\n",
 	} {
 		f.Add([]byte(s))
 	}

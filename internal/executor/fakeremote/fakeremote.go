@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // Executor hands jobs to a Controller and follows them there. Several
@@ -41,6 +42,15 @@ func (e *Executor) isClosed() bool {
 
 // Name is "fakeremote".
 func (e *Executor) Name() string { return Name }
+
+var _ executor.Placer = (*Executor)(nil)
+
+// PlacesWork is true, as for the batch system it plays: a GPU task of it
+// is not admitted by this machine's cards.
+func (e *Executor) PlacesWork() bool { return true }
+
+// MaxGPUMiB is 0: the fake's GPUs have no known size.
+func (e *Executor) MaxGPUMiB(*task.Spec) int64 { return 0 }
 
 // Execute submits job to the controller held, tells hooks.Submitted its
 // handle, releases it and follows it to its end; see the package

@@ -61,9 +61,13 @@ func fromSlurm(kv string) bool {
 // MaybeAttempt makes this program the helper of a batch job when it was
 // started as one (os.Args[1] is AttemptCommand): it then runs the
 // attempt, writes the result file and exits, never returning. Otherwise
-// it returns at once. Call it first thing in main (gpusched.SupervisorMain
+// it returns at once. Started with ProbeCommand, it answers a probe job
+// of Check and exits. Call it first thing in main (gpusched.SupervisorMain
 // does).
 func MaybeAttempt() {
+	if len(os.Args) >= 2 && os.Args[1] == ProbeCommand {
+		os.Exit(runProbe(os.Args[2:], os.Stdout)) // a probe job of Check
+	}
 	if len(os.Args) < 2 || os.Args[1] != AttemptCommand {
 		helperReady.Store(true)
 		return

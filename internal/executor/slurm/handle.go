@@ -6,22 +6,26 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // Name is the slurm executor's name, in workflows and in its handles.
-const Name = "slurm"
+const Name = task.SlurmExecutor
 
 // handleVersion is the layout of handleData.
 const handleVersion = 1
 
 // handleData is the persisted handle of one attempt: its batch job, the
-// result file the job's helper writes, and when it was submitted (a job
-// cannot have started before).
+// result file the job's helper writes, when it was submitted (a job
+// cannot have started before) and the GPUs it asked for.
 type handleData struct {
 	JobID     string    `json:"job_id"`
 	Result    string    `json:"result"`
 	Name      string    `json:"name"`
 	Submitted time.Time `json:"submitted"`
+	// Gres is the --gres the job was submitted with ("gpu:a100:1"),
+	// for people; "" without GPUs, or when the job was found by its name.
+	Gres string `json:"gres,omitempty"`
 }
 
 func encodeHandle(d handleData) executor.Handle {

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -189,5 +190,83 @@ tasks:
 	}
 	if len(jobs) != 1 {
 		t.Errorf("jobs of task long: %v, want one", jobs)
+	}
+}
+
+// TestRealSlurmGPUTaskWithoutNvidiaSMI: gpusched run, on a machine
+// without nvidia-smi, of GPU tasks on Slurm (no gpu_types: the cluster's
+// GPUs are untyped): each runs on one GPU Slurm gives it.
+func TestRealSlurmGPUTaskWithoutNvidiaSMI(t *testing.T) {
+	realSlurm(t)
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "wf.yaml"), `
+scheduling:
+  executor: slurm
+tasks:
+  - id: budget
+    args: [sh, -c, 'echo "devices=$CUDA_VISIBLE_DEVICES"']
+    resources: {device: cuda, memory_mib: 1000}
+  - id: whole
+    args: [sh, -c, 'echo "devices=$CUDA_VISIBLE_DEVICES"']
+    resources: {device: cuda, exclusive: true}
+`)
+	c := &cluster{fake: &fake{}, env: append(os.Environ(), "HOME="+t.TempDir(),
+		"GPUSCHED_NVIDIA_SMI="+filepath.Join(t.TempDir(), "no-nvidia-smi"))}
+	run := filepath.Join(dir, "run")
+	out, err := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gpusched run: %v\n%s", err, out)
+	}
+	for _, id := range []string{"budget", "whole"} {
+		log := strings.TrimSpace(readFile(t, filepath.Join(run, "logs", id, "attempt-1.log")))
+		devs, ok := strings.CutPrefix(log, "devices=")
+		if !ok || devs == "" || strings.Contains(devs, ",") {
+			t.Errorf("%s's log = %q, want one GPU from Slurm in CUDA_VISIBLE_DEVICES", id, log)
+		}
+	}
+}
+
+// TestRealSlurmPendingReason: a task whose job Slurm holds back (its
+// begin time is an hour away) is running with the waiting reason queued,
+// and status --json shows Slurm's reason (BeginTime) and the job; Ctrl-C
+// of the run cancels the job, and it never runs.
+func TestRealSlurmPendingReason(t *testing.T) {
+	realSlurm(t)
+	t.Parallel()
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	writeFile(t, filepath.Join(dir, "wf.yaml"), `
+scheduling:
+  executor: slurm
+tasks:
+  - id: later
+    args: [touch, `+ran+`]
+    slurm:
+      extra_args: ["--begin=now+1hour"]
+`)
+	c := &cluster{fake: &fake{}, env: append(os.Environ(), "HOME="+t.TempDir())}
+	run := filepath.Join(dir, "run")
+	var out bytes.Buffer
+	cmd := c.startRun(t, dir, run, &out)
+	var st statusJSON
+	waitFor(t, "status shows Slurm's reason", func() bool {
+		st = c.status(t, dir, run)
+		return len(st.Tasks) == 1 && st.Tasks[0].Job != nil && st.Tasks[0].Job.Reason == "BeginTime"
+	})
+	tr := st.Tasks[0]
+	if tr.State != "running" || tr.WaitingKind != "queued" || tr.Job.State != "PENDING" || !tr.Job.Queued ||
+		tr.Waiting != "queued in Slurm as job "+tr.Job.ID+": BeginTime" {
+		t.Errorf("status --json: %+v (job %+v); want running, queued in Slurm: BeginTime", tr, tr.Job)
+	}
+	id := tr.Job.ID
+	cmd.Process.Signal(syscall.SIGINT)
+	cmd.Wait() // interrupted: exits non-zero
+	if out, err := exec.Command("squeue", "--jobs="+id, "--states=all", "--noheader", "--format=%T").Output(); err == nil &&
+		!strings.Contains(string(out), "CANCELLED") {
+		t.Errorf("job %s after Ctrl-C: %q, want cancelled", id, out)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the job ran")
 	}
 }

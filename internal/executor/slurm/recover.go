@@ -64,17 +64,33 @@ func (e *Executor) Recover(orphans []executor.Orphan) []executor.Recovery {
 	states, _ := e.tracker().queue(ids)
 	var held []string
 	for _, i := range ask {
-		hd, job := hds[i], orphans[i].Job
+		hd, job, rep := hds[i], orphans[i].Job, &reporter{tell: orphans[i].Progress}
 		s := states[hd.JobID]
 		if s.held() {
 			held = append(held, hd.JobID)
 		}
 		since, _ := readStarted(hd.Result) // zero while it waits
 		out[i].Running = executor.Running{Handle: encodeHandle(hd), Since: since}
-		out[i].Wait = func(ctx context.Context) executor.Result { return e.follow(ctx, job, hd, nil, since) }
+		out[i].Wait = func(ctx context.Context) executor.Result { return e.follow(ctx, job, hd, nil, rep, since) }
 	}
 	if len(held) > 0 {
 		_ = e.release(context.Background(), held...)
 	}
 	return out
+}
+
+// Peek says, without asking Slurm, what Recover would start from for the
+// attempt whose handle is h: its job id, and, when the job's result file
+// is there, how the attempt ended (ended true). For views of a run no
+// scheduler follows (plan, status), which must not wait on a controller.
+func Peek(h executor.Handle) (job string, res executor.Result, ended bool, err error) {
+	hd, err := decodeHandle(h)
+	if err != nil {
+		return "", executor.Result{}, false, err
+	}
+	o, ok, err := readOutcome(hd.Result)
+	if err != nil || !ok {
+		return hd.JobID, executor.Result{}, false, err
+	}
+	return hd.JobID, o.result(), true, nil
 }

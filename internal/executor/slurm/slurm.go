@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // Config is how the executor talks to Slurm. Its zero value is usable:
@@ -98,6 +99,18 @@ func New(cfg Config) *Executor {
 // Name is "slurm".
 func (e *Executor) Name() string { return Name }
 
+var _ executor.Placer = (*Executor)(nil)
+
+// PlacesWork is true: Slurm chooses the node and the GPUs of each job.
+func (e *Executor) PlacesWork() bool { return true }
+
+// MaxGPUMiB is the memory of the largest type in sp's slurm.gpu_types; 0
+// without gpu_types (Slurm's GPUs are not known).
+func (e *Executor) MaxGPUMiB(sp *task.Spec) int64 {
+	_, mib := sp.Slurm.LargestGPUType()
+	return mib
+}
+
 func (e *Executor) tracker() *tracker {
 	e.startOnce.Do(func() { e.tr = newTracker(e.cmds, e.cfg.PollMin, e.cfg.PollMax, e.health) })
 	return e.tr
@@ -133,7 +146,9 @@ func (e *Executor) Unreachable() (bool, time.Time, error) { return e.health.stat
 // Execute submits job as a held batch job, tells hooks.Submitted its
 // handle, releases it, and follows it to its end; see the package
 // documentation. Running is told with PID 0 and the time Slurm started
-// the job.
+// the job. Progress is told while submission waits for an unreachable
+// controller, then the job id once the job is released, then Slurm's
+// state, reason and node each time the tracker sees them change.
 func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor.Hooks) executor.Result {
 	begun := time.Now()
 	fail := func(reason executor.EndReason, err error) executor.Result {
@@ -164,6 +179,10 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	if err != nil {
 		return fail(executor.Infrastructure, executor.EnvironmentFault(err))
 	}
+	gres, note := gresFor(job)
+	if note != "" {
+		fmt.Fprintf(f, "gpusched: %s\n", note)
+	}
 	f.Close()
 	fs := filesOf(job)
 	for _, old := range []string{fs.result, fs.started} {
@@ -178,7 +197,8 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	if err := writeFileAtomic(fs.script, script, 0o700); err != nil {
 		return fail(executor.Infrastructure, executor.EnvironmentFault(err))
 	}
-	id, err := e.submit(ctx, job, fs)
+	rep := &reporter{tell: hooks.Progress}
+	id, err := e.submit(ctx, job, fs, rep)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fail(executor.Cancelled, context.Cause(ctx))
@@ -187,7 +207,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	case err != nil:
 		return fail(executor.Infrastructure, err)
 	}
-	hd := handleData{JobID: id, Result: fs.result, Name: jobName(job), Submitted: begun}
+	hd := handleData{JobID: id, Result: fs.result, Name: jobName(job), Submitted: begun, Gres: gres}
 	if hooks.Submitted != nil {
 		if err := hooks.Submitted(encodeHandle(hd)); err != nil {
 			e.cancelNow(id)
@@ -204,7 +224,8 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		e.cancelNow(id)
 		return fail(executor.Infrastructure, fmt.Errorf("release slurm job %s: %w", id, err))
 	}
-	return e.follow(ctx, job, hd, hooks.Running, time.Time{})
+	rep.report(executor.Progress{Job: id, State: "PENDING", Queued: true}) // the tracker soon says why
+	return e.follow(ctx, job, hd, hooks.Running, rep, time.Time{})
 }
 
 // cancelNow cancels held job id at once, not through the tracker's
@@ -222,9 +243,10 @@ func (e *Executor) cancelNow(id string) {
 // the job is cancelled after that grace and Slack), KillNow kills it at
 // once, and a job past its timeout, kill grace and Slack is cancelled.
 // running, when not nil, is told once when the command runs (the helper
-// notes it beside the result file); since, when not zero, is when it
-// started (an adopted attempt).
-func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, running func(executor.Running), since time.Time) executor.Result {
+// notes it beside the result file); rep is told what Slurm says of the
+// job as that changes; since, when not zero, is when it started (an
+// adopted attempt).
+func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, running func(executor.Running), rep *reporter, since time.Time) executor.Result {
 	w := e.tracker().follow(hd.JobID, hd.Result)
 	defer e.tracker().unfollow(w)
 	var deadline, hard, grace <-chan time.Time
@@ -282,6 +304,7 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 				gone = true
 			default:
 				last = s.state
+				rep.report(progressOf(last, told))
 				if terminal(last.State) && cancelled && !told {
 					now := time.Now()
 					return executor.Result{Reason: executor.Cancelled, Start: now, End: now,

@@ -23,8 +23,8 @@ func sbatchArgs(job executor.Job, f files) []string {
 	if job.Timeout > 0 {
 		args = append(args, "--time="+strconv.Itoa(timeLimitMinutes(job.Timeout, job.KillGrace)))
 	}
-	if job.GPUs > 0 {
-		args = append(args, "--gres=gpu:"+strconv.Itoa(job.GPUs))
+	if gres, _ := gresFor(job); gres != "" {
+		args = append(args, "--gres="+gres)
 	}
 	if s := job.Slurm; s != nil {
 		opt := func(name, v string) {
@@ -43,6 +43,31 @@ func sbatchArgs(job executor.Job, f files) []string {
 		args = append(args, s.ExtraArgs...)
 	}
 	return append(args, f.script)
+}
+
+// gresFor is the generic resource job asks of Slurm: job.GPUs GPUs
+// ("gpu:N"), of the type of its slurm.gpu_types that the smallest holds
+// its GPU memory budget ("gpu:TYPE:N"; see task.SlurmSettings.GPUType);
+// "" for a job without GPUs. Without gpu_types, or without a budget (an
+// exclusive task), any type. A budget larger than every type asks for
+// the largest, and note says so, for the attempt's log.
+func gresFor(job executor.Job) (gres, note string) {
+	if job.GPUs <= 0 {
+		return "", ""
+	}
+	n := strconv.Itoa(job.GPUs)
+	if job.GPUMiB <= 0 {
+		return "gpu:" + n, ""
+	}
+	name, mib, fits := job.Slurm.GPUType(job.GPUMiB)
+	switch {
+	case name == "":
+		return "gpu:" + n, ""
+	case !fits:
+		note = fmt.Sprintf("a GPU memory budget of %d MiB is more than any type in slurm.gpu_types has: asking for the largest, %s (%d MiB), where the task may run out of memory again",
+			job.GPUMiB, name, mib)
+	}
+	return "gpu:" + name + ":" + n, note
 }
 
 // timeLimitMinutes is a job's --time: its timeout and kill grace, rounded
@@ -100,12 +125,16 @@ func (l *limiter) wait(ctx context.Context) (release func(), err error) {
 // tries again (first looking for the job by name, in case the failed
 // call did submit it); a refusal is tried again SubmitRetries times with
 // backoff, then returned, marked executor.ErrCommand (the settings are
-// wrong). It returns ctx's error when ctx is done first.
-func (e *Executor) submit(ctx context.Context, job executor.Job, f files) (string, error) {
+// wrong). It returns ctx's error when ctx is done first. While it waits
+// for the controller, rep is told so.
+func (e *Executor) submit(ctx context.Context, job executor.Job, f files, rep *reporter) (string, error) {
 	args := sbatchArgs(job, f)
 	refused := 0
 	uncertain := false // an earlier call may have submitted the job
 	for {
+		if down, since, _ := e.health.state(); down {
+			rep.report(unreachable(since))
+		}
 		if err := e.waitUp(ctx); err != nil {
 			return "", err
 		}
