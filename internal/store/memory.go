@@ -64,6 +64,7 @@ func (r *Row) clone() Row {
 	c := *r
 	c.Attempts = slices.Clone(r.Attempts)
 	c.Artifacts = slices.Clone(r.Artifacts)
+	c.Inputs = slices.Clone(r.Inputs)
 	if r.Handles != nil {
 		c.Handles = make(map[int]executor.Handle, len(r.Handles))
 		for n, h := range r.Handles {
@@ -112,6 +113,9 @@ func (m *Memory) Apply(b *Batch) error {
 		}
 		if w.ArtifactsSet {
 			r.Artifacts = slices.Clone(w.Artifacts)
+		}
+		if w.InputsSet {
+			r.Inputs = slices.Clone(w.Inputs)
 		}
 		if !w.Submitted.IsZero() {
 			r.Submitted = w.Submitted

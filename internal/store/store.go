@@ -40,6 +40,10 @@ type Row struct {
 	Fingerprint string
 	// Kind is the task's kind, as in its definition.
 	Kind string
+	// Inputs are the files the task read (task.Spec.Inputs), as they were
+	// when the attempt that completed it started, sorted by path; nil if
+	// none were recorded.
+	Inputs []task.Input
 	task.Record
 	// Handles holds the executors' handles of attempts, by attempt number,
 	// so a restarted scheduler can find an attempt it lost. Attempts with
@@ -127,8 +131,11 @@ type TaskWrite struct {
 	Rerun       string
 	RetryAt     time.Time // zero: none
 	// Artifacts replace the stored ones when ArtifactsSet.
-	Artifacts     []task.Artifact
-	ArtifactsSet  bool
+	Artifacts    []task.Artifact
+	ArtifactsSet bool
+	// Inputs replace the stored ones when InputsSet.
+	Inputs        []task.Input
+	InputsSet     bool
 	GPURequestMiB int64 // 0: as the definition says
 	Seq           int64
 	Kind          string
