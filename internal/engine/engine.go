@@ -93,6 +93,9 @@ type Outcome struct {
 	OOMTriedMiB int64
 	// Artifacts are the task's files as a successful attempt left them.
 	Artifacts []task.Artifact
+	// Inputs are the files the task read (task.Spec.Inputs), as they were
+	// when a successful attempt started: saved with its completion.
+	Inputs []task.Input
 }
 
 // Config configures an engine. Zero values mean the documented defaults.
@@ -314,6 +317,10 @@ type node struct {
 	// placed: a GPU task whose executor places its attempts itself
 	// (Config.PlacesGPUs): admitted without a card.
 	placed bool
+	// pinned: kept even when a task it depends on runs again
+	// (Resume.Pinned). (Here, not among the flags above: it fills the
+	// padding before outgrown.)
+	pinned bool
 
 	// GPU tasks only.
 	outgrown string // why its grown request fits no card, if it does not
@@ -815,6 +822,10 @@ func (ev exitEvent) apply(e *Engine) {
 			w := &e.batch.Tasks[n.writeIdx]
 			w.Artifacts, w.ArtifactsSet = out.Artifacts, true
 		}
+		if len(n.spec.Inputs) > 0 {
+			w := &e.batch.Tasks[n.writeIdx]
+			w.Inputs, w.InputsSet = out.Inputs, true
+		}
 		e.queueEvent(n, ev.number)
 		ended.Kind = Completed
 	case cancelled:
@@ -1069,7 +1080,7 @@ func (e *Engine) block(d, by *node) {
 
 // writeTask queues the task's row, as it is now, for the next commit. A
 // row written already in the same batch is replaced, keeping what only
-// the earlier write carried (the definition, the artifacts): a commit
+// the earlier write carried (the definition, the artifacts, the inputs): a commit
 // writes each row once, however many changes the turn made to it. A task
 // that is neither pending nor queued (running, its attempt waiting in the
 // batch system that runs it) has no waiting reason.
@@ -1101,6 +1112,7 @@ func (e *Engine) writeTask(n *node) {
 			w.Spec = old.Spec
 		}
 		w.Artifacts, w.ArtifactsSet = old.Artifacts, old.ArtifactsSet
+		w.Inputs, w.InputsSet = old.Inputs, old.InputsSet
 		*old = w
 		return
 	}
