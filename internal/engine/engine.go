@@ -823,8 +823,7 @@ func (ev exitEvent) apply(e *Engine) {
 			w.Artifacts, w.ArtifactsSet = out.Artifacts, true
 		}
 		if len(n.spec.Inputs) > 0 {
-			w := &e.batch.Tasks[n.writeIdx]
-			w.Inputs, w.InputsSet = out.Inputs, true
+			e.batch.Inputs = append(e.batch.Inputs, store.InputsWrite{TaskID: n.spec.ID, Inputs: out.Inputs})
 		}
 		e.queueEvent(n, ev.number)
 		ended.Kind = Completed
@@ -1080,7 +1079,7 @@ func (e *Engine) block(d, by *node) {
 
 // writeTask queues the task's row, as it is now, for the next commit. A
 // row written already in the same batch is replaced, keeping what only
-// the earlier write carried (the definition, the artifacts, the inputs): a commit
+// the earlier write carried (the definition, the artifacts): a commit
 // writes each row once, however many changes the turn made to it. A task
 // that is neither pending nor queued (running, its attempt waiting in the
 // batch system that runs it) has no waiting reason.
@@ -1112,7 +1111,6 @@ func (e *Engine) writeTask(n *node) {
 			w.Spec = old.Spec
 		}
 		w.Artifacts, w.ArtifactsSet = old.Artifacts, old.ArtifactsSet
-		w.Inputs, w.InputsSet = old.Inputs, old.InputsSet
 		*old = w
 		return
 	}

@@ -114,9 +114,6 @@ func (m *Memory) Apply(b *Batch) error {
 		if w.ArtifactsSet {
 			r.Artifacts = slices.Clone(w.Artifacts)
 		}
-		if w.InputsSet {
-			r.Inputs = slices.Clone(w.Inputs)
-		}
 		if !w.Submitted.IsZero() {
 			r.Submitted = w.Submitted
 		}
@@ -152,6 +149,13 @@ func (m *Memory) Apply(b *Batch) error {
 		m.cards = slices.Clone(b.Cards)
 	}
 	m.samples = append(m.samples, b.Samples...)
+	for _, w := range b.Inputs {
+		r := m.rows[w.TaskID]
+		if r == nil {
+			return fmt.Errorf("write inputs: unknown task %q", w.TaskID)
+		}
+		r.Inputs = slices.Clone(w.Inputs)
+	}
 	for _, ev := range b.Events {
 		ev.Kind = cmp.Or(ev.Kind, EventComplete)
 		ev.Payload = slices.Clone(ev.Payload)

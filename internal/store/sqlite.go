@@ -567,11 +567,9 @@ func (s *SQLite) apply(b *Batch) error {
 			}
 		}
 	}
-	for i := range b.Tasks {
-		if w := &b.Tasks[i]; w.InputsSet {
-			if err := writeInputs(tx, w.ID, w.Inputs); err != nil {
-				return fmt.Errorf("write inputs of %q to state db %s: %w", w.ID, s.path, err)
-			}
+	for _, w := range b.Inputs {
+		if err := writeInputs(tx, w.TaskID, w.Inputs); err != nil {
+			return fmt.Errorf("write inputs of %q to state db %s: %w", w.TaskID, s.path, err)
 		}
 	}
 	for _, ev := range b.Events {

@@ -128,9 +128,9 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 	})
 	t.Run("Inputs", func(t *testing.T) {
 		// A task's inputs are saved sorted, read back by Load and
-		// LookupTask, replaced whole by a write that sets them (many
-		// rows: more than one statement's worth), kept by one that does
-		// not, and emptied by an empty set.
+		// LookupTask, replaced whole by an InputsWrite (many rows: more
+		// than one statement's worth; the task new in the same batch),
+		// kept by a batch without one, and emptied by an empty one.
 		s := open(t)
 		defer s.Close()
 		t0 := time.Unix(1700000000, 123)
@@ -139,10 +139,10 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 			many[i] = task.Input{Path: fmt.Sprintf("data/%04d.csv", i), Size: int64(i), ModTime: t0.Add(time.Duration(i))}
 		}
 		many[7].SHA256 = "abc"
-		write := func(w TaskWrite) {
+		write := func(w TaskWrite, in ...InputsWrite) {
 			t.Helper()
 			w.Seq, w.Kind, w.State = 1, "command", task.Complete
-			if err := s.Apply(&Batch{Tasks: []TaskWrite{w}}); err != nil {
+			if err := s.Apply(&Batch{Tasks: []TaskWrite{w}, Inputs: in}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -158,11 +158,11 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 			}
 			return rows[0].Inputs
 		}
-		write(TaskWrite{ID: "a", Spec: []byte(`{}`), Inputs: []task.Input{{Path: "params.json", Size: 2, ModTime: t0}}, InputsSet: true})
+		write(TaskWrite{ID: "a", Spec: []byte(`{}`)}, InputsWrite{TaskID: "a", Inputs: []task.Input{{Path: "params.json", Size: 2, ModTime: t0}}})
 		if got := read(); len(got) != 1 || got[0].Path != "params.json" || got[0].Size != 2 || !got[0].ModTime.Equal(t0) {
 			t.Errorf("inputs = %+v", got)
 		}
-		write(TaskWrite{ID: "a", Inputs: many, InputsSet: true})
+		write(TaskWrite{ID: "a"}, InputsWrite{TaskID: "a", Inputs: many})
 		got := read()
 		if len(got) != len(many) {
 			t.Fatalf("%d inputs read back, want %d", len(got), len(many))
@@ -172,11 +172,11 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 				t.Fatalf("input %d = %+v, want %+v", i, got[i], many[i])
 			}
 		}
-		write(TaskWrite{ID: "a"}) // not set: kept
+		write(TaskWrite{ID: "a"}) // none written: kept
 		if got := read(); len(got) != len(many) {
 			t.Errorf("a write without inputs left %d, want %d kept", len(got), len(many))
 		}
-		write(TaskWrite{ID: "a", InputsSet: true})
+		write(TaskWrite{ID: "a"}, InputsWrite{TaskID: "a"})
 		if got := read(); len(got) != 0 {
 			t.Errorf("an empty set left %d inputs", len(got))
 		}
