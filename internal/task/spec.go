@@ -111,6 +111,10 @@ type Spec struct {
 	// HashArtifacts makes resume compare the artifacts' content (SHA-256),
 	// not only their size and modification time.
 	HashArtifacts bool `json:"hash_artifacts,omitempty"`
+	// HashInputs makes resume compare the inputs' content (SHA-256) when
+	// their size or modification time changed, so that a file touched but
+	// not changed is still the same input.
+	HashInputs bool `json:"hash_inputs,omitempty"`
 	// Inputs are the files the task reads, relative to Dir: a path, a glob
 	// (path.Match syntax) or a folder (every file under it). What they
 	// were when an attempt started is recorded when the task completes; a
@@ -119,10 +123,6 @@ type Spec struct {
 	// are compared, so a new pattern that names the same files changes
 	// nothing.
 	Inputs []string `json:"inputs,omitempty"`
-	// HashInputs makes resume compare the inputs' content (SHA-256) when
-	// their size or modification time changed, so that a file touched but
-	// not changed is still the same input.
-	HashInputs bool `json:"hash_inputs,omitempty"`
 	// OnComplete, for the command kind, is an argv run once the task has
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
@@ -480,9 +480,6 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
-	if !s.checkInputs(report) {
-		return
-	}
 	for i, a := range s.Artifacts {
 		field := "artifacts[" + strconv.Itoa(i) + "]"
 		var err error
@@ -495,6 +492,9 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 		if err != nil && !report(err) {
 			return
 		}
+	}
+	if !s.checkInputs(report) {
+		return
 	}
 	if len(s.OnComplete) > 0 && strings.TrimSpace(s.OnComplete[0]) == "" {
 		if !report(Invalid(s.ID, "on_complete", "empty command")) {
