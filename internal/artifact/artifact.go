@@ -62,6 +62,12 @@ func Stat(ctx context.Context, t *task.Spec, path string) (task.Artifact, error)
 // without blocking and checked again once open, in case something else was
 // put at the path after it was looked at.
 func hash(ctx context.Context, full string) (string, error) {
+	return hashWith(ctx, full, make([]byte, 64<<10))
+}
+
+// hashWith is hash, reading through buf: a caller hashing many files
+// reuses one.
+func hashWith(ctx context.Context, full string, buf []byte) (string, error) {
 	f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", err
@@ -75,7 +81,6 @@ func hash(ctx context.Context, full string) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
-	buf := make([]byte, 64<<10)
 	for {
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("hash: %w", context.Cause(ctx))

@@ -65,12 +65,13 @@ func Inputs(ctx context.Context, t *task.Spec, prev []task.Input) ([]task.Input,
 	for _, p := range prev {
 		before[p.Path] = p
 	}
+	buf := make([]byte, 64<<10) // one for every file: inputs may be thousands of small ones
 	for i := range out {
 		if p, ok := before[out[i].Path]; ok && p.SHA256 != "" && p.Size == out[i].Size && p.ModTime.Equal(out[i].ModTime) {
 			out[i].SHA256 = p.SHA256
 			continue
 		}
-		sum, err := hash(ctx, f.found[i].full)
+		sum, err := hashWith(ctx, f.found[i].full, buf)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil, fmt.Errorf("hash input %s: %w", out[i].Path, context.Cause(ctx))
