@@ -118,7 +118,10 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	if err := context.Cause(ctx); err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
 	}
-	return edited, publicError(s.engine.Submit(sub))
+	if err := s.engine.Submit(sub); err != nil {
+		return nil, publicError(err)
+	}
+	return edited, nil
 }
 
 // checkNvidiaSMI checks that a batch with GPU tasks can be run here at all: a

@@ -233,3 +233,23 @@ func TestEditedArtifactWarning(t *testing.T) {
 		t.Error("train ran, yet the model is still the edited one")
 	}
 }
+
+// Through a daemon every run is new, so the flags that choose what runs
+// again mean nothing there: each is refused, naming itself and --local,
+// and nothing is queued.
+func TestRerunFlagsRefusedThroughDaemon(t *testing.T) {
+	t.Parallel()
+	d := startTestDaemon(t)
+	dir := t.TempDir()
+	wf := writeFile(t, filepath.Join(dir, "wf.yaml"), "tasks:\n  - id: a\n    args: ['true']\n")
+	for _, flags := range [][]string{{"--force", "a"}, {"--only", "a"}, {"--from", "a"}, {"--keep-edited"}} {
+		r := d.gs(t, dir, nil, append([]string{"run", "--daemon", "--socket", d.socket, wf}, flags...)...)
+		r.want(t, 2)
+		if msg := oneLineError(t, r); !strings.Contains(msg, flags[0]) || !strings.Contains(msg, "--local") {
+			t.Errorf("%s through the daemon: %q", flags[0], msg)
+		}
+	}
+	if q := d.queue(t); len(q) != 0 {
+		t.Errorf("the daemon queued %d tasks; want none", len(q))
+	}
+}
