@@ -48,11 +48,6 @@ func addRerunFlags(c *cobra.Command, f *rerunFlags) {
 	c.Flags().BoolVar(&f.keepEdited, "keep-edited", false, "keep complete the tasks whose artifacts were edited since they completed")
 }
 
-// given reports whether any of the flags was given.
-func (f rerunFlags) given() bool {
-	return len(f.force)+len(f.only)+len(f.from) > 0 || f.keepEdited
-}
-
 // options resolves the flags' ids and globs against tasks. An id or glob
 // that names no task, a glob that does not parse, and --force with --only
 // or --from are invalid input; each message names the flag.
