@@ -21,7 +21,7 @@ func (t *TaskSpec) spec() task.Spec {
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
 		Executor:  t.Executor, Slurm: t.Slurm.Over(nil), Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: slices.Clone(t.RetryOnExitCodes),
 		RetryOnTimeout: t.RetryOnTimeout, Env: maps.Clone(t.Env), Dir: t.Dir, Artifacts: slices.Clone(t.Artifacts),
-		HashArtifacts: t.HashArtifacts, OnComplete: slices.Clone(t.OnComplete), OnFailure: slices.Clone(t.OnFailure), CleanEnv: t.CleanEnv, Owner: t.Owner,
+		HashArtifacts: t.HashArtifacts, Inputs: slices.Clone(t.Inputs), HashInputs: t.HashInputs, OnComplete: slices.Clone(t.OnComplete), OnFailure: slices.Clone(t.OnFailure), CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
 }
 
@@ -33,7 +33,7 @@ func publicSpec(sp *task.Spec) *TaskSpec {
 		Resources: ResourceRequest{Device: Device(sp.Resources.Device), MemoryMiB: sp.Resources.MemoryMiB, Exclusive: sp.Resources.Exclusive},
 		Executor:  sp.Executor, Slurm: sp.Slurm, Timeout: sp.Timeout, Retries: sp.Retries, RetryDelay: sp.RetryDelay, RetryOnExitCodes: sp.RetryOnExitCodes,
 		RetryOnTimeout: sp.RetryOnTimeout, Env: sp.Env, Dir: sp.Dir, Artifacts: sp.Artifacts,
-		HashArtifacts: sp.HashArtifacts, OnComplete: sp.OnComplete, OnFailure: sp.OnFailure, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
+		HashArtifacts: sp.HashArtifacts, Inputs: sp.Inputs, HashInputs: sp.HashInputs, OnComplete: sp.OnComplete, OnFailure: sp.OnFailure, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
 	}
 }
 

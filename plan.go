@@ -27,6 +27,16 @@ type PlanItem struct {
 	// that died, still runs under its supervisor: it would be adopted,
 	// not started again (Why: "adopt (running since ...)").
 	Adopt bool `json:"adopt,omitempty"`
+	// Edited lists the task's artifacts changed since it completed (by
+	// hand, or by anything but the task): running it overwrites them.
+	// With SubmitOptions.KeepEdited the task is kept instead (Run false,
+	// Why "complete, kept with its edited artifacts (it would run:
+	// input changed: params.json)").
+	Edited []string `json:"edited,omitempty"`
+	// Skipped is true for a task SubmitOptions.Only or From leaves out:
+	// it is not submitted, and the run directory keeps it as it is (Why:
+	// "not selected").
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // Plan says, task by task and in the given order, what running tasks on
@@ -34,12 +44,26 @@ type PlanItem struct {
 // directory's lock: the same checks and the same rules as Run. A run
 // directory that does not exist yet means everything runs.
 func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
-	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
+	return PlanWith(runDir, tasks, SubmitOptions{})
+}
+
+// PlanWith is Plan for a submission with opts (SubmitWith): the same
+// checks, the same errors, and the same rules.
+func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, error) {
+	all, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := dag.CheckBatch(specs, map[string]struct{}{}); err != nil {
+	if err := dag.CheckBatch(all, map[string]struct{}{}); err != nil {
 		return nil, err
+	}
+	sel, err := opts.selectIn(all)
+	if err != nil {
+		return nil, err
+	}
+	specs := all
+	if sel.some {
+		specs, _, sel = sel.keep(all, make([][]byte, len(all)))
 	}
 	earlier := map[string]*store.Row{}
 	path := filepath.Join(runDir, StateFile)
@@ -66,6 +90,7 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	}
 	fates := runningFates(runDir, running) // one look at the supervisor for all of them
 	items := make([]PlanItem, len(specs))
+	own := make([]bool, len(specs)) // runs on its own account, not only for a task upstream
 	runs := map[string]bool{}
 	index := map[string]int{}
 	for i, sp := range specs {
@@ -85,6 +110,7 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 			visit(index[d])
 		}
 		it := PlanItem{ID: sp.ID}
+		pinned := false
 		r, seen := earlier[sp.ID]
 		switch {
 		case !seen:
@@ -102,11 +128,17 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 				failed = err
 				return
 			}
-			if !v.Intact {
-				it.Run, it.Why = true, v.Why
+			j := judge(v, r.State, sel.forced(i), opts.KeepEdited)
+			it.Run, it.Edited = j.runs, j.edited
+			if j.runs {
+				it.Why = j.Why
+			}
+			if pinned = j.Pinned; pinned {
+				it.Why = "complete, kept with its edited artifacts (it would run: " + j.editedWhy + ")"
 			}
 		}
-		if !it.Run {
+		own[i] = it.Run || it.Adopt || seen && r.State == task.Running
+		if !it.Run && !pinned {
 			for _, d := range sp.Dependencies {
 				if runs[d] {
 					it.Run, it.Why = true, fmt.Sprintf("upstream %s reruns", d)
@@ -114,7 +146,9 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 				}
 			}
 		}
-		if !it.Run && !it.Adopt && (!seen || r.State != task.Running) {
+		switch {
+		case pinned:
+		case !it.Run && !it.Adopt && (!seen || r.State != task.Running):
 			it.Why = "complete, kept"
 		}
 		runs[sp.ID] = it.Run || it.Adopt || seen && r.State == task.Running
@@ -125,6 +159,29 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	}
 	if failed != nil {
 		return nil, failed
+	}
+	if sel.some {
+		whys := make([]string, len(items))
+		for i := range items {
+			whys[i] = items[i].Why
+		}
+		if err := staleDependencies(specs, sel, own, whys); err != nil {
+			return nil, err
+		}
+		// Every task, in the given order: those left out say so.
+		byID := make(map[string]PlanItem, len(items))
+		for _, it := range items {
+			byID[it.ID] = it
+		}
+		out := make([]PlanItem, len(all))
+		for i, sp := range all {
+			it, ok := byID[sp.ID]
+			if !ok {
+				it = PlanItem{ID: sp.ID, Why: "not selected", Skipped: true}
+			}
+			out[i] = it
+		}
+		items = out
 	}
 	return items, nil
 }

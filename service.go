@@ -77,7 +77,8 @@ func (s *Scheduler) Lookup(id string) (t StoredTask, ok bool, err error) {
 // failed, cancelled or blocked one runs again, its attempt numbers
 // continuing. A task the scheduler holds is still a duplicate.
 func (s *Scheduler) SubmitAgain(ctx context.Context, tasks []TaskSpec) error {
-	return s.submitWith(ctx, "", true, tasks)
+	_, err := s.submitWith(ctx, "", true, tasks, SubmitOptions{})
+	return err
 }
 
 // Serve runs every task submitted, whenever it is submitted and from any

@@ -79,6 +79,20 @@ type TaskSpec struct {
 	// HashArtifacts makes resume compare the artifacts' content (SHA-256),
 	// not only their size and modification time.
 	HashArtifacts bool `json:"hash_artifacts,omitempty"`
+	// HashInputs makes resume compare the inputs' content (SHA-256) when
+	// their size or modification time changed: a file touched but not
+	// changed is the same input. Files are hashed when an attempt starts,
+	// and at resume those whose size or time changed.
+	HashInputs bool `json:"hash_inputs,omitempty"`
+	// Inputs are the files the task reads, relative to Dir: paths, globs
+	// ("data/*.csv", path.Match syntax) and folders ("src/": every file
+	// under it). What they were when the attempt that completed the task
+	// started is saved; when a run resumes, a completed task whose inputs
+	// differ (a file changed, added or removed) runs again, and what
+	// depends on it too, with the reason "input changed: params.json". A
+	// path or glob that names nothing is no error: the set is empty, and a
+	// file that appears later is an added input. See docs/workflow.md.
+	Inputs []string `json:"inputs,omitempty"`
 	// OnComplete, for the command kind, is an argv run once the task has
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.

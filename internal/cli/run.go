@@ -26,15 +26,21 @@ func newRunCmd() *cobra.Command {
 	var out runOutput
 	var executor string
 	var route routeFlags
+	var rerun rerunFlags
 	c := &cobra.Command{
-		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--executor NAME] [--no-progress] [--events FILE] [--daemon | --local] [--socket PATH]",
+		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--executor NAME] [--force TASK | --only TASK | --from TASK] [--keep-edited] [--no-progress] [--events FILE] [--daemon | --local] [--socket PATH]",
 		Short: "Run a workflow's tasks to the end",
 		Long: `Run the tasks of WORKFLOW (a YAML file) until every one has completed,
 failed, or been blocked by a failed dependency.
 
 State and logs go to the run directory: --run-dir, by default
 .gpusched/<workflow name> beside the workflow file. Running again on the
-same run directory keeps the tasks that completed and runs the rest.
+same run directory keeps the tasks that completed and runs the rest:
+those that never ran or did not complete, those whose definition, inputs
+or artifacts changed since, and what depends on them ("gpusched plan"
+shows which and why). A completed task whose artifacts were changed since
+(edited by hand) and that runs again overwrites them: run says so before
+anything runs (see --keep-edited below).
 
 On a terminal, a live display shows an overall bar (tasks complete, failed,
 running and waiting, time elapsed, an estimate of the time left) and a line
@@ -92,6 +98,8 @@ run's state and decides how many tasks run at once: --run-dir and
 ignored with a warning; each run is a new run (nothing is kept from an
 earlier one).
 
+` + rerunHelp + `
+
 Exit codes: 0 every task completed; 1 a task failed, was blocked or was
 cancelled, or the run was interrupted; 2 the workflow or the command line
 is invalid (nothing ran).`,
@@ -102,7 +110,7 @@ is invalid (nothing ran).`,
 				return err
 			}
 			if dryRun {
-				return runPlan(c.OutOrStdout(), args[0], runDir, false, opts)
+				return runPlan(c.OutOrStdout(), args[0], runDir, false, opts, rerun)
 			}
 			if c.Flags().Changed("jobs") && jobs < 1 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
@@ -140,6 +148,9 @@ is invalid (nothing ran).`,
 				}
 				if c.Flags().Changed("jobs") {
 					w.Scheduling.MaxParallelTasks = jobs
+				}
+				if out.submit, err = rerun.options(w.Tasks); err != nil {
+					return err
 				}
 				// GPU tasks without nvidia-smi: invalid input, refused
 				// before the run directory is created. nvidia-smi itself is
@@ -179,6 +190,7 @@ is invalid (nothing ran).`,
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "run at most N tasks at once (default: the workflow's max_parallel_tasks, else the number of CPUs)")
 	addExecutorFlag(c, &executor)
+	addRerunFlags(c, &rerun)
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would run and why (as \"gpusched plan\"); run nothing")
 	c.Flags().BoolVar(&out.noProgress, "no-progress", false, "no live display on a terminal: one timestamped line per change")
 	c.Flags().StringVar(&out.events, "events", "", "write one JSON object per event to FILE (\"-\": stdout; the human output goes to stderr)")
@@ -213,6 +225,8 @@ type runOutput struct {
 	events     string   // --events: a file, "-" for stdout, "" for none
 	eventsFile *os.File // the file --events names, open
 	inProcess  bool     // run the tasks in this process, unsupervised (no supervisor could be had)
+	// submit is what --force, --only, --from and --keep-edited ask.
+	submit gpusched.SubmitOptions
 }
 
 // runWorkflow runs tasks in the run directory dir to the end, or until
@@ -277,10 +291,11 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 	if !stop.interrupted() {
 		// Checking earlier runs' artifacts (hashing them) may take a while:
 		// a signal stops it, and then nothing is submitted.
-		err := sched.SubmitManyContext(stop.ctx, tasks)
+		edited, err := sched.SubmitWith(stop.ctx, tasks, o.submit)
 		switch {
 		case err == nil:
-			saved = fmt.Sprintf("the %d tasks are saved for the next run", len(tasks))
+			saved = fmt.Sprintf("the %d tasks are saved for the next run", len(sched.Records()))
+			sayEdited(stderr, edited, o.submit.KeepEdited)
 		case !stop.interrupted():
 			return err
 		}

@@ -45,6 +45,10 @@ type Submission struct {
 type Resume struct {
 	Intact bool   // same definition, artifacts as they were
 	Why    string // when not intact: why it runs again
+	// Pinned keeps an intact task complete even when a task it depends
+	// on runs again: its caller chose to keep it as it is (its artifacts
+	// were edited by hand, and running it would overwrite them).
+	Pinned bool
 }
 
 // Submit adds a batch of tasks, all or none, checking the graph:
@@ -247,6 +251,7 @@ func (ev submitEvent) apply(e *Engine) {
 				n.rec.Rerun = ev.Resume[i].Why
 			default:
 				n.kept = true
+				n.pinned = ev.Resume != nil && ev.Resume[i].Pinned
 			}
 		}
 		e.tasks[s.ID] = n
@@ -342,8 +347,9 @@ func (e *Engine) admit(n *node) {
 		n.kept = false
 		e.block(n, blockedBy)
 		return
-	case n.kept && allKept:
-		// Completed in an earlier run, and nothing it depends on reruns.
+	case n.kept && (allKept || n.pinned):
+		// Completed in an earlier run, and nothing it depends on reruns
+		// (or its caller keeps it all the same).
 		n.rec.State = task.Complete
 	default:
 		if n.kept {

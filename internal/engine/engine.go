@@ -93,6 +93,9 @@ type Outcome struct {
 	OOMTriedMiB int64
 	// Artifacts are the task's files as a successful attempt left them.
 	Artifacts []task.Artifact
+	// Inputs are the files the task read (task.Spec.Inputs), as they were
+	// when a successful attempt started: saved with its completion.
+	Inputs []task.Input
 }
 
 // Config configures an engine. Zero values mean the documented defaults.
@@ -314,6 +317,10 @@ type node struct {
 	// placed: a GPU task whose executor places its attempts itself
 	// (Config.PlacesGPUs): admitted without a card.
 	placed bool
+	// pinned: kept even when a task it depends on runs again
+	// (Resume.Pinned). (Here, not among the flags above: it fills the
+	// padding before outgrown.)
+	pinned bool
 
 	// GPU tasks only.
 	outgrown string // why its grown request fits no card, if it does not
@@ -814,6 +821,9 @@ func (ev exitEvent) apply(e *Engine) {
 		if len(n.spec.Artifacts) > 0 {
 			w := &e.batch.Tasks[n.writeIdx]
 			w.Artifacts, w.ArtifactsSet = out.Artifacts, true
+		}
+		if len(n.spec.Inputs) > 0 {
+			e.batch.Inputs = append(e.batch.Inputs, store.InputsWrite{TaskID: n.spec.ID, Inputs: out.Inputs})
 		}
 		e.queueEvent(n, ev.number)
 		ended.Kind = Completed

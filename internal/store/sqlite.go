@@ -360,6 +360,17 @@ var migrations = []string{
 	DROP TABLE events;
 	ALTER TABLE events_v10 RENAME TO events;
 	CREATE INDEX events_pending ON events (id) WHERE acked_at IS NULL;`,
+	// 11: the files a task read (its inputs), as they were when the
+	// attempt that completed it started; none for the rows written
+	// before, whose tasks had no inputs.
+	`CREATE TABLE inputs (
+		task_id TEXT NOT NULL REFERENCES tasks(id),
+		path    TEXT NOT NULL,
+		size    INTEGER NOT NULL,
+		mtime   INTEGER NOT NULL,
+		sha256  TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (task_id, path)
+	) WITHOUT ROWID;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -554,6 +565,11 @@ func (s *SQLite) apply(b *Batch) error {
 				w.ID, a.Path, a.Size, a.ModTime.UnixNano(), a.SHA256); err != nil {
 				return fmt.Errorf("write artifacts of %q to state db %s: %w", w.ID, s.path, err)
 			}
+		}
+	}
+	for _, w := range b.Inputs {
+		if err := writeInputs(tx, w.TaskID, w.Inputs); err != nil {
+			return fmt.Errorf("write inputs of %q to state db %s: %w", w.TaskID, s.path, err)
 		}
 	}
 	for _, ev := range b.Events {
@@ -871,7 +887,50 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
 	}
+	rows.Close()
+	// Paths sort as Go strings do (SQLite's BINARY collation compares
+	// bytes): the order artifact.InputsChanged reads them in.
+	rows, err = tx.Query("SELECT task_id, path, size, mtime, sha256 FROM inputs"+whereTask+" ORDER BY task_id, path", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
+	}
+	for rows.Next() {
+		var id string
+		var in task.Input
+		var mtime int64
+		if err := rows.Scan(&id, &in.Path, &in.Size, &mtime, &in.SHA256); err != nil {
+			return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
+		}
+		in.ModTime = time.Unix(0, mtime)
+		if i, ok := byID[id]; ok {
+			out[i].Inputs = append(out[i].Inputs, in)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
+	}
 	return out, nil
+}
+
+// writeInputs replaces the stored inputs of task id, chunk rows per
+// statement: a folder of inputs may hold thousands of files.
+func writeInputs(tx *sql.Tx, id string, inputs []task.Input) error {
+	if _, err := tx.Exec("DELETE FROM inputs WHERE task_id = ?", id); err != nil {
+		return err
+	}
+	args := make([]any, 0, min(len(inputs), chunk)*5)
+	for len(inputs) > 0 {
+		n := min(len(inputs), chunk)
+		args = args[:0]
+		for _, in := range inputs[:n] {
+			args = append(args, id, in.Path, in.Size, in.ModTime.UnixNano(), in.SHA256)
+		}
+		if _, err := tx.Exec("INSERT INTO inputs (task_id, path, size, mtime, sha256) VALUES "+placeholders(n, 5), args...); err != nil {
+			return err
+		}
+		inputs = inputs[n:]
+	}
+	return nil
 }
 
 // PendingEvents returns the events not yet acknowledged, oldest first,

@@ -40,6 +40,10 @@ type Row struct {
 	Fingerprint string
 	// Kind is the task's kind, as in its definition.
 	Kind string
+	// Inputs are the files the task read (task.Spec.Inputs), as they were
+	// when the attempt that completed it started, sorted by path; nil if
+	// none were recorded.
+	Inputs []task.Input
 	task.Record
 	// Handles holds the executors' handles of attempts, by attempt number,
 	// so a restarted scheduler can find an attempt it lost. Attempts with
@@ -61,10 +65,22 @@ type Batch struct {
 	Samples []Sample
 	// Events are outbox events to insert or update.
 	Events []EventWrite
+	// Inputs replace the stored inputs of tasks, written after Tasks (a
+	// task may be new in the same batch). They are apart from TaskWrite,
+	// of which a submission holds one per task, since only a completion
+	// sets them.
+	Inputs []InputsWrite
 	// ClearWaiting, applied before the batch's task writes, forgets every
 	// stored task's waiting reason: a scheduler that opens the store has
 	// decided nothing yet about the tasks an earlier one left pending.
 	ClearWaiting bool
+}
+
+// InputsWrite sets the inputs a task read (task.Input), replacing those
+// stored; none: it read nothing.
+type InputsWrite struct {
+	TaskID string
+	Inputs []task.Input
 }
 
 // EventWrite is one event of the outbox: written in the same transaction
@@ -159,7 +175,7 @@ type AttemptWrite struct {
 
 // Len is the number of writes in the batch.
 func (b *Batch) Len() int {
-	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta) + len(b.Samples) + len(b.Events)
+	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta) + len(b.Samples) + len(b.Events) + len(b.Inputs)
 	if b.Cards != nil {
 		n++
 	}
@@ -178,6 +194,8 @@ func (b *Batch) Reset() {
 	b.Cards, b.Meta, b.Samples, b.ClearWaiting = nil, nil, nil, false
 	clear(b.Events)
 	b.Events = b.Events[:0]
+	clear(b.Inputs)
+	b.Inputs = b.Inputs[:0]
 }
 
 // Meta keys.

@@ -111,6 +111,18 @@ type Spec struct {
 	// HashArtifacts makes resume compare the artifacts' content (SHA-256),
 	// not only their size and modification time.
 	HashArtifacts bool `json:"hash_artifacts,omitempty"`
+	// HashInputs makes resume compare the inputs' content (SHA-256) when
+	// their size or modification time changed, so that a file touched but
+	// not changed is still the same input.
+	HashInputs bool `json:"hash_inputs,omitempty"`
+	// Inputs are the files the task reads, relative to Dir: a path, a glob
+	// (path.Match syntax) or a folder (every file under it). What they
+	// were when an attempt started is recorded when the task completes; a
+	// completed task whose inputs differ when the run resumes runs again.
+	// The list itself is not part of the definition: the files it names
+	// are compared, so a new pattern that names the same files changes
+	// nothing.
+	Inputs []string `json:"inputs,omitempty"`
 	// OnComplete, for the command kind, is an argv run once the task has
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
@@ -481,6 +493,9 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
+	if !s.checkInputs(report) {
+		return
+	}
 	if len(s.OnComplete) > 0 && strings.TrimSpace(s.OnComplete[0]) == "" {
 		if !report(Invalid(s.ID, "on_complete", "empty command")) {
 			return
@@ -501,6 +516,29 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
+}
+
+// checkInputs reports the inputs that cannot name files: empty, holding
+// a NUL byte, or a glob that does not parse.
+func (s *Spec) checkInputs(report func(error) bool) bool {
+	for i, in := range s.Inputs {
+		field := "inputs[" + strconv.Itoa(i) + "]"
+		var err error
+		switch {
+		case strings.TrimSpace(in) == "":
+			err = Invalid(s.ID, field, "empty path")
+		case strings.IndexByte(in, 0) >= 0:
+			err = Invalid(s.ID, field, "%s has a NUL byte, which a path cannot hold", elide.Quote(in))
+		default:
+			if _, merr := filepath.Match(in, ""); merr != nil {
+				err = Invalid(s.ID, field, "%s is not a valid glob (%v): use *, ? and [...], and \\ before a character meant as itself", elide.Quote(in), merr)
+			}
+		}
+		if err != nil && !report(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkGPUType refuses a GPU task run by the slurm executor whose GPU

@@ -52,7 +52,7 @@ tasks:
 				`:1: scheduling: unknown key "kill_grase" (did you mean "kill_grace"?)`,
 				`:3: task "a": unknown key "priorty" (did you mean "priority"?)`,
 				`:4: task "b": unknown key "dependecies" (did you mean "dependencies"?)`,
-				`:4: task "b": unknown key "colour" (known keys: id, args, dependencies, priority, timeout, retries, env, dir, resources, executor, artifacts, hash_artifacts, on_complete, on_failure, retry_delay, retry_on_exit_codes, retry_on_timeout, slurm, matrix)`,
+				`:4: task "b": unknown key "colour" (known keys: id, args, dependencies, priority, timeout, retries, env, dir, resources, executor, artifacts, hash_artifacts, inputs, hash_inputs, on_complete, on_failure, retry_delay, retry_on_exit_codes, retry_on_timeout, slurm, matrix)`,
 			},
 		},
 		{

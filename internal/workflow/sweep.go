@@ -46,6 +46,7 @@ var templated = []templatedField{
 	{"env", func(t *gpusched.TaskSpec, f func(string) string) { t.Env = mapValues(t.Env, f) }},
 	{"dir", func(t *gpusched.TaskSpec, f func(string) string) { t.Dir = f(t.Dir) }},
 	{"artifacts", func(t *gpusched.TaskSpec, f func(string) string) { t.Artifacts = mapStrings(t.Artifacts, f) }},
+	{"inputs", func(t *gpusched.TaskSpec, f func(string) string) { t.Inputs = mapStrings(t.Inputs, f) }},
 	{"on_complete", func(t *gpusched.TaskSpec, f func(string) string) { t.OnComplete = mapStrings(t.OnComplete, f) }},
 	{"on_failure", func(t *gpusched.TaskSpec, f func(string) string) { t.OnFailure = mapStrings(t.OnFailure, f) }},
 }

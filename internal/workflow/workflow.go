@@ -395,7 +395,7 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
 		Executor:  t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
-		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
+		HashArtifacts: t.HashArtifacts, Inputs: t.Inputs, HashInputs: t.HashInputs, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
 }
 
@@ -849,7 +849,7 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 }
 
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
-	"executor", "artifacts", "hash_artifacts", "on_complete", "on_failure", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm",
+	"executor", "artifacts", "hash_artifacts", "inputs", "hash_inputs", "on_complete", "on_failure", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm",
 	"matrix"}
 
 func (p *parser) tasks(n *yaml.Node) {
@@ -1061,6 +1061,15 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 		t.Artifacts, err = p.strings(v, field)
 	case "hash_artifacts":
 		t.HashArtifacts, err = p.boolean(v, field)
+	case "inputs":
+		if t.Inputs, err = p.strings(v, field); err == nil {
+			for j := range t.Inputs {
+				// Each item's own line, for the problems of one path.
+				loc.fields = append(loc.fields, fieldLine{"inputs[" + strconv.Itoa(j) + "]", v.Content[j].Line})
+			}
+		}
+	case "hash_inputs":
+		t.HashInputs, err = p.boolean(v, field)
 	case "on_complete":
 		t.OnComplete, err = p.command(v, field)
 	case "on_failure":
