@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpusched/gpusched/internal/budget"
 	"github.com/gpusched/gpusched/internal/dag"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -27,6 +29,12 @@ type PlanItem struct {
 	// that died, still runs under its supervisor: it would be adopted,
 	// not started again (Why: "adopt (running since ...)").
 	Adopt bool `json:"adopt,omitempty"`
+	// MemoryMiB, for a task whose GPU memory budget is learned from
+	// history (MemoryAuto), is the budget it would ask for, and
+	// MemorySource says how it was chosen: "memory_mib auto: 6400 MiB
+	// (peak 5800 MiB in 3 attempts + margin)". A kept task has neither.
+	MemoryMiB    int64  `json:"memory_mib,omitempty"`
+	MemorySource string `json:"memory_mib_source,omitempty"`
 }
 
 // Plan says, task by task and in the given order, what running tasks on
@@ -42,6 +50,7 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 		return nil, err
 	}
 	earlier := map[string]*store.Row{}
+	var capacity int64 // the largest card's, as the last run saw it
 	path := filepath.Join(runDir, StateFile)
 	if _, err := os.Stat(path); err == nil {
 		st, err := store.OpenSQLiteReadOnly(path, runDir)
@@ -49,6 +58,11 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 			return nil, err
 		}
 		rows, err := st.Load()
+		if err == nil {
+			var cards []gpu.CardView
+			cards, _, err = st.LoadCards()
+			capacity = largestCapacity(cards)
+		}
 		st.Close()
 		if err != nil {
 			return nil, err
@@ -118,6 +132,12 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 			it.Why = "complete, kept"
 		}
 		runs[sp.ID] = it.Run || it.Adopt || seen && r.State == task.Running
+		if it.Run && sp.Resources.MemoryAuto {
+			in := budgetInput(sp, r)
+			in.CardMiB = capacity
+			mib, b := budget.Choose(in)
+			it.MemoryMiB, it.MemorySource = mib, budget.Describe(budget.GPUMemory, mib, &b)
+		}
 		items[i] = it
 	}
 	for i := range specs {
