@@ -58,9 +58,16 @@ type Task struct {
 	Priority int      `json:"priority,omitempty"` // higher starts first
 	// GPUMiB is a GPU memory budget: the task needs a card with that much
 	// free. Exclusive asks for a card to itself. Neither: a CPU task.
-	GPUMiB    int64    `json:"gpu_mib,omitempty"`
-	Exclusive bool     `json:"exclusive,omitempty"`
-	Timeout   Duration `json:"timeout,omitempty"` // per attempt
+	GPUMiB    int64 `json:"gpu_mib,omitempty"`
+	Exclusive bool  `json:"exclusive,omitempty"`
+	// GPUMiBAuto: a GPU task whose budget the daemon learns from the
+	// peaks of the same task in its owner's earlier runs (same id
+	// within its run, command and dir); GPUMiB must be 0 then.
+	// GPUMiBMax is the first budget and the most a learned one may be
+	// (0: the scheduler's default first budget).
+	GPUMiBAuto bool     `json:"gpu_mib_auto,omitempty"`
+	GPUMiBMax  int64    `json:"gpu_mib_max,omitempty"`
+	Timeout    Duration `json:"timeout,omitempty"` // per attempt
 	// Retries is how many extra attempts a failing task gets; nil: the
 	// daemon's default.
 	Retries          *int     `json:"retries,omitempty"`
