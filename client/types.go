@@ -256,15 +256,19 @@ type LogLine struct {
 // Event is one line of GET /v1/events: a committed transition of a task
 // (or news of the GPUs), numbered by Seq within the daemon's life.
 type Event struct {
-	Seq       uint64    `json:"seq"`
-	Time      time.Time `json:"time"`
-	Kind      string    `json:"kind"` // started, retrying, complete, failed, blocked, cancelled, ...
-	Task      string    `json:"task,omitempty"`
-	Attempt   int       `json:"attempt,omitempty"`
-	ExitCode  *int      `json:"exit_code,omitempty"`
-	GPU       *int      `json:"gpu,omitempty"`
-	BlockedBy string    `json:"blocked_by,omitempty"`
-	Error     string    `json:"error,omitempty"`
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Kind     string    `json:"kind"` // started, retrying, complete, failed, blocked, cancelled, ...
+	Task     string    `json:"task,omitempty"`
+	Attempt  int       `json:"attempt,omitempty"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	GPU      *int      `json:"gpu,omitempty"`
+	// GPUMiB is the GPU memory the attempt was admitted with (its
+	// budget: as asked, learned from history, or grown after running out
+	// of memory); 0 when it has no card.
+	GPUMiB    int64  `json:"gpu_mib,omitempty"`
+	BlockedBy string `json:"blocked_by,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // GPUs is the answer of GET /v1/gpus: the daemon's ledger of the cards
