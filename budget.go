@@ -106,6 +106,20 @@ func budgetInput(sp *task.Spec, row *store.Row) budget.Input {
 		return in
 	}
 	in.Attempts, in.GrownMiB = row.Attempts, row.GPURequestMiB
+	if row.Fingerprint != "" && row.Fingerprint == sp.Fingerprint() {
+		// The same definition: only its Since is needed, and reading
+		// that alone is much cheaper than decoding the whole definition.
+		in.Since = 1
+		var saved struct {
+			Resources struct {
+				Budget *task.Budget `json:"budget"`
+			} `json:"resources"`
+		}
+		if json.Unmarshal(row.Spec, &saved) == nil && saved.Resources.Budget != nil && saved.Resources.Budget.Since > 0 {
+			in.Since = saved.Resources.Budget.Since
+		}
+		return in
+	}
 	var prev *task.Spec
 	if p, err := task.DecodeSpec(row.Spec); err == nil {
 		prev = &p

@@ -3,7 +3,10 @@ package gpusched
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +43,7 @@ func peaked(n int, asked, peak int64) task.Attempt {
 // seedRunDir writes a state database into a new run directory as an
 // earlier run would have left it, with a saved view of one card of
 // capacityMiB (none if 0), and returns the directory.
-func seedRunDir(t *testing.T, capacityMiB int64, tasks ...earlierTask) string {
+func seedRunDir(t testing.TB, capacityMiB int64, tasks ...earlierTask) string {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.OpenSQLite(filepath.Join(dir, StateFile), dir)
@@ -202,3 +205,48 @@ func TestPlanShowsAutoBudget(t *testing.T) {
 		}
 	}
 }
+
+// benchSubmitResumed submits n GPU tasks to a run directory whose earlier
+// run failed each of them after two attempts (so they all run again):
+// with auto, each budget is chosen from its row.
+func benchSubmitResumed(b *testing.B, n int, auto bool) {
+	tasks := make([]TaskSpec, n)
+	earlier := make([]earlierTask, n)
+	for i := range tasks {
+		tasks[i] = TaskSpec{ID: fmt.Sprintf("train-%06d", i), Payload: []string{"python3", "train.py", "--seed", strconv.Itoa(i)},
+			Env: map[string]string{"SEED": strconv.Itoa(i)}, Resources: ResourceRequest{Device: CUDA, MemoryMiB: 8000}}
+		if auto {
+			tasks[i].Resources = ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMaxMiB: 12000}
+		}
+		earlier[i] = earlierTask{spec: tasks[i], state: task.Failed, attempts: []task.Attempt{peaked(1, 8000, 5000), peaked(2, 8000, 5200)}}
+	}
+	seeded := seedRunDir(b, 40448, earlier...)
+	db, err := os.ReadFile(filepath.Join(seeded, StateFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, StateFile), db, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		s, err := New(dir, Scheduling{}, WithProbe(idleCard{}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := s.SubmitMany(tasks); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkSubmitResumedFixed10k and BenchmarkSubmitResumedAuto10k: what
+// choosing 10,000 auto budgets from history adds to their submission.
+func BenchmarkSubmitResumedFixed10k(b *testing.B) { benchSubmitResumed(b, 10_000, false) }
+func BenchmarkSubmitResumedAuto10k(b *testing.B)  { benchSubmitResumed(b, 10_000, true) }
