@@ -62,33 +62,43 @@ func WithBudgetHistory(f func(TaskSpec) []Attempt) Option {
 	return func(o *options) { o.history = f }
 }
 
-// chooseBudgets sets the GPU memory budget of each task of the batch that
-// asks for one learned from history, and encodes its definition again
-// with it. It reads the cards' capacity at most once.
+// chooseBudgets sets the budget of each resource that a task of the
+// batch asks to learn from history, and encodes its definition again with
+// them. It reads the cards' capacity at most once.
 func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte) error {
 	capacity := int64(-1) // not looked at yet
 	for i, sp := range specs {
-		if !sp.Resources.MemoryAuto {
+		chosen := false
+		for _, res := range budget.Resources {
+			auto, _ := res.Requested(&sp.Resources)
+			if !auto {
+				continue
+			}
+			var in budget.Input
+			if s.history != nil {
+				in = budgetInput(res, sp, nil)
+				in.Attempts = internalAttempts(s.history(*publicSpec(sp)))
+			} else {
+				row, _ := s.engine.Earlier(sp.ID)
+				in = budgetInput(res, sp, row)
+			}
+			switch {
+			case res != budget.GPUMemory:
+			case s.placesGPUs(sp):
+				in.LimitMiB = s.maxGPUMiB(sp) // its executor's largest GPU, if it knows
+			default:
+				if capacity < 0 {
+					capacity = s.largestCard()
+				}
+				in.LimitMiB = capacity
+			}
+			mib, b := budget.Choose(in)
+			res.Set(&sp.Resources, mib, b)
+			chosen = true
+		}
+		if !chosen {
 			continue
 		}
-		var in budget.Input
-		if s.history != nil {
-			in = budgetInput(sp, nil)
-			in.Attempts = internalAttempts(s.history(*publicSpec(sp)))
-		} else {
-			row, _ := s.engine.Earlier(sp.ID)
-			in = budgetInput(sp, row)
-		}
-		if s.placesGPUs(sp) {
-			in.CardMiB = s.maxGPUMiB(sp) // its executor's largest GPU, if it knows
-		} else {
-			if capacity < 0 {
-				capacity = s.largestCard()
-			}
-			in.CardMiB = capacity
-		}
-		mib, b := budget.Choose(in)
-		sp.Resources.MemoryMiB, sp.Resources.Budget = mib, &b
 		var err error
 		if blobs[i], err = json.Marshal(sp); err != nil {
 			return &TaskError{TaskID: sp.ID, Field: "payload", Reason: "cannot be saved as JSON: " + err.Error(), Kind: ErrInvalidTask}
@@ -97,26 +107,28 @@ func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte) error {
 	return nil
 }
 
-// budgetInput is what task sp's auto budget is chosen from, when row
-// (nil: none) is what the run directory holds of it. Its cards' capacity
+// budgetInput is what task sp's budget of res is chosen from, when row
+// (nil: none) is what the run directory holds of it. The machine's limit
 // is left for the caller.
-func budgetInput(sp *task.Spec, row *store.Row) budget.Input {
-	in := budget.Input{Resource: budget.GPUMemory, MaxMiB: sp.Resources.MemoryMaxMiB, Since: 1}
+func budgetInput(res budget.Resource, sp *task.Spec, row *store.Row) budget.Input {
+	_, maxMiB := res.Requested(&sp.Resources)
+	in := budget.Input{Resource: res, MaxMiB: maxMiB, Since: 1}
 	if row == nil {
 		return in
 	}
-	in.Attempts, in.GrownMiB = row.Attempts, row.GPURequestMiB
+	in.Attempts = row.Attempts
+	if res == budget.GPUMemory {
+		in.GrownMiB = row.GPURequestMiB // the engine's out-of-memory growth
+	}
 	if row.Fingerprint != "" && row.Fingerprint == sp.Fingerprint() {
-		// The same definition: only its Since is needed, and reading
-		// that alone is much cheaper than decoding the whole definition.
-		in.Since = 1
+		// The same definition: only its saved budgets are needed, and
+		// reading them alone is much cheaper than decoding the whole
+		// definition.
 		var saved struct {
-			Resources struct {
-				Budget *task.Budget `json:"budget"`
-			} `json:"resources"`
+			Resources task.ResourceRequest `json:"resources"`
 		}
-		if json.Unmarshal(row.Spec, &saved) == nil && saved.Resources.Budget != nil && saved.Resources.Budget.Since > 0 {
-			in.Since = saved.Resources.Budget.Since
+		if json.Unmarshal(row.Spec, &saved) == nil {
+			in.Since = budget.SavedSince(&saved.Resources)
 		}
 		return in
 	}

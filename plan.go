@@ -132,9 +132,9 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 			it.Why = "complete, kept"
 		}
 		runs[sp.ID] = it.Run || it.Adopt || seen && r.State == task.Running
-		if it.Run && sp.Resources.MemoryAuto {
-			in := budgetInput(sp, r)
-			in.CardMiB = capacity
+		if auto, _ := budget.GPUMemory.Requested(&sp.Resources); it.Run && auto {
+			in := budgetInput(budget.GPUMemory, sp, r)
+			in.LimitMiB = capacity
 			mib, b := budget.Choose(in)
 			it.MemoryMiB, it.MemorySource = mib, budget.Describe(budget.GPUMemory, mib, &b)
 		}

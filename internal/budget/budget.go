@@ -49,6 +49,65 @@ func (r Resource) String() string {
 // MaxKey is the workflow key of the resource's maximum.
 func (r Resource) MaxKey() string { return r.String() + "_max" }
 
+// Resources lists the resources whose budget can be learned.
+var Resources = []Resource{GPUMemory}
+
+// Requested reports whether req asks for r's budget to be learned, and
+// the maximum it sets (0: none).
+func (r Resource) Requested(req *task.ResourceRequest) (auto bool, maxMiB int64) {
+	switch r {
+	case GPUMemory:
+		return req.MemoryAuto && req.GPU(), req.MemoryMaxMiB
+	}
+	return false, 0
+}
+
+// Set records in req the budget chosen for r, and how.
+func (r Resource) Set(req *task.ResourceRequest, mib int64, b task.Budget) {
+	switch r {
+	case GPUMemory:
+		req.MemoryMiB, req.Budget = mib, &b
+	}
+}
+
+// Chosen returns the budget of r req holds and how it was chosen; nil
+// when it was not learned.
+func (r Resource) Chosen(req *task.ResourceRequest) (int64, *task.Budget) {
+	switch r {
+	case GPUMemory:
+		if req.MemoryAuto {
+			return req.MemoryMiB, req.Budget
+		}
+	}
+	return 0, nil
+}
+
+// clear removes from req everything of r's budget, learned or not.
+func (r Resource) clear(req *task.ResourceRequest) {
+	switch r {
+	case GPUMemory:
+		req.MemoryMiB, req.MemoryAuto, req.MemoryMaxMiB, req.Budget = 0, false, 0, nil
+	}
+}
+
+// limitCap names the machine's limit of r in task.Budget.Cap, and
+// limitText for a person.
+func (r Resource) limitCap() string {
+	switch r {
+	case GPUMemory:
+		return CapCard
+	}
+	return "machine"
+}
+
+func (r Resource) limitText() string {
+	switch r {
+	case GPUMemory:
+		return "the largest card's capacity"
+	}
+	return "the machine's"
+}
+
 // Peak returns the most of r attempt a was seen to use; 0: not seen.
 func (r Resource) Peak(a *task.Attempt) int64 {
 	switch r {
@@ -115,8 +174,9 @@ type Input struct {
 	Since    int
 	// MaxMiB is the task's maximum (memory_mib_max); 0: none.
 	MaxMiB int64
-	// CardMiB is the largest card's capacity; 0: not known.
-	CardMiB int64
+	// LimitMiB is the most the machine can give of the resource (for
+	// GPU memory, the largest card's capacity); 0: not known.
+	LimitMiB int64
 	// GrownMiB is the budget the task grew to after running out of
 	// memory (the scheduler's persisted growth); 0: none.
 	GrownMiB int64
@@ -139,8 +199,8 @@ func Choose(in Input) (int64, task.Budget) {
 	if in.MaxMiB > 0 && mib > in.MaxMiB {
 		mib, b.Cap = in.MaxMiB, CapMax
 	}
-	if in.CardMiB > 0 && mib > in.CardMiB {
-		mib, b.Cap = in.CardMiB, CapCard
+	if in.LimitMiB > 0 && mib > in.LimitMiB {
+		mib, b.Cap = in.LimitMiB, in.Resource.limitCap()
 	}
 	if in.GrownMiB > mib {
 		mib, b.Source, b.Cap = in.GrownMiB, task.BudgetGrown, ""
@@ -172,10 +232,11 @@ func Describe(r Resource, mib int64, b *task.Budget) string {
 		why = string(b.Source)
 	}
 	switch b.Cap {
+	case "":
 	case CapMax:
 		why += ", capped at " + r.MaxKey()
-	case CapCard:
-		why += ", capped at the largest card's capacity"
+	default:
+		why += ", capped at " + r.limitText()
 	}
 	return head + " (" + why + ")"
 }
@@ -191,7 +252,9 @@ func attempts(n int) string {
 // specs with the same identity run the same thing, whatever they ask for.
 func Identity(sp *task.Spec) string {
 	c := *sp
-	c.Resources.MemoryMiB, c.Resources.MemoryAuto, c.Resources.MemoryMaxMiB, c.Resources.Budget = 0, false, 0, nil
+	for _, r := range Resources {
+		r.clear(&c.Resources)
+	}
 	return c.Fingerprint()
 }
 
@@ -208,10 +271,20 @@ func Since(prev *task.Spec, attempts []task.Attempt, cur *task.Spec) int {
 	if prev == nil || Identity(prev) != Identity(cur) {
 		return next
 	}
-	if b := prev.Resources.Budget; b != nil && b.Since > 0 {
-		return b.Since
+	return SavedSince(&prev.Resources)
+}
+
+// SavedSince returns the Since that a saved request of the same
+// definition holds (the latest any of its learned budgets says); 1 when
+// it holds none. The definition is one for all the resources.
+func SavedSince(saved *task.ResourceRequest) int {
+	since := 1
+	for _, r := range Resources {
+		if _, b := r.Chosen(saved); b != nil {
+			since = max(since, b.Since)
+		}
 	}
-	return 1
+	return since
 }
 
 // Flag marks a budget that is far from what the task uses.

@@ -215,7 +215,7 @@ func (s suggestion) note() string {
 }
 
 // budgetNote says how a budget learned from history was chosen, for
-// status; "" for other requests.
+// status; "" for a request that learns none.
 func budgetNote(r gpusched.ResourceRequest) string {
 	if !r.MemoryAuto || r.Budget == nil {
 		return ""
