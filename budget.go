@@ -69,18 +69,23 @@ func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte) error {
 	capacity := int64(-1) // not looked at yet
 	for i, sp := range specs {
 		chosen := false
+		var row *store.Row          // the run directory's, without a history function
+		var history []task.Attempt // the history function's
 		for _, res := range budget.Resources {
 			auto, _ := res.Requested(&sp.Resources)
 			if !auto {
 				continue
 			}
-			var in budget.Input
+			if !chosen { // asked once per task, whatever it learns
+				if s.history != nil {
+					history = internalAttempts(s.history(*publicSpec(sp)))
+				} else {
+					row, _ = s.engine.Earlier(sp.ID)
+				}
+			}
+			in := budgetInput(res, sp, row)
 			if s.history != nil {
-				in = budgetInput(res, sp, nil)
-				in.Attempts = internalAttempts(s.history(*publicSpec(sp)))
-			} else {
-				row, _ := s.engine.Earlier(sp.ID)
-				in = budgetInput(res, sp, row)
+				in.Attempts = history
 			}
 			switch {
 			case res != budget.GPUMemory:
