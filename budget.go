@@ -69,7 +69,7 @@ func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte) error {
 	capacity := int64(-1) // not looked at yet
 	for i, sp := range specs {
 		chosen := false
-		var row *store.Row          // the run directory's, without a history function
+		var row *store.Row         // the run directory's, without a history function
 		var history []task.Attempt // the history function's
 		for _, res := range budget.Resources {
 			auto, _ := res.Requested(&sp.Resources)
