@@ -18,7 +18,7 @@ import (
 func (t *TaskSpec) spec() task.Spec {
 	return task.Spec{
 		ID: t.ID, Kind: t.Kind, Dependencies: slices.Clone(t.Dependencies), Payload: t.Payload, Priority: t.Priority,
-		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
+		Resources: t.Resources.internal(),
 		Executor:  t.Executor, Slurm: t.Slurm.Over(nil), Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: slices.Clone(t.RetryOnExitCodes),
 		RetryOnTimeout: t.RetryOnTimeout, Env: maps.Clone(t.Env), Dir: t.Dir, Artifacts: slices.Clone(t.Artifacts),
 		HashArtifacts: t.HashArtifacts, Inputs: slices.Clone(t.Inputs), HashInputs: t.HashInputs, OnComplete: slices.Clone(t.OnComplete), OnFailure: slices.Clone(t.OnFailure), CleanEnv: t.CleanEnv, Owner: t.Owner,
@@ -30,11 +30,28 @@ func (t *TaskSpec) spec() task.Spec {
 func publicSpec(sp *task.Spec) *TaskSpec {
 	return &TaskSpec{
 		ID: sp.ID, Kind: sp.Kind, Dependencies: sp.Dependencies, Payload: sp.Payload, Priority: sp.Priority,
-		Resources: ResourceRequest{Device: Device(sp.Resources.Device), MemoryMiB: sp.Resources.MemoryMiB, Exclusive: sp.Resources.Exclusive},
+		Resources: publicResources(sp.Resources),
 		Executor:  sp.Executor, Slurm: sp.Slurm, Timeout: sp.Timeout, Retries: sp.Retries, RetryDelay: sp.RetryDelay, RetryOnExitCodes: sp.RetryOnExitCodes,
 		RetryOnTimeout: sp.RetryOnTimeout, Env: sp.Env, Dir: sp.Dir, Artifacts: sp.Artifacts,
 		HashArtifacts: sp.HashArtifacts, Inputs: sp.Inputs, HashInputs: sp.HashInputs, OnComplete: sp.OnComplete, OnFailure: sp.OnFailure, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
 	}
+}
+
+// internal copies r into the engine's request; Budget is copied too.
+func (r ResourceRequest) internal() task.ResourceRequest {
+	out := task.ResourceRequest{Device: task.Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
+		MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB}
+	if r.Budget != nil {
+		b := *r.Budget
+		out.Budget = &b
+	}
+	return out
+}
+
+// publicResources is r as handlers see it; it shares r's Budget.
+func publicResources(r task.ResourceRequest) ResourceRequest {
+	return ResourceRequest{Device: Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
+		MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, Budget: r.Budget}
 }
 
 // publicRecord converts a record; its slices are its own.

@@ -40,7 +40,10 @@ func filled(t *testing.T) TaskSpec {
 		case reflect.Interface:
 			f.Set(reflect.ValueOf([]string{"echo", "hi"}))
 		case reflect.Struct:
-			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true}
+			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, MemoryAuto: true, MemoryMaxMiB: 40000,
+				Budget: &MemoryBudget{Source: BudgetHistory, PeakMiB: 3000, Attempts: 2, Cap: "card", Since: 3}}
+			checkEveryFieldSet(t, reflect.ValueOf(ts.Resources))
+			checkEveryFieldSet(t, reflect.ValueOf(*ts.Resources.Budget))
 		case reflect.Pointer:
 			if v.Type().Field(i).Name != "Slurm" {
 				t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
@@ -51,6 +54,17 @@ func filled(t *testing.T) TaskSpec {
 		}
 	}
 	return ts
+}
+
+// checkEveryFieldSet fails the test when a field of struct v has its zero
+// value: a field added to a nested struct must get a test value too.
+func checkEveryFieldSet(t *testing.T, v reflect.Value) {
+	t.Helper()
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("%s.%s has no test value", v.Type().Name(), v.Type().Field(i).Name)
+		}
+	}
 }
 
 // Every field of TaskSpec crosses into the engine's definition and back,

@@ -216,7 +216,7 @@ func (s *Scheduler) notices(ev engine.Event, sp *task.Spec, rec *task.Record) []
 			return []engine.Notice{s.webhookNotice(WebhookEvent{Event: WebhookCardQuarantined, Time: ev.Time, Card: &card, Error: ev.Error})}
 		}
 	case engine.Started, engine.Retrying, engine.Completed, engine.TaskBlocked, engine.TaskCancelled,
-		engine.DeliveryFailed, engine.GPUUnknown, engine.GPUKnown, engine.Adopted:
+		engine.DeliveryFailed, engine.GPUUnknown, engine.GPUKnown, engine.Adopted, engine.JobChanged:
 	}
 	return nil
 }

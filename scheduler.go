@@ -45,6 +45,9 @@ type Scheduler struct {
 	lock            *os.File
 	qualified       bool   // task ids may be RUN/TASK (WithQualifiedIDs)
 	userAgent       string // of webhook requests (WithUserAgent)
+	// history finds the earlier attempts of an auto-budget task
+	// (WithBudgetHistory); nil: the run directory's rows.
+	history func(TaskSpec) []Attempt
 }
 
 // Option configures a Scheduler.
@@ -54,10 +57,11 @@ type options struct {
 	handlers  map[string]Handler
 	observer  func(Event)
 	executors map[string]executor.Executor
-	probe     gpu.Probe // nil: nvidia-smi
-	qualified bool      // WithQualifiedIDs
-	retire    bool      // WithRetirement
-	userAgent string    // WithUserAgent
+	probe     gpu.Probe                // nil: nvidia-smi
+	qualified bool                     // WithQualifiedIDs
+	retire    bool                     // WithRetirement
+	userAgent string                   // WithUserAgent
+	history   func(TaskSpec) []Attempt // WithBudgetHistory
 }
 
 // WithHandler registers h for tasks of the given kind, replacing any
@@ -110,7 +114,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		return nil, err
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
-		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified, userAgent: cmp.Or(o.userAgent, defaultUserAgent())}
+		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified, userAgent: cmp.Or(o.userAgent, defaultUserAgent()), history: o.history}
 	sc.runTag = runTag(abs)
 	if sc.probe == nil {
 		sc.probe, sc.smi = &nvidiasmi.Probe{Timeout: sc.settings.NvidiaSMITimeout}, true

@@ -75,6 +75,9 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	if err := s.checkExecutors(specs); err != nil {
 		return nil, err
 	}
+	if err := s.chooseBudgets(specs, blobs); err != nil {
+		return nil, err
+	}
 	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key, Again: again,
 		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs))}
 	var edited []EditedTask
@@ -171,6 +174,9 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*
 		sp := &all[i]
 		*sp = tasks[i].spec() // a copy: the caller may reuse its own
 		sp.Normalize()
+		if !sp.Resources.MemoryAuto {
+			sp.Resources.Budget = nil // the scheduler's to say, for auto budgets only
+		}
 		validate := sp.Validate
 		if qualified {
 			validate = sp.ValidateQualified

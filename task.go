@@ -125,6 +125,22 @@ type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"` // empty means CPU
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	// MemoryAuto has the scheduler choose a CUDA task's GPU memory budget
+	// when the task is submitted, from the peaks the same task reached in
+	// its recent attempts (see docs/gpu.md, "Budgets learned from
+	// history"); MemoryMiB given with it is replaced by the budget chosen.
+	// The task's definition holds the word auto, not the number: a new
+	// choice does not make a completed task run again.
+	MemoryAuto bool `json:"memory_auto,omitempty"`
+	// MemoryMaxMiB, with MemoryAuto, is the budget when nothing is known
+	// of the task yet and the most a learned budget may be; 0: the first
+	// budget is DefaultAutoMemoryMiB, and only the cards cap it. Not part
+	// of the definition.
+	MemoryMaxMiB int64 `json:"memory_mib_max,omitempty"`
+	// Budget, for an auto budget, says how the scheduler chose MemoryMiB
+	// (in StoredTask, Lookup and what handlers see); it is set at submit,
+	// whatever a TaskSpec submitted holds.
+	Budget *MemoryBudget `json:"budget,omitempty"`
 }
 
 // GPU reports whether the request needs a GPU.

@@ -110,6 +110,7 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", it.ID, action, it.Why)
 	}
 	tw.Flush()
+	writeBudgets(w, items)
 	fmt.Fprintf(w, "\n%d of %d tasks would run", runs, len(items))
 	if adopts > 0 {
 		fmt.Fprintf(w, ", %d still running would be adopted", adopts)
@@ -125,4 +126,20 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 		}
 	}
 	return nil
+}
+
+// writeBudgets says, after the plan's table, the GPU memory budget each
+// task that learns it from history would ask for, and why.
+func writeBudgets(w io.Writer, items []gpusched.PlanItem) {
+	first := true
+	for _, it := range items {
+		if it.MemorySource == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w)
+			first = false
+		}
+		fmt.Fprintf(w, "%s: %s\n", it.ID, it.MemorySource)
+	}
 }

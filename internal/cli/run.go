@@ -304,8 +304,10 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		fmt.Fprintf(human, "interrupted while loading: no task started; %s\nrun directory: %s\n", saved, sched.RunDir())
 		return nil
 	}
-	display.begin(sched.Records())
-	records, err := sched.Run(stop.ctx)
+	records := sched.Records()
+	writeChosenBudgets(human, sched, tasks, records)
+	display.begin(records)
+	records, err = sched.Run(stop.ctx)
 	display.stop()
 	if err != nil && !stop.interrupted() {
 		return err
@@ -323,4 +325,38 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		}
 	}
 	return nil
+}
+
+// maxBudgetLines is how many chosen budgets a run says before it starts;
+// plan shows them all.
+const maxBudgetLines = 10
+
+// writeChosenBudgets says, before the run starts, the GPU memory budget
+// chosen for each task that learns it from history and is to run, and
+// why ("train: memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts +
+// margin)").
+func writeChosenBudgets(w io.Writer, sched *gpusched.Scheduler, tasks []gpusched.TaskSpec, records []gpusched.Record) {
+	toRun := make(map[string]bool, len(records))
+	for _, r := range records {
+		toRun[r.ID] = r.State == gpusched.StatePending
+	}
+	said, more := 0, 0
+	for _, t := range tasks {
+		if !t.Resources.MemoryAuto || !toRun[t.ID] {
+			continue
+		}
+		if said == maxBudgetLines {
+			more++
+			continue
+		}
+		st, ok, err := sched.Lookup(t.ID)
+		if err != nil || !ok || st.Spec.Resources.Budget == nil {
+			continue
+		}
+		fmt.Fprintf(w, "%s: %s\n", t.ID, budgetNote(st.Spec.Resources))
+		said++
+	}
+	if more > 0 {
+		fmt.Fprintf(w, "... and %d more tasks with memory_mib auto (gpusched plan lists them all)\n", more)
+	}
 }

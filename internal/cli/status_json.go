@@ -29,9 +29,12 @@ type taskJSON struct {
 	Dependencies []string      `json:"dependencies"`
 	Priority     int           `json:"priority"`
 	MemoryMiB    int64         `json:"memory_mib,omitempty"`
-	Started      *time.Time    `json:"started"`
-	Ended        *time.Time    `json:"ended"`
-	Log          *string       `json:"log"`
+	// MemorySource says how a budget learned from history (memory_mib:
+	// auto) was chosen when the task was last submitted.
+	MemorySource string     `json:"memory_mib_source,omitempty"`
+	Started      *time.Time `json:"started"`
+	Ended        *time.Time `json:"ended"`
+	Log          *string    `json:"log"`
 	// Job is the last attempt's job in a batch system (Slurm), as that
 	// system last said: {"system", "id", "state", "node", "reason",
 	// "queued"}; absent for a task run here. Each attempt of history
@@ -82,6 +85,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		}
 		if spec.Resources.GPU() {
 			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
+			t.MemorySource = budgetNote(spec.Resources)
 		}
 		if r.State == task.Pending && !r.RetryAt.IsZero() {
 			at := r.RetryAt

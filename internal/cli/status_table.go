@@ -116,6 +116,9 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		if a != nil && a.Adopted {
 			note = strings.TrimPrefix(note+"; adopted after a restart", "; ")
 		}
+		if b := budgetNote(v.specs[r.ID].Resources); b != "" {
+			note = strings.TrimPrefix(note+"; "+b, "; ")
+		}
 		if f, ok := v.fates[r.ID]; ok {
 			note = f.Note
 		}
@@ -123,6 +126,9 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		note = v.waiting[r.ID]
 		if r.Rerun != "" {
 			note = "runs again (" + r.Rerun + "); " + note
+		}
+		if b := budgetNote(v.specs[r.ID].Resources); b != "" {
+			note = strings.TrimPrefix(note+"; "+b, "; ")
 		}
 	case task.Failed, task.Blocked, task.Cancelled:
 		// Its error says why.

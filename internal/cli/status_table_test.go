@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // A card's state: a cooldown or quarantine over by now says when it ended;
@@ -84,6 +86,38 @@ func TestEventNote(t *testing.T) {
 	} {
 		if got := eventNote(c.evs); got != c.want {
 			t.Errorf("eventNote(%+v) = %q, want %q", c.evs, got, c.want)
+		}
+	}
+}
+
+// A task whose budget is learned from history says, while it waits or
+// runs, what was chosen and why, after the engine's reason; a finished
+// one, or one with a fixed budget, does not.
+func TestStatusNotesAutoBudget(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 16, 50, 0, time.Local)
+	auto := gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryAuto: true, MemoryMiB: 6400,
+		Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetHistory, PeakMiB: 5800, Attempts: 3, Since: 1}}
+	v := &runView{specs: map[string]gpusched.TaskSpec{
+		"waits": {ID: "waits", Resources: auto},
+		"runs":  {ID: "runs", Resources: auto},
+		"done":  {ID: "done", Resources: auto},
+		"fixed": {ID: "fixed", Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 6400}},
+	}, waiting: map[string]string{"waits": "needs 6400 MiB; best card 0 has 2000 MiB left", "fixed": "a free slot"}}
+	const why = "memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts + margin)"
+	started := []task.Attempt{{Number: 1, Start: now.Add(-time.Minute)}}
+	for _, c := range []struct {
+		row  store.Row
+		want string
+	}{
+		{store.Row{Record: task.Record{ID: "waits", State: task.Pending}}, "needs 6400 MiB; best card 0 has 2000 MiB left; " + why},
+		{store.Row{Record: task.Record{ID: "runs", State: task.Running, Attempts: started}}, why},
+		{store.Row{Record: task.Record{ID: "done", State: task.Complete, Attempts: started}}, ""},
+		{store.Row{Record: task.Record{ID: "fixed", State: task.Pending}}, "a free slot"},
+	} {
+		row := taskRow(v, c.row, now)
+		if got := row[len(row)-1]; got != c.want {
+			t.Errorf("%s: note %q, want %q", c.row.ID, got, c.want)
 		}
 	}
 }

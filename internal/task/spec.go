@@ -30,10 +30,68 @@ const (
 // ResourceRequest is what a task needs to start. For a CUDA task MemoryMiB is
 // the GPU memory budget used for admission; it is not enforced as a hard
 // limit on the process. Exclusive asks for a card no other task shares.
+//
+// With MemoryAuto the budget is learned from the peaks of the task's
+// earlier attempts when it is submitted (package budget): MemoryMiB is
+// then the budget chosen, and Budget says how. The definition holds the
+// word auto, not the number, nor MemoryMaxMiB: choosing another budget, or
+// another cap, does not make a completed task run again.
 type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"`
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	// MemoryAuto: the GPU memory budget is learned from history.
+	MemoryAuto bool `json:"memory_auto,omitempty"`
+	// MemoryMaxMiB, with MemoryAuto: the budget when nothing is known yet,
+	// and the most a learned budget may be; 0: the default first budget,
+	// capped by the cards only.
+	MemoryMaxMiB int64 `json:"memory_mib_max,omitempty"`
+	// Budget says how an auto budget was chosen; set at submit, nil for
+	// other tasks.
+	Budget *Budget `json:"budget,omitempty"`
+}
+
+// Budget says how the scheduler chose an auto GPU memory budget.
+type Budget struct {
+	// Source is where the number comes from.
+	Source BudgetSource `json:"source"`
+	// PeakMiB is the largest peak of the attempts learned from, and
+	// Attempts how many they are (0: none).
+	PeakMiB  int64 `json:"peak_mib,omitempty"`
+	Attempts int   `json:"attempts,omitempty"`
+	// Cap names what lowered the budget, if anything did:
+	// "memory_mib_max" or "card" (the largest card's capacity).
+	Cap string `json:"cap,omitempty"`
+	// Since is the number of the first attempt of the task's current
+	// definition: earlier attempts ran another definition and are not
+	// learned from.
+	Since int `json:"since,omitempty"`
+}
+
+// BudgetSource says where an auto budget comes from.
+type BudgetSource string
+
+// The sources of an auto budget.
+const (
+	// BudgetHistory: the peak of recent attempts, plus a margin.
+	BudgetHistory BudgetSource = "history"
+	// BudgetMax: no attempt to learn from; memory_mib_max.
+	BudgetMax BudgetSource = "max"
+	// BudgetDefault: no attempt to learn from and no memory_mib_max.
+	BudgetDefault BudgetSource = "default"
+	// BudgetGrown: an earlier attempt ran out of memory, and the budget
+	// it grew to is more than history gives.
+	BudgetGrown BudgetSource = "grown"
+)
+
+// defined is the request as the definition holds it: an auto budget as
+// the word auto, without the number chosen, the cap or how it was chosen.
+func (r ResourceRequest) defined() ResourceRequest {
+	if r.MemoryAuto {
+		r.MemoryMiB = 0
+	}
+	r.MemoryMaxMiB, r.Budget = 0, nil
+	return r
 }
 
 // GPU reports whether the request needs a GPU.
@@ -169,11 +227,11 @@ type definition struct {
 }
 
 func (s *Spec) definition() definition {
-	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources, s.Artifacts, s.HashArtifacts, s.CleanEnv, s.Owner}
+	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources.defined(), s.Artifacts, s.HashArtifacts, s.CleanEnv, s.Owner}
 }
 
 // Fingerprint is a digest of the task's definition: kind, payload, env,
-// dir, resources and artifacts (not its id, dependencies, priority,
+// dir, resources (an auto GPU budget as the word auto) and artifacts (not its id, dependencies, priority,
 // timeout, retries or executor, which do not change what it produces). It is written
 // straight into the hash, field by field with lengths, so that a 100,000-task
 // submit does not encode every definition once more.
@@ -204,7 +262,7 @@ func (s *Spec) Fingerprint() string {
 	}
 	str(s.Dir)
 	str(string(s.Resources.Device))
-	num(s.Resources.MemoryMiB)
+	num(s.Resources.defined().MemoryMiB)
 	num(boolInt(s.Resources.Exclusive))
 	num(int64(len(s.Artifacts)))
 	for _, a := range s.Artifacts {
@@ -219,6 +277,12 @@ func (s *Spec) Fingerprint() string {
 	if s.Owner != "" {
 		str("owner")
 		str(s.Owner)
+	}
+	if s.Resources.MemoryAuto {
+		// The word, not the budget chosen: a new choice is no new
+		// definition. Only when set, as clean_env.
+		str("memory_mib")
+		str("auto")
 	}
 	sum := sha256.Sum256(buf)
 	return hex.EncodeToString(sum[:16])
@@ -613,8 +677,11 @@ func (r ResourceRequest) check(id string, report func(error) bool) bool {
 func (r ResourceRequest) validate(id string) error {
 	switch r.Device {
 	case CPU:
-		if r.MemoryMiB != 0 {
+		if r.MemoryMiB != 0 || r.MemoryAuto {
 			return Invalid(id, "resources.memory_mib", "is a GPU memory budget; set resources.device to %q to use it", CUDA)
+		}
+		if r.MemoryMaxMiB != 0 {
+			return Invalid(id, "resources.memory_mib_max", "caps a GPU memory budget learned from history; set resources.device to %q and memory_mib to auto", CUDA)
 		}
 		if r.Exclusive {
 			return Invalid(id, "resources.exclusive", "is for GPU tasks; set resources.device to %q", CUDA)
@@ -623,8 +690,14 @@ func (r ResourceRequest) validate(id string) error {
 		if r.MemoryMiB < 0 {
 			return Invalid(id, "resources.memory_mib", "must not be negative (got %d)", r.MemoryMiB)
 		}
-		if r.MemoryMiB == 0 && !r.Exclusive {
-			return Invalid(id, "resources.memory_mib", "a cuda task needs a memory budget in MiB (or exclusive: true)")
+		if r.MemoryMaxMiB < 0 {
+			return Invalid(id, "resources.memory_mib_max", "must not be negative (got %d)", r.MemoryMaxMiB)
+		}
+		if r.MemoryMaxMiB > 0 && !r.MemoryAuto {
+			return Invalid(id, "resources.memory_mib_max", "caps a budget learned from history: set memory_mib to auto, or drop memory_mib_max")
+		}
+		if r.MemoryMiB == 0 && !r.Exclusive && !r.MemoryAuto {
+			return Invalid(id, "resources.memory_mib", "a cuda task needs a memory budget in MiB, or auto (or exclusive: true)")
 		}
 	default:
 		return Invalid(id, "resources.device", "must be %q or %q, not %s", CPU, CUDA, elide.Quote(string(r.Device)))

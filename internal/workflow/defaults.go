@@ -175,7 +175,11 @@ func (d *defaults) mergeResources(t *gpusched.TaskSpec, loc *taskLoc) {
 		// A CPU task among GPU defaults: the GPU keys are not for it.
 	} else {
 		if given("memory_mib") {
-			t.Resources.MemoryMiB, taken["memory_mib"] = d.t.Resources.MemoryMiB, true
+			t.Resources.MemoryMiB, t.Resources.MemoryAuto, taken["memory_mib"] = d.t.Resources.MemoryMiB, d.t.Resources.MemoryAuto, true
+		}
+		if given("memory_mib_max") && t.Resources.MemoryAuto {
+			// A cap of auto budgets: not for a task that sets its own number.
+			t.Resources.MemoryMaxMiB, taken["memory_mib_max"] = d.t.Resources.MemoryMaxMiB, true
 		}
 		if given("exclusive") {
 			t.Resources.Exclusive, taken["exclusive"] = d.t.Resources.Exclusive, true

@@ -74,7 +74,7 @@ tasks:
 				`:4: task "a": priority must be a whole number, not "high"`,
 				`:5: task "a": timeout: "2 hours" is not a duration; use Go syntax such as 90s, 30m or 2h`,
 				// Not also "a cuda task needs a memory budget": the budget was unreadable.
-				`:8: task "b": resources.memory_mib must be a whole number, not "lots"`,
+				`:8: task "b": resources.memory_mib must be a whole number of MiB or auto, not "lots"`,
 				`:11: task "c": retries: must not be negative (got -1)`,
 				`:12: task "c": hash_artifacts must be true or false, not "maybe"`,
 			},

@@ -392,8 +392,9 @@ func fieldKey(err error) string {
 func internalSpec(t *gpusched.TaskSpec) task.Spec {
 	return task.Spec{
 		ID: t.ID, Kind: t.Kind, Dependencies: t.Dependencies, Payload: t.Payload, Priority: t.Priority,
-		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
-		Executor:  t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
+		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive,
+			MemoryAuto: t.Resources.MemoryAuto, MemoryMaxMiB: t.Resources.MemoryMaxMiB, Budget: t.Resources.Budget},
+		Executor: t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
 		HashArtifacts: t.HashArtifacts, Inputs: t.Inputs, HashInputs: t.HashInputs, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
@@ -1095,7 +1096,7 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.ResourceRequest {
 	var r gpusched.ResourceRequest
 	where += ": resources"
-	p.fields(n, where, []string{"device", "memory_mib", "exclusive"}, func(key string, k, v *yaml.Node) error {
+	p.fields(n, where, []string{"device", "memory_mib", "memory_mib_max", "exclusive"}, func(key string, k, v *yaml.Node) error {
 		loc.fields = append(loc.fields, fieldLine{"resources." + key, k.Line})
 		var err error
 		switch key {
@@ -1104,15 +1105,34 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 			d, err = p.scalar(v, where+"."+key)
 			r.Device = gpusched.Device(d)
 		case "memory_mib":
+			r.MemoryMiB, r.MemoryAuto, err = p.memoryBudget(v, where+"."+key)
+		case "memory_mib_max":
 			var m int
 			m, err = p.integer(v, where+"."+key)
-			r.MemoryMiB = int64(m)
+			r.MemoryMaxMiB = int64(m)
 		case "exclusive":
 			r.Exclusive, err = p.boolean(v, where+"."+key)
 		}
 		return err
 	})
 	return r
+}
+
+// memoryBudget reads a memory budget: a whole number of MiB, or auto
+// (learned from history).
+func (p *parser) memoryBudget(n *yaml.Node, where string) (mib int64, auto bool, err error) {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		return 0, true, nil
+	}
+	s, err := p.scalar(n, where)
+	if err != nil {
+		return 0, false, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, false, p.errorf(n, "%s must be a whole number of MiB or auto, not %s", where, q(s))
+	}
+	return int64(v), false, nil
 }
 
 // slurmKeys are the keys of a slurm: mapping, at the top of the file or
