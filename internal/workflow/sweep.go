@@ -317,6 +317,8 @@ func templateProblem(s string, st *fieldState, escapes *bool) string {
 			msg := fmt.Sprintf("%s: the matrix has no variable %s (it has %s)", ref, name, elide.Line(strings.Join(st.vars, ", "), 120))
 			if near := suggest.Closest(name, slices.Values(st.vars)); near != "" {
 				msg += fmt.Sprintf("; did you mean ${%s}?", near)
+			} else {
+				msg += fmt.Sprintf("; write $%s for a literal %s (a shell's variable)", ref, ref)
 			}
 			return msg
 		}
