@@ -18,11 +18,10 @@ import (
 func (t *TaskSpec) spec() task.Spec {
 	return task.Spec{
 		ID: t.ID, Kind: t.Kind, Dependencies: slices.Clone(t.Dependencies), Payload: t.Payload, Priority: t.Priority,
-		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive,
-			CPUs: t.Resources.CPUs, MemoryMiBHost: t.Resources.MemoryMiBHost, Counters: maps.Clone(t.Resources.Counters)},
-		Executor: t.Executor, Slurm: t.Slurm.Over(nil), Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: slices.Clone(t.RetryOnExitCodes),
+		Resources: t.Resources.internal(),
+		Executor:  t.Executor, Slurm: t.Slurm.Over(nil), Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: slices.Clone(t.RetryOnExitCodes),
 		RetryOnTimeout: t.RetryOnTimeout, Env: maps.Clone(t.Env), Dir: t.Dir, Artifacts: slices.Clone(t.Artifacts),
-		HashArtifacts: t.HashArtifacts, OnComplete: slices.Clone(t.OnComplete), CleanEnv: t.CleanEnv, Owner: t.Owner,
+		HashArtifacts: t.HashArtifacts, Inputs: slices.Clone(t.Inputs), HashInputs: t.HashInputs, OnComplete: slices.Clone(t.OnComplete), OnFailure: slices.Clone(t.OnFailure), CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
 }
 
@@ -31,12 +30,31 @@ func (t *TaskSpec) spec() task.Spec {
 func publicSpec(sp *task.Spec) *TaskSpec {
 	return &TaskSpec{
 		ID: sp.ID, Kind: sp.Kind, Dependencies: sp.Dependencies, Payload: sp.Payload, Priority: sp.Priority,
-		Resources: ResourceRequest{Device: Device(sp.Resources.Device), MemoryMiB: sp.Resources.MemoryMiB, Exclusive: sp.Resources.Exclusive,
-			CPUs: sp.Resources.CPUs, MemoryMiBHost: sp.Resources.MemoryMiBHost, Counters: sp.Resources.Counters},
-		Executor: sp.Executor, Slurm: sp.Slurm, Timeout: sp.Timeout, Retries: sp.Retries, RetryDelay: sp.RetryDelay, RetryOnExitCodes: sp.RetryOnExitCodes,
+		Resources: publicResources(sp.Resources),
+		Executor:  sp.Executor, Slurm: sp.Slurm, Timeout: sp.Timeout, Retries: sp.Retries, RetryDelay: sp.RetryDelay, RetryOnExitCodes: sp.RetryOnExitCodes,
 		RetryOnTimeout: sp.RetryOnTimeout, Env: sp.Env, Dir: sp.Dir, Artifacts: sp.Artifacts,
-		HashArtifacts: sp.HashArtifacts, OnComplete: sp.OnComplete, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
+		HashArtifacts: sp.HashArtifacts, Inputs: sp.Inputs, HashInputs: sp.HashInputs, OnComplete: sp.OnComplete, OnFailure: sp.OnFailure, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
 	}
+}
+
+// internal copies r into the engine's request; Budget is copied too.
+func (r ResourceRequest) internal() task.ResourceRequest {
+	out := task.ResourceRequest{Device: task.Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
+		MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB,
+		CPUs: r.CPUs, MemoryMiBHost: r.MemoryMiBHost, Counters: maps.Clone(r.Counters)}
+	if r.Budget != nil {
+		b := *r.Budget
+		out.Budget = &b
+	}
+	return out
+}
+
+// publicResources is r as handlers see it; it shares r's Budget and
+// Counters.
+func publicResources(r task.ResourceRequest) ResourceRequest {
+	return ResourceRequest{Device: Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
+		MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, Budget: r.Budget,
+		CPUs: r.CPUs, MemoryMiBHost: r.MemoryMiBHost, Counters: r.Counters}
 }
 
 // publicRecord converts a record; its slices are its own.
@@ -102,7 +120,7 @@ func publicEvent(ev engine.Event) Event {
 	}
 	return Event{Seq: ev.Seq, Time: ev.Time, Kind: k, TaskID: ev.TaskID, Attempt: Attempt(ev.Attempt), BlockedBy: ev.BlockedBy,
 		Error: ev.Error, Rerun: ev.Rerun, Card: ev.Card, RetryAt: ev.RetryAt, Ended: ev.Ended,
-		Submitted: ev.Submitted}
+		Submitted: ev.Submitted, Notification: ev.Notification, GaveUp: ev.GaveUp}
 }
 
 // publicObserver adapts an observer of public events to the engine's.

@@ -40,10 +40,11 @@ func filled(t *testing.T) TaskSpec {
 		case reflect.Interface:
 			f.Set(reflect.ValueOf([]string{"echo", "hi"}))
 		case reflect.Struct:
-			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, CPUs: 3, MemoryMiBHost: 16000, Counters: map[string]int{"licenses": 1}}
-			if n := reflect.TypeOf(ts.Resources).NumField(); n != 6 {
-				t.Fatalf("ResourceRequest has %d fields: give the new ones a test value", n)
-			}
+			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, MemoryAuto: true, MemoryMaxMiB: 40000,
+				Budget: &MemoryBudget{Source: BudgetHistory, PeakMiB: 3000, Attempts: 2, Cap: "card", Since: 3},
+				CPUs:   3, MemoryMiBHost: 16000, Counters: map[string]int{"licenses": 1}}
+			checkEveryFieldSet(t, reflect.ValueOf(ts.Resources))
+			checkEveryFieldSet(t, reflect.ValueOf(*ts.Resources.Budget))
 		case reflect.Pointer:
 			if v.Type().Field(i).Name != "Slurm" {
 				t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
@@ -54,6 +55,17 @@ func filled(t *testing.T) TaskSpec {
 		}
 	}
 	return ts
+}
+
+// checkEveryFieldSet fails the test when a field of struct v has its zero
+// value: a field added to a nested struct must get a test value too.
+func checkEveryFieldSet(t *testing.T, v reflect.Value) {
+	t.Helper()
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("%s.%s has no test value", v.Type().Name(), v.Type().Field(i).Name)
+		}
+	}
 }
 
 // Every field of TaskSpec crosses into the engine's definition and back,
@@ -175,7 +187,7 @@ func TestEventConversionKeepsEveryField(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ev := engine.Event{Seq: 42, Time: at, Kind: engine.Retrying, TaskID: "1/a",
 		Attempt:   task.Attempt{Number: 2, Start: at, ExitCode: &code},
-		BlockedBy: "1/b", Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at, Submitted: at}
+		BlockedBy: "1/b", Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at, Submitted: at, Notification: "webhook", GaveUp: true}
 	got := publicEvent(ev)
 	v := reflect.ValueOf(got)
 	for i := range v.NumField() {

@@ -27,5 +27,9 @@
 // logs/, and a lock file: one scheduler per run directory at a time.
 // Every transition is committed before the action it allows.
 // Creating a Scheduler on a run directory used before keeps the tasks that
-// completed there, when submitted again, and runs the rest.
+// completed there, when submitted again, and runs the rest: those whose
+// definition, inputs (TaskSpec.Inputs: the files a task reads) or
+// artifacts changed since, and what depends on them. SubmitWith and
+// PlanWith take SubmitOptions to force some tasks to run again, to run
+// only some, and to keep those whose artifacts were edited by hand.
 package gpusched

@@ -27,6 +27,10 @@ var (
 	// complete, or one that depends on a failed, cancelled or blocked task
 	// not retried with it (a *TaskError says which).
 	ErrNotRetryable = engine.ErrNotRetryable
+	// ErrStaleDependency: SubmitOptions.Only or From picked a task that
+	// depends on one not picked that would run again (not complete, or
+	// not intact): a *TaskError names them and says why.
+	ErrStaleDependency = errors.New("a dependency would run again")
 
 	// ErrStateDamaged: New found the run directory's state database
 	// damaged (SQLite's quick_check failed); nothing was written to it.

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gpusched/gpusched/internal/budget"
 	"github.com/gpusched/gpusched/internal/dag"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -27,6 +29,22 @@ type PlanItem struct {
 	// that died, still runs under its supervisor: it would be adopted,
 	// not started again (Why: "adopt (running since ...)").
 	Adopt bool `json:"adopt,omitempty"`
+	// Edited lists the task's artifacts changed since it completed (by
+	// hand, or by anything but the task): running it overwrites them.
+	// With SubmitOptions.KeepEdited the task is kept instead (Run false,
+	// Why "complete, kept with its edited artifacts (it would run:
+	// input changed: params.json)").
+	Edited []string `json:"edited,omitempty"`
+	// Skipped is true for a task SubmitOptions.Only or From leaves out:
+	// it is not submitted, and the run directory keeps it as it is (Why:
+	// "not selected").
+	Skipped bool `json:"skipped,omitempty"`
+	// MemoryMiB, for a task whose GPU memory budget is learned from
+	// history (MemoryAuto), is the budget it would ask for, and
+	// MemorySource says how it was chosen: "memory_mib auto: 6400 MiB
+	// (peak 5800 MiB in 3 attempts + margin)". A kept task has neither.
+	MemoryMiB    int64  `json:"memory_mib,omitempty"`
+	MemorySource string `json:"memory_mib_source,omitempty"`
 }
 
 // Plan says, task by task and in the given order, what running tasks on
@@ -34,14 +52,29 @@ type PlanItem struct {
 // directory's lock: the same checks and the same rules as Run. A run
 // directory that does not exist yet means everything runs.
 func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
-	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
+	return PlanWith(runDir, tasks, SubmitOptions{})
+}
+
+// PlanWith is Plan for a submission with opts (SubmitWith): the same
+// checks, the same errors, and the same rules.
+func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, error) {
+	all, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := dag.CheckBatch(specs, map[string]struct{}{}); err != nil {
+	if err := dag.CheckBatch(all, map[string]struct{}{}); err != nil {
 		return nil, err
 	}
+	sel, err := opts.selectIn(all)
+	if err != nil {
+		return nil, err
+	}
+	specs := all
+	if sel.some {
+		specs, _, sel = sel.keep(all, make([][]byte, len(all)))
+	}
 	earlier := map[string]*store.Row{}
+	var capacity int64 // the largest card's, as the last run saw it
 	path := filepath.Join(runDir, StateFile)
 	if _, err := os.Stat(path); err == nil {
 		st, err := store.OpenSQLiteReadOnly(path, runDir)
@@ -49,6 +82,11 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 			return nil, err
 		}
 		rows, err := st.Load()
+		if err == nil {
+			var cards []gpu.CardView
+			cards, _, err = st.LoadCards()
+			capacity = largestCapacity(cards)
+		}
 		st.Close()
 		if err != nil {
 			return nil, err
@@ -66,6 +104,7 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	}
 	fates := runningFates(runDir, running) // one look at the supervisor for all of them
 	items := make([]PlanItem, len(specs))
+	own := make([]bool, len(specs)) // runs on its own account, not only for a task upstream
 	runs := map[string]bool{}
 	index := map[string]int{}
 	for i, sp := range specs {
@@ -85,6 +124,7 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 			visit(index[d])
 		}
 		it := PlanItem{ID: sp.ID}
+		pinned := false
 		r, seen := earlier[sp.ID]
 		switch {
 		case !seen:
@@ -102,11 +142,17 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 				failed = err
 				return
 			}
-			if !v.Intact {
-				it.Run, it.Why = true, v.Why
+			j := judge(v, r.State, sel.forced(i), opts.KeepEdited)
+			it.Run, it.Edited = j.runs, j.edited
+			if j.runs {
+				it.Why = j.Why
+			}
+			if pinned = j.Pinned; pinned {
+				it.Why = "complete, kept with its edited artifacts (it would run: " + j.editedWhy + ")"
 			}
 		}
-		if !it.Run {
+		own[i] = it.Run || it.Adopt || seen && r.State == task.Running
+		if !it.Run && !pinned {
 			for _, d := range sp.Dependencies {
 				if runs[d] {
 					it.Run, it.Why = true, fmt.Sprintf("upstream %s reruns", d)
@@ -114,10 +160,18 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 				}
 			}
 		}
-		if !it.Run && !it.Adopt && (!seen || r.State != task.Running) {
+		switch {
+		case pinned:
+		case !it.Run && !it.Adopt && (!seen || r.State != task.Running):
 			it.Why = "complete, kept"
 		}
 		runs[sp.ID] = it.Run || it.Adopt || seen && r.State == task.Running
+		if auto, _ := budget.GPUMemory.Requested(&sp.Resources); it.Run && auto {
+			in := budgetInput(budget.GPUMemory, sp, r)
+			in.LimitMiB = capacity
+			mib, b := budget.Choose(in)
+			it.MemoryMiB, it.MemorySource = mib, budget.Describe(budget.GPUMemory, mib, &b)
+		}
 		items[i] = it
 	}
 	for i := range specs {
@@ -125,6 +179,29 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	}
 	if failed != nil {
 		return nil, failed
+	}
+	if sel.some {
+		whys := make([]string, len(items))
+		for i := range items {
+			whys[i] = items[i].Why
+		}
+		if err := staleDependencies(specs, sel, own, whys); err != nil {
+			return nil, err
+		}
+		// Every task, in the given order: those left out say so.
+		byID := make(map[string]PlanItem, len(items))
+		for _, it := range items {
+			byID[it.ID] = it
+		}
+		out := make([]PlanItem, len(all))
+		for i, sp := range all {
+			it, ok := byID[sp.ID]
+			if !ok {
+				it = PlanItem{ID: sp.ID, Why: "not selected", Skipped: true}
+			}
+			out[i] = it
+		}
+		items = out
 	}
 	return items, nil
 }

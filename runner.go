@@ -22,6 +22,7 @@ import (
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -63,9 +64,40 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks execut
 	if dir == "" {
 		dir = req.Spec.Dir
 	}
+	// The inputs as the attempt finds them: what is saved if it
+	// completes, so that an input changed while it runs makes it run
+	// again next time.
+	inputs, err := r.inputs(ctx, req.Spec)
+	if err != nil {
+		if ctx.Err() == nil {
+			err = executor.CommandFault(err) // its inputs name what cannot be one
+		}
+		return r.failBeforeStart(req, as, err)
+	}
 	job := r.job(req)
 	job.Args, job.Env, job.Dir, job.User = cmd.Args, r.env(req, cmd.Env), dir, as
-	return r.Finish(ctx, req, ex.Execute(ctx, job, hooks))
+	out := r.judge(ctx, req, ex.Execute(ctx, job, hooks))
+	if out.Verdict == nil {
+		out.Inputs = inputs
+	}
+	return out
+}
+
+// inputs reads sp's inputs now (artifact.Inputs), hashing only the files
+// that changed since the earlier run recorded them.
+func (r runner) inputs(ctx context.Context, sp *task.Spec) ([]task.Input, error) {
+	if len(sp.Inputs) == 0 {
+		return nil, nil
+	}
+	var prev []task.Input
+	if row, ok := r.s.engine.Earlier(sp.ID); ok {
+		prev = row.Inputs
+	}
+	ins, err := artifact.Inputs(ctx, sp, prev)
+	if err != nil {
+		return nil, fmt.Errorf("read inputs: %w", err)
+	}
+	return ins, nil
 }
 
 // job is the executor's job for an attempt, less what its handler makes of
@@ -196,10 +228,23 @@ func (r runner) Signal(h executor.Handle, sig syscall.Signal) error {
 
 var _ engine.Signaler = runner{}
 
-// Finish judges an attempt's result: its kind's handler, its artifacts,
+// Finish judges the result of an attempt recovered after a crash (see
+// judge). What its inputs were when it started is lost with the
+// scheduler that started it: they are read now. If they cannot be, none
+// are saved, and the next run, finding inputs where none were saved,
+// runs the task again.
+func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res executor.Result) engine.Outcome {
+	out := r.judge(ctx, req, res)
+	if out.Verdict == nil {
+		out.Inputs, _ = r.inputs(ctx, req.Spec)
+	}
+	return out
+}
+
+// judge judges an attempt's result: its kind's handler, its artifacts,
 // and, for a GPU task that failed (on a card here, or wherever its
 // executor placed it), whether it ran out of GPU memory.
-func (r runner) Finish(ctx context.Context, req engine.AttemptRequest, res executor.Result) engine.Outcome {
+func (r runner) judge(ctx context.Context, req engine.AttemptRequest, res executor.Result) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
 	t := publicSpec(req.Spec)
 	out := engine.Outcome{Result: res}
@@ -263,8 +308,17 @@ func (s *Scheduler) wantsEvent(sp *task.Spec) bool {
 	return false
 }
 
-// deliver hands a completion event to its kind's handler.
+// deliver hands an outbox event to what delivers it: a completion event
+// to its kind's completion handler, the others as notify.go says.
 func (s *Scheduler) deliver(ctx context.Context, d engine.Delivery) error {
+	switch d.Kind {
+	case store.EventFailure:
+		return s.deliverFailure(ctx, d)
+	case store.EventRunEnd:
+		return s.deliverRunEnd(ctx, d)
+	case store.EventWebhook:
+		return s.postWebhook(ctx, d)
+	}
 	ch, ok := s.handlers[d.Spec.Kind].(CompletionHandler)
 	if !ok {
 		return fmt.Errorf("no completion handler is registered for kind %q", d.Spec.Kind)

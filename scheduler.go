@@ -1,6 +1,7 @@
 package gpusched
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,11 @@ type Scheduler struct {
 	smi             bool // probe is the real nvidia-smi
 	engine          *engine.Engine
 	lock            *os.File
-	qualified       bool // task ids may be RUN/TASK (WithQualifiedIDs)
+	qualified       bool   // task ids may be RUN/TASK (WithQualifiedIDs)
+	userAgent       string // of webhook requests (WithUserAgent)
+	// history finds the earlier attempts of an auto-budget task
+	// (WithBudgetHistory); nil: the run directory's rows.
+	history func(TaskSpec) []Attempt
 }
 
 // Option configures a Scheduler.
@@ -52,9 +57,11 @@ type options struct {
 	handlers  map[string]Handler
 	observer  func(Event)
 	executors map[string]executor.Executor
-	probe     gpu.Probe // nil: nvidia-smi
-	qualified bool      // WithQualifiedIDs
-	retire    bool      // WithRetirement
+	probe     gpu.Probe                // nil: nvidia-smi
+	qualified bool                     // WithQualifiedIDs
+	retire    bool                     // WithRetirement
+	userAgent string                   // WithUserAgent
+	history   func(TaskSpec) []Attempt // WithBudgetHistory
 }
 
 // WithHandler registers h for tasks of the given kind, replacing any
@@ -107,7 +114,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		return nil, err
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
-		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified}
+		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified, userAgent: cmp.Or(o.userAgent, defaultUserAgent()), history: o.history}
 	sc.runTag = runTag(abs)
 	if sc.probe == nil {
 		sc.probe, sc.smi = &nvidiasmi.Probe{Timeout: sc.settings.NvidiaSMITimeout}, true
@@ -128,6 +135,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		WantsEvent:        sc.wantsEvent,
 		Deliver:           sc.deliver,
 		OnFailure:         sc.onFailure,
+		Notices:           sc.notices,
+		RunEnded:          sc.runEnded,
 		FairShareHalfLife: sc.settings.FairShareHalfLife,
 		UserMaxRunning:    sc.settings.UserMaxRunning,
 		UserMaxGPUMiB:     sc.settings.UserMaxGPUMiB,

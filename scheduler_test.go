@@ -367,6 +367,14 @@ func TestSchedulingValidate(t *testing.T) {
 		{gpusched.Scheduling{UserMaxRunning: -1}, "user_max_running"},
 		{gpusched.Scheduling{UserMaxGPUMiB: -1}, "user_max_gpu_mib"},
 		{gpusched.Scheduling{FairShareHalfLife: time.Minute, UserMaxRunning: 2, UserMaxGPUMiB: 40000}, ""},
+		{gpusched.Scheduling{Webhook: "https://hooks.example.com/T0/B1/secret", OnRunEnd: []string{"notify-send", "done"}}, ""},
+		{gpusched.Scheduling{Webhook: "http://127.0.0.1:8080/hook"}, ""},
+		{gpusched.Scheduling{Webhook: "hooks.example.com/x"}, "webhook"},
+		{gpusched.Scheduling{Webhook: "ftp://example.com/x"}, "webhook"},
+		{gpusched.Scheduling{Webhook: "https:///x"}, "webhook"},
+		{gpusched.Scheduling{Webhook: "http://exa mple.com/"}, "webhook"},
+		{gpusched.Scheduling{OnRunEnd: []string{" "}}, "on_run_end"},
+		{gpusched.Scheduling{OnRunEnd: []string{"sh", "a\x00b"}}, "on_run_end"},
 	}
 	for _, tt := range tests {
 		err := tt.s.Validate()

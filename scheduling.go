@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/elide"
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/gpu/nvidiasmi"
@@ -41,6 +42,26 @@ type Scheduling struct {
 	// on_complete command); then it is stopped, the delivery counts as
 	// failed and is tried again later. Default 1m; negative: none.
 	OnCompleteTimeout time.Duration
+
+	// Notifications (see Notifications in the README). Each is recorded
+	// in the state database with what it reports and delivered at least
+	// once; none of them can fail a task or a run.
+
+	// OnRunEnd is an argv run once each Run ends, whether it ran to the
+	// end or was stopped: the run's summary (RunSummary) as JSON on its
+	// stdin, and its counts in its environment (GPUSCHED_RUN_TOTAL,
+	// GPUSCHED_RUN_COMPLETE, _FAILED, _BLOCKED, _CANCELLED, _PENDING and
+	// GPUSCHED_RUN_INTERRUPTED). OnCompleteTimeout bounds it. A Serve
+	// (a daemon) has no end, so it never runs there.
+	OnRunEnd []string
+	// OnRunEndDir is OnRunEnd's working directory; empty: the scheduler's.
+	// A workflow file sets it to the file's folder.
+	OnRunEndDir string
+	// Webhook is an http or https URL that is sent a POST with a JSON
+	// body (WebhookEvent) when a task fails for good, when a Run ends and
+	// when a card is quarantined; retried with backoff, given up after
+	// WebhookTries failures.
+	Webhook string
 
 	// GPU admission (see docs/gpu.md). For the durations and sizes below,
 	// 0 means the default and a negative value means none (or never).
@@ -156,6 +177,19 @@ func (s Scheduling) Validate() error {
 		}
 		if n := s.Resources[name]; n < 1 {
 			return &SchedulingError{"resources", fmt.Sprintf("%s must have at least 1 unit (got %d)", name, n)}
+		}
+	}
+	if s.Webhook != "" {
+		if why := webhookProblem(s.Webhook); why != "" {
+			return &SchedulingError{"webhook", why}
+		}
+	}
+	if len(s.OnRunEnd) > 0 && strings.TrimSpace(s.OnRunEnd[0]) == "" {
+		return &SchedulingError{"on_run_end", "empty command: give the program and its arguments"}
+	}
+	for i, a := range s.OnRunEnd {
+		if strings.IndexByte(a, 0) >= 0 {
+			return &SchedulingError{"on_run_end", fmt.Sprintf("item %d, %s, has a NUL byte, which a command line cannot hold", i, elide.Quote(a))}
 		}
 	}
 	for _, v := range s.VisibleGPUs {

@@ -77,7 +77,8 @@ func (s *Scheduler) Lookup(id string) (t StoredTask, ok bool, err error) {
 // failed, cancelled or blocked one runs again, its attempt numbers
 // continuing. A task the scheduler holds is still a duplicate.
 func (s *Scheduler) SubmitAgain(ctx context.Context, tasks []TaskSpec) error {
-	return s.submitWith(ctx, "", true, tasks)
+	_, err := s.submitWith(ctx, "", true, tasks, SubmitOptions{})
+	return err
 }
 
 // Serve runs every task submitted, whenever it is submitted and from any
@@ -254,8 +255,8 @@ func argvPayload(kind string, p any) any {
 	return args
 }
 
-// EventsPending returns how many completion events (handlers'
-// OnComplete and OnFailure) are recorded and not delivered yet.
+// EventsPending returns how many outbox events (completion and failure
+// events, on_run_end, webhooks) are recorded and not delivered yet.
 func (s *Scheduler) EventsPending() int { return s.engine.EventsPending() }
 
 // Cards returns the GPUs as the scheduler's admission sees them now, and

@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
-	"github.com/gpusched/gpusched/internal/artifact"
 	"github.com/gpusched/gpusched/internal/dag"
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/executor/local"
 	"github.com/gpusched/gpusched/internal/executor/slurm"
 	"github.com/gpusched/gpusched/internal/gpu/nvidiasmi"
-	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -42,68 +39,92 @@ func (s *Scheduler) SubmitManyContext(ctx context.Context, tasks []TaskSpec) err
 	return s.submit(ctx, "", tasks)
 }
 
+// SubmitWith is SubmitManyContext with options that change how the
+// tasks completed in earlier runs on the run directory are treated: some
+// forced to run again, only some submitted, those whose artifacts were
+// edited by hand kept (SubmitOptions). It returns, before anything runs,
+// the tasks whose artifacts were changed since they completed: those not
+// kept will overwrite them, which a caller should say.
+func (s *Scheduler) SubmitWith(ctx context.Context, tasks []TaskSpec, opts SubmitOptions) ([]EditedTask, error) {
+	return s.submitWith(ctx, "", false, tasks, opts)
+}
+
 // submit is SubmitManyContext with an idempotency key (SubmitKeyed).
 func (s *Scheduler) submit(ctx context.Context, key string, tasks []TaskSpec) error {
-	return s.submitWith(ctx, key, false, tasks)
+	_, err := s.submitWith(ctx, key, false, tasks, SubmitOptions{})
+	return err
 }
 
 // submitWith is submit, taking up retired tasks again when again is set
-// (SubmitAgain).
-func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, tasks []TaskSpec) error {
+// (SubmitAgain), with opts (SubmitWith).
+func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, tasks []TaskSpec, opts SubmitOptions) ([]EditedTask, error) {
 	specs, blobs, err := prepare(tasks, s.handlers, s.qualified)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	sel, err := opts.selectIn(specs)
+	if err != nil {
+		return nil, err
+	}
+	if sel.some {
+		specs, blobs, sel = sel.keep(specs, blobs)
 	}
 	if err := s.checkNvidiaSMI(specs); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.checkExecutors(specs); err != nil {
-		return err
+		return nil, err
+	}
+	if err := s.chooseBudgets(specs, blobs); err != nil {
+		return nil, err
 	}
 	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key, Again: again,
 		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs))}
+	var edited []EditedTask
+	var runs []bool // with Only or From: whether each task runs on its own account, and why
+	var whys []string
+	if sel.some {
+		runs, whys = make([]bool, len(specs)), make([]string, len(specs))
+	}
 	for i, sp := range specs {
 		sub.Fingerprint[i] = sp.Fingerprint()
-		if r, ok := s.engine.Earlier(sp.ID); ok {
-			if sub.Resume[i], err = resumeVerdict(ctx, sp, sub.Fingerprint[i], r); err != nil {
-				return err
+		r, ok := s.engine.Earlier(sp.ID)
+		if !ok {
+			if runs != nil {
+				runs[i], whys[i] = true, "never ran"
 			}
+			continue
+		}
+		v, err := resumeVerdict(ctx, sp, sub.Fingerprint[i], r)
+		if err != nil {
+			return nil, err
+		}
+		j := judge(v, r.State, sel.forced(i), opts.KeepEdited)
+		if len(j.edited) > 0 {
+			edited = append(edited, EditedTask{ID: sp.ID, Artifacts: j.edited, Kept: j.Pinned, Why: j.editedWhy})
+		}
+		if j.Pinned {
+			// Kept as it is: its saved definition too, so that the next
+			// run still sees what changed.
+			sub.Fingerprint[i] = ""
+		}
+		sub.Resume[i] = j.Resume
+		if runs != nil {
+			runs[i], whys[i] = j.runs, j.Why
+		}
+	}
+	if runs != nil {
+		if err := staleDependencies(specs, sel, runs, whys); err != nil {
+			return nil, err
 		}
 	}
 	if err := context.Cause(ctx); err != nil {
-		return fmt.Errorf("submit: %w", err)
+		return nil, fmt.Errorf("submit: %w", err)
 	}
-	return publicError(s.engine.Submit(sub))
-}
-
-// resumeVerdict says whether task sp, completed in an earlier run as row
-// r, is still valid: the same definition, and its artifacts as they were.
-// It reads the artifacts (and hashes them when the task asks), so it runs
-// in the caller's goroutine, not the scheduler's loop. It fails only when
-// ctx is done before the verdict is known.
-func resumeVerdict(ctx context.Context, sp *task.Spec, fingerprint string, r *store.Row) (engine.Resume, error) {
-	if r.State != task.Complete {
-		return engine.Resume{}, nil
+	if err := s.engine.Submit(sub); err != nil {
+		return nil, publicError(err)
 	}
-	if r.Fingerprint != "" && r.Fingerprint != fingerprint {
-		why := "definition changed"
-		var old task.Spec
-		if err := json.Unmarshal(r.Spec, &old); err == nil {
-			old.Normalize()
-			if changed := sp.Changed(&old); len(changed) > 0 {
-				why += ": " + strings.Join(changed, ", ")
-			}
-		}
-		return engine.Resume{Why: why}, nil
-	}
-	why, err := artifact.Intact(ctx, sp, r.Artifacts)
-	switch {
-	case err != nil:
-		return engine.Resume{}, fmt.Errorf("task %q: %w", sp.ID, err)
-	case why != "":
-		return engine.Resume{Why: why}, nil
-	}
-	return engine.Resume{Intact: true}, nil
+	return edited, nil
 }
 
 // checkNvidiaSMI checks that a batch with GPU tasks can be run here at all: a
@@ -153,6 +174,9 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*
 		sp := &all[i]
 		*sp = tasks[i].spec() // a copy: the caller may reuse its own
 		sp.Normalize()
+		if !sp.Resources.MemoryAuto {
+			sp.Resources.Budget = nil // the scheduler's to say, for auto budgets only
+		}
 		validate := sp.Validate
 		if qualified {
 			validate = sp.ValidateQualified

@@ -79,10 +79,31 @@ type TaskSpec struct {
 	// HashArtifacts makes resume compare the artifacts' content (SHA-256),
 	// not only their size and modification time.
 	HashArtifacts bool `json:"hash_artifacts,omitempty"`
+	// HashInputs makes resume compare the inputs' content (SHA-256) when
+	// their size or modification time changed: a file touched but not
+	// changed is the same input. Files are hashed when an attempt starts,
+	// and at resume those whose size or time changed.
+	HashInputs bool `json:"hash_inputs,omitempty"`
+	// Inputs are the files the task reads, relative to Dir: paths, globs
+	// ("data/*.csv", path.Match syntax) and folders ("src/": every file
+	// under it). What they were when the attempt that completed the task
+	// started is saved; when a run resumes, a completed task whose inputs
+	// differ (a file changed, added or removed) runs again, and what
+	// depends on it too, with the reason "input changed: params.json". A
+	// path or glob that names nothing is no error: the set is empty, and a
+	// file that appears later is an added input. See docs/workflow.md.
+	Inputs []string `json:"inputs,omitempty"`
 	// OnComplete, for the command kind, is an argv run once the task has
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
 	OnComplete []string `json:"on_complete,omitempty"`
+	// OnFailure, for the command kind, is an argv run once the task has
+	// failed for good, its retries spent (at least once, as OnComplete),
+	// with GPUSCHED_TASK_ID, GPUSCHED_EVENT_ID, GPUSCHED_EXIT_CODE,
+	// GPUSCHED_ATTEMPTS and GPUSCHED_ERROR set (see FailureEvent). A
+	// blocked or cancelled task has not failed: nothing runs for it.
+	// Like OnComplete, it is not part of the task's definition.
+	OnFailure []string `json:"on_failure,omitempty"`
 	// CleanEnv makes Env the attempts' whole environment: nothing is
 	// inherited from the scheduler's own (gpusched's variables, such as
 	// GPUSCHED_TASK_ID and CUDA_VISIBLE_DEVICES, are still set). A daemon
@@ -108,6 +129,22 @@ type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"` // empty means CPU
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	// MemoryAuto has the scheduler choose a CUDA task's GPU memory budget
+	// when the task is submitted, from the peaks the same task reached in
+	// its recent attempts (see docs/gpu.md, "Budgets learned from
+	// history"); MemoryMiB given with it is replaced by the budget chosen.
+	// The task's definition holds the word auto, not the number: a new
+	// choice does not make a completed task run again.
+	MemoryAuto bool `json:"memory_auto,omitempty"`
+	// MemoryMaxMiB, with MemoryAuto, is the budget when nothing is known
+	// of the task yet and the most a learned budget may be; 0: the first
+	// budget is DefaultAutoMemoryMiB, and only the cards cap it. Not part
+	// of the definition.
+	MemoryMaxMiB int64 `json:"memory_mib_max,omitempty"`
+	// Budget, for an auto budget, says how the scheduler chose MemoryMiB
+	// (in StoredTask, Lookup and what handlers see); it is set at submit,
+	// whatever a TaskSpec submitted holds.
+	Budget *MemoryBudget `json:"budget,omitempty"`
 	// CPUs is the cores it takes of Scheduling.CPUs; 0 means 1.
 	CPUs int `json:"cpus,omitempty"`
 	// MemoryMiBHost is its host memory budget in MiB, taken of
@@ -427,6 +464,13 @@ type Event struct {
 	// EventBlocked, EventCancelled), is when it was last submitted, as its
 	// Record says.
 	Submitted time.Time
+	// Notification, for EventDeliveryFailed, says what failed to be
+	// delivered: "complete" (a completion handler, on_complete),
+	// "failure" (a failure event handler, on_failure), "run-end"
+	// (on_run_end) or "webhook". GaveUp: it will not be tried again (a
+	// webhook, after WebhookTries failures).
+	Notification string
+	GaveUp       bool
 }
 
 // EventKind says what an Event reports.
@@ -440,8 +484,9 @@ const (
 	EventFailed                         // the task failed for good
 	EventBlocked                        // a dependency failed or was cancelled
 	EventCancelled                      // the task was cancelled
-	// EventDeliveryFailed: a completion handler failed; the event will be
-	// delivered again.
+	// EventDeliveryFailed: a notification could not be delivered (a
+	// completion or failure handler failed, on_run_end, a webhook); it
+	// will be delivered again unless Event.GaveUp.
 	EventDeliveryFailed
 	// EventCardQuarantined: a GPU went into quarantine; Event.Card says
 	// which, Event.Error why and until when.

@@ -58,9 +58,16 @@ type Task struct {
 	Priority int      `json:"priority,omitempty"` // higher starts first
 	// GPUMiB is a GPU memory budget: the task needs a card with that much
 	// free. Exclusive asks for a card to itself. Neither: a CPU task.
-	GPUMiB    int64    `json:"gpu_mib,omitempty"`
-	Exclusive bool     `json:"exclusive,omitempty"`
-	Timeout   Duration `json:"timeout,omitempty"` // per attempt
+	GPUMiB    int64 `json:"gpu_mib,omitempty"`
+	Exclusive bool  `json:"exclusive,omitempty"`
+	// GPUMiBAuto: a GPU task whose budget the daemon learns from the
+	// peaks of the same task in its owner's earlier runs (same id
+	// within its run, command and dir); GPUMiB must be 0 then.
+	// GPUMiBMax is the first budget and the most a learned one may be
+	// (0: the scheduler's default first budget).
+	GPUMiBAuto bool     `json:"gpu_mib_auto,omitempty"`
+	GPUMiBMax  int64    `json:"gpu_mib_max,omitempty"`
+	Timeout    Duration `json:"timeout,omitempty"` // per attempt
 	// Retries is how many extra attempts a failing task gets; nil: the
 	// daemon's default.
 	Retries          *int     `json:"retries,omitempty"`
@@ -74,6 +81,7 @@ type Task struct {
 	Artifacts     []string `json:"artifacts,omitempty"`
 	HashArtifacts bool     `json:"hash_artifacts,omitempty"`
 	OnComplete    []string `json:"on_complete,omitempty"`
+	OnFailure     []string `json:"on_failure,omitempty"`
 }
 
 // Run kinds.
@@ -248,15 +256,19 @@ type LogLine struct {
 // Event is one line of GET /v1/events: a committed transition of a task
 // (or news of the GPUs), numbered by Seq within the daemon's life.
 type Event struct {
-	Seq       uint64    `json:"seq"`
-	Time      time.Time `json:"time"`
-	Kind      string    `json:"kind"` // started, retrying, complete, failed, blocked, cancelled, ...
-	Task      string    `json:"task,omitempty"`
-	Attempt   int       `json:"attempt,omitempty"`
-	ExitCode  *int      `json:"exit_code,omitempty"`
-	GPU       *int      `json:"gpu,omitempty"`
-	BlockedBy string    `json:"blocked_by,omitempty"`
-	Error     string    `json:"error,omitempty"`
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Kind     string    `json:"kind"` // started, retrying, complete, failed, blocked, cancelled, ...
+	Task     string    `json:"task,omitempty"`
+	Attempt  int       `json:"attempt,omitempty"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	GPU      *int      `json:"gpu,omitempty"`
+	// GPUMiB is the GPU memory the attempt was admitted with (its
+	// budget: as asked, learned from history, or grown after running out
+	// of memory); 0 when it has no card.
+	GPUMiB    int64  `json:"gpu_mib,omitempty"`
+	BlockedBy string `json:"blocked_by,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // GPUs is the answer of GET /v1/gpus: the daemon's ledger of the cards

@@ -5,14 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
 // What "gpusched slurm check" asks besides the executor's calls:
-// scontrol ping, sinfo (one format) and sacct. Their answers copy the
-// captures in internal/executor/slurm/testdata (scontrol-ping-*.txt,
-// sinfo-node.txt, sinfo-down.stderr, sacct-disabled.stderr).
+// scontrol ping and sinfo (one format); sacct is in main.go. Their
+// answers copy the captures in internal/executor/slurm/testdata
+// (scontrol-ping-*.txt, sinfo-node.txt, sinfo-down.stderr,
+// sacct-disabled.stderr).
 
 // sinfoFormat is the only format the fake's sinfo knows.
 const sinfoFormat = "%R|%P|%a|%l|%N|%c|%m|%G|%t|%f"
@@ -61,9 +61,6 @@ func whenDown(name string, args []string) bool {
 	case name == "sinfo":
 		fmt.Fprintln(os.Stderr, "slurm_load_partitions: Unable to contact slurm controller (connect failure)")
 		os.Exit(1)
-	case name == "sacct" && !fileExists(filepath.Join(dir, "accounting")):
-		sacct(args) // accounting off: sacct says so without asking anyone
-		return true
 	}
 	return false
 }
@@ -87,26 +84,6 @@ func sinfo(args []string) {
 	for _, l := range nodeLines() {
 		if name, _, _ := strings.Cut(l, "|"); want == nil || slices.Contains(want, name) {
 			fmt.Println(l)
-		}
-	}
-}
-
-// sacct answers with accounting on (the file accounting exists) for
-// --jobs only, "ID|STATE" lines; with it off, as Slurm does
-// (sacct-disabled.stderr).
-func sacct(args []string) {
-	if !fileExists(filepath.Join(dir, "accounting")) {
-		fmt.Fprintln(os.Stderr, "Slurm accounting storage is disabled")
-		os.Exit(1)
-	}
-	o, _ := opts(args)
-	for _, s := range strings.Split(o["jobs"], ",") {
-		id, err := strconv.Atoi(s)
-		if err != nil {
-			continue
-		}
-		if j, ok := load(id); ok {
-			fmt.Printf("%d|%s\n", j.ID, j.State)
 		}
 	}
 }

@@ -5,7 +5,8 @@
 // administrator (preempt, fail the node, forget a job).
 //
 // Its state lives in the folder $FAKE_SLURM_DIR: one JSON file per job
-// under jobs/, a lock, and calls.log, where every call is appended as a
+// the controller knows under jobs/, one per job it forgot under acct/
+// (what accounting keeps), a lock, and calls.log, where every call is appended as a
 // line (the program and its arguments), so a test can count calls. Jobs
 // run as real processes: releasing a job (or submitting it not held)
 // starts "fake-slurm run-job ID" in a session of its own, which runs the
@@ -29,7 +30,11 @@
 //	pending-reason  a reason: released jobs stay PENDING with it
 //	unshared      jobs fail to start as on a node that cannot open their
 //	              --output (FAILED, JobLaunchFailure, exit 0:53)
-//	accounting    sacct answers (else: accounting storage is disabled)
+//	accounting    accounting is on: sacct answers about every job, those
+//	              the controller forgot included; without this file sacct
+//	              fails as where AccountingStorageType is none
+//	slurmdbd-down "N": the next N sacct calls fail as when slurmdbd does
+//	              not answer
 package main
 
 import (
@@ -89,7 +94,8 @@ func main() {
 	}
 	if name != "run-job" && name != "admin" {
 		logCall(name, args)
-		if _, err := os.Stat(filepath.Join(dir, "down")); err == nil && !whenDown(name, args) {
+		// sacct asks slurmdbd, not the controller.
+		if _, err := os.Stat(filepath.Join(dir, "down")); err == nil && name != "sacct" && !whenDown(name, args) {
 			fail(name, "Unable to contact slurm controller (connect failure)")
 		}
 	}
@@ -623,16 +629,119 @@ func admin(args []string) {
 		stop(id, "NODE_FAIL", "NodeDown", true)
 	case "oom":
 		stop(id, "OUT_OF_MEMORY", "OutOfMemory", true)
-	case "forget":
-		os.Remove(jobPath(id))
+	case "forget": // MinJobAge went by: accounting alone remembers the job
+		forget(id)
 	case "vanish": // the job dies with its node, and the controller forgets it
-		if j, ok := load(id); ok && j.SID != 0 {
-			killSession(j.SID, syscall.SIGKILL)
+		j, ok := load(id)
+		// Accounting keeps it as it last heard (running): forgotten
+		// first, so that its runner cannot record an end.
+		forget(id)
+		if ok && j.SID != 0 {
 			syscall.Kill(j.SID, syscall.SIGKILL)
+			killSession(j.SID, syscall.SIGKILL)
 		}
-		os.Remove(jobPath(id))
 	default:
 		fmt.Fprintf(os.Stderr, "fake-slurm admin: unknown %q\n", args[0])
 		os.Exit(2)
 	}
+}
+
+func acctPath(id int) string { return filepath.Join(dir, "acct", strconv.Itoa(id)+".json") }
+
+// forget moves job id's record from the controller to accounting.
+func forget(id int) {
+	locked(func() {
+		os.MkdirAll(filepath.Join(dir, "acct"), 0o755)
+		os.Rename(jobPath(id), acctPath(id))
+	})
+}
+
+// sacct answers the two queries gpusched makes, as real sacct prints
+// them: the tracker's "-X --noheader --parsable2 --jobs=IDS
+// --format=JobID,State,ExitCode,NodeList" and the check's "--noheader
+// --allocations --parsable2 --format=JobID,State" (with --jobs, or about
+// every job). It knows the jobs of the controller and those it forgot;
+// unknown ids are left out. Without the accounting file, it fails as
+// sacct does where accounting is off (sacct-disabled.stderr).
+func sacct(args []string) {
+	if !fileExists(filepath.Join(dir, "accounting")) {
+		fmt.Fprintln(os.Stderr, "Slurm accounting storage is disabled")
+		os.Exit(1)
+	}
+	if f := filepath.Join(dir, "slurmdbd-down"); fileExists(f) {
+		b, _ := os.ReadFile(f)
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n > 0 {
+			if n == 1 {
+				os.Remove(f)
+			} else {
+				os.WriteFile(f, []byte(strconv.Itoa(n-1)), 0o644)
+			}
+			fmt.Fprintln(os.Stderr, "sacct: error: slurm_persist_conn_open_without_init: failed to open persistent connection to host:localhost:6819: Connection refused")
+			fmt.Fprintln(os.Stderr, "sacct: error: Sending PersistInit msg: Connection refused")
+			fmt.Fprintln(os.Stderr, "sacct: error: Problem talking to the database: Connection refused")
+			os.Exit(1)
+		}
+	}
+	o, rest := opts(args)
+	_, noheader := o["noheader"]
+	_, parsable := o["parsable2"]
+	_, allocations := o["allocations"]
+	allocations = allocations || len(rest) == 1 && rest[0] == "-X"
+	long := o["format"] == "JobID,State,ExitCode,NodeList"
+	if !noheader || !parsable || !allocations || !long && o["format"] != "JobID,State" {
+		fmt.Fprintln(os.Stderr, "fake-slurm: sacct knows --allocations (-X) --noheader --parsable2 --format=JobID,State[,ExitCode,NodeList] only")
+		os.Exit(2)
+	}
+	var jobs []*job
+	if o["jobs"] == "" {
+		jobs = append(all(), forgotten()...)
+	}
+	for _, s := range strings.Split(o["jobs"], ",") {
+		id, err := strconv.Atoi(s)
+		if err != nil {
+			continue
+		}
+		j, ok := load(id)
+		if !ok {
+			b, err := os.ReadFile(acctPath(id))
+			if err != nil || json.Unmarshal(b, &j) != nil {
+				continue
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	for _, j := range jobs {
+		state := j.State
+		if state == "CANCELLED" {
+			state = "CANCELLED by 0"
+		}
+		if !long {
+			fmt.Printf("%d|%s\n", j.ID, state)
+			continue
+		}
+		exit := j.Exit
+		if exit == "" {
+			exit = "0:0"
+		}
+		node := j.Node
+		if node == "" {
+			node = "None assigned"
+		}
+		fmt.Printf("%d|%s|%s|%s\n", j.ID, state, exit, node)
+	}
+}
+
+// forgotten returns the jobs the controller forgot, which accounting
+// keeps.
+func forgotten() []*job {
+	ents, _ := os.ReadDir(filepath.Join(dir, "acct"))
+	var out []*job
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, "acct", e.Name()))
+		var j job
+		if err == nil && json.Unmarshal(b, &j) == nil {
+			out = append(out, &j)
+		}
+	}
+	return out
 }

@@ -62,6 +62,12 @@ func Stat(ctx context.Context, t *task.Spec, path string) (task.Artifact, error)
 // without blocking and checked again once open, in case something else was
 // put at the path after it was looked at.
 func hash(ctx context.Context, full string) (string, error) {
+	return hashWith(ctx, full, make([]byte, 64<<10))
+}
+
+// hashWith is hash, reading through buf: a caller hashing many files
+// reuses one.
+func hashWith(ctx context.Context, full string, buf []byte) (string, error) {
 	f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", err
@@ -75,7 +81,6 @@ func hash(ctx context.Context, full string) (string, error) {
 		return "", err
 	}
 	h := sha256.New()
-	buf := make([]byte, 64<<10)
 	for {
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("hash: %w", context.Cause(ctx))
@@ -125,29 +130,52 @@ func Collect(ctx context.Context, t *task.Spec) ([]task.Artifact, error) {
 // The error is not nil only when ctx was done before the answer was known;
 // it wraps ctx's cause, and the reason is then "".
 func Intact(ctx context.Context, t *task.Spec, old []task.Artifact) (string, error) {
+	why, _, err := Check(ctx, t, old)
+	return why, err
+}
+
+// Check is Intact, and it also lists the artifacts edited since t
+// completed: the regular files among them that are still there but
+// differ from old (their content, when t hashes its artifacts; else their
+// size or modification time), in t's order. Running t again would
+// overwrite them. A folder is never said to be edited; a missing
+// artifact is not either: nothing is left to overwrite. Unlike Intact,
+// which could stop at the first problem, it looks at every artifact.
+func Check(ctx context.Context, t *task.Spec, old []task.Artifact) (why string, edited []string, err error) {
 	byPath := make(map[string]task.Artifact, len(old))
 	for _, a := range old {
 		byPath[a.Path] = a
 	}
+	note := func(w string) {
+		if why == "" {
+			why = w
+		}
+	}
 	for _, p := range t.Artifacts {
 		before, ok := byPath[p]
 		if !ok {
-			return fmt.Sprintf("artifact %s was not recorded when the task completed", p), nil
+			note(fmt.Sprintf("artifact %s was not recorded when the task completed", p))
+			continue
 		}
 		now, err := Stat(ctx, t, p)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return "", fmt.Errorf("check artifact %s: %w", p, context.Cause(ctx))
+			return "", nil, fmt.Errorf("check artifact %s: %w", p, context.Cause(ctx))
 		case errors.Is(err, fs.ErrNotExist):
-			return "artifact missing: " + p, nil
+			note("artifact missing: " + p)
+			continue
 		case err != nil:
-			return fmt.Sprintf("artifact %s: %v", p, err), nil
+			note(fmt.Sprintf("artifact %s: %v", p, err))
+			continue
 		}
-		if why := changed(before, now, t.HashArtifacts); why != "" {
-			return fmt.Sprintf("artifact changed: %s (%s)", p, why), nil
+		if how := changed(before, now, t.HashArtifacts); how != "" {
+			note(fmt.Sprintf("artifact changed: %s (%s)", p, how))
+			if fi, err := os.Stat(t.ArtifactPath(p)); err == nil && fi.Mode().IsRegular() {
+				edited = append(edited, p)
+			}
 		}
 	}
-	return "", nil
+	return why, edited, nil
 }
 
 // changed says how an artifact differs, or "" if it does not. With hashing,

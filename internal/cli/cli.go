@@ -79,7 +79,7 @@ workflow or the command line is invalid, and nothing ran.`,
 		return inputf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())
 	})
 	root.AddCommand(newRunCmd(), newValidateCmd(), newStatusCmd(), newLogsCmd(), newGPUsCmd(), newPlanCmd())
-	root.AddCommand(newReportCmd(), newSlurmCmd())
+	root.AddCommand(newReportCmd(), newSlurmCmd(), newSuggestCmd())
 	root.AddCommand(newDaemonCmd(), newSubmitCmd(), newQueueCmd(), newCancelCmd(), newPauseCmd(), newResumeCmd(), newRetryCmd(), newWaitCmd())
 	root.CompletionOptions.DisableDefaultCmd = true
 	return root

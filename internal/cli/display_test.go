@@ -182,6 +182,10 @@ func TestEventLine(t *testing.T) {
 		{gpusched.Event{Kind: gpusched.EventCancelled, TaskID: "x"}, "08:19:56 cancelled x"},
 		{gpusched.Event{Kind: gpusched.EventDeliveryFailed, TaskID: "x", Error: "event 3, try 1: exit status 1"},
 			"08:19:56 event     x: completion handler failed, will retry: event 3, try 1: exit status 1"},
+		{gpusched.Event{Kind: gpusched.EventDeliveryFailed, Notification: "run-end", Error: "run-end event 5, try 1: on_run_end: exit code 1"},
+			"08:19:56 event     run: on_run_end failed, will retry: run-end event 5, try 1: on_run_end: exit code 1"},
+		{gpusched.Event{Kind: gpusched.EventDeliveryFailed, TaskID: "x", Notification: "webhook", GaveUp: true, Error: "webhook event 4, try 10: answered 500; given up after 10 tries"},
+			"08:19:56 event     x: webhook failed, given up: webhook event 4, try 10: answered 500; given up after 10 tries"},
 		{gpusched.Event{Kind: gpusched.EventCardQuarantined, Card: 1, Error: "3 failed attempts in a row (until 08:29:56)"},
 			"08:19:56 gpu       card 1 quarantined: 3 failed attempts in a row (until 08:29:56)"},
 	} {

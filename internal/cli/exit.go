@@ -28,8 +28,8 @@ const (
 //     (*inputError), a workflow file that cannot be read or is invalid
 //     (*workflow.Error), or a task or scheduling setting that the library
 //     refuses (gpusched.ErrInvalidTask, ErrDuplicateTask,
-//     ErrUnknownDependency, ErrCycle, ErrUnknownKind, ErrInvalidScheduling):
-//     2. Nothing has run then.
+//     ErrUnknownDependency, ErrCycle, ErrUnknownKind, ErrInvalidScheduling,
+//     ErrStaleDependency): 2. Nothing has run then.
 //   - everything else (a state database that cannot be written, a run
 //     directory in use, an I/O error, a task that did not complete): 1.
 func exitCode(err error) int {
@@ -52,6 +52,7 @@ func exitCode(err error) int {
 var invalidInput = []error{
 	gpusched.ErrInvalidTask, gpusched.ErrDuplicateTask, gpusched.ErrUnknownDependency,
 	gpusched.ErrCycle, gpusched.ErrUnknownKind, gpusched.ErrInvalidScheduling,
+	gpusched.ErrStaleDependency,
 }
 
 // isInvalidInput reports whether err is about the input (the command line

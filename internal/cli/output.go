@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -81,7 +82,19 @@ func eventLine(ev gpusched.Event) string {
 	case gpusched.EventCancelled:
 		return fmt.Sprintf("%s cancelled %s", ts, ev.TaskID)
 	case gpusched.EventDeliveryFailed:
-		return fmt.Sprintf("%s event     %s: completion handler failed, will retry: %s", ts, ev.TaskID, ev.Error)
+		what, next := "completion handler", "will retry"
+		switch ev.Notification {
+		case "failure":
+			what = "failure handler"
+		case "run-end":
+			what = "on_run_end"
+		case "webhook":
+			what = "webhook"
+		}
+		if ev.GaveUp {
+			next = "given up"
+		}
+		return fmt.Sprintf("%s event     %s: %s failed, %s: %s", ts, cmp.Or(ev.TaskID, "run"), what, next, ev.Error)
 	case gpusched.EventCardQuarantined:
 		return fmt.Sprintf("%s gpu       card %d quarantined: %s", ts, ev.Card, ev.Error)
 	case gpusched.EventGPUUnknown:

@@ -16,8 +16,9 @@ func newPlanCmd() *cobra.Command {
 	var runDir string
 	var asJSON bool
 	var executor string
+	var rerun rerunFlags
 	c := &cobra.Command{
-		Use:   "plan WORKFLOW [--run-dir DIR] [--executor NAME] [--json]",
+		Use:   "plan WORKFLOW [--run-dir DIR] [--executor NAME] [--force TASK | --only TASK | --from TASK] [--keep-edited] [--json]",
 		Short: "Show what running a workflow again would run, and why",
 		Long: `Show, task by task, what "gpusched run" would do on the run directory:
 keep a task that completed earlier, or run it, and why:
@@ -25,33 +26,44 @@ keep a task that completed earlier, or run it, and why:
   never ran                      no earlier run has it
   failed before                  (or blocked, cancelled, pending before)
   definition changed: args, env  the task's definition is not the one it completed with
+  input changed: params.json     a file it reads changed since it ran
+  input added: data/c.csv        (or removed) its inputs name other files now
   artifact missing: out/x.bin    a file it produced is gone
   artifact changed: out/x.bin (size 10 -> 12)
   upstream prepare reruns        something it depends on runs again
+  forced                         --force, --only or --from names it
   complete, kept                 nothing to do
+  not selected                   (skip) --only or --from leaves it out
+
+A completed task whose artifacts were changed since it completed (edited
+by hand) and that would run again is said after the table: running it
+overwrites them, unless --keep-edited keeps it (its action is then keep).
 
 Nothing runs and nothing is written; the run directory is not locked, so
 this works while a run is going. Same as "gpusched run --dry-run".
 
 --executor NAME judges the tasks as "gpusched run --executor NAME" would
 run them. A task's executor is not part of its definition: moving it to
-another executor does not make it run again.`,
+another executor does not make it run again.
+
+` + rerunHelp,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts, err := executorOptions(c, executor)
 			if err != nil {
 				return err
 			}
-			return runPlan(c.OutOrStdout(), args[0], runDir, asJSON, opts)
+			return runPlan(c.OutOrStdout(), args[0], runDir, asJSON, opts, rerun)
 		},
 	}
 	addExecutorFlag(c, &executor)
+	addRerunFlags(c, &rerun)
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
 	return c
 }
 
-func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflow.Options) error {
+func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflow.Options, rerun rerunFlags) error {
 	wf, err := loadWorkflowWith(workflowPath, opts)
 	if err != nil {
 		return err
@@ -60,7 +72,11 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 	if err != nil {
 		return err
 	}
-	items, err := gpusched.Plan(dir, wf.Tasks)
+	sub, err := rerun.options(wf.Tasks)
+	if err != nil {
+		return err
+	}
+	items, err := gpusched.PlanWith(dir, wf.Tasks, sub)
 	if err != nil {
 		return err
 	}
@@ -82,6 +98,8 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 	for _, it := range items {
 		action := "keep"
 		switch {
+		case it.Skipped:
+			action = "skip"
 		case it.Adopt:
 			action = "adopt"
 			adopts++
@@ -92,10 +110,36 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", it.ID, action, it.Why)
 	}
 	tw.Flush()
+	writeBudgets(w, items)
 	fmt.Fprintf(w, "\n%d of %d tasks would run", runs, len(items))
 	if adopts > 0 {
 		fmt.Fprintf(w, ", %d still running would be adopted", adopts)
 	}
 	fmt.Fprintf(w, " (run directory %s)\n", dir)
+	for _, it := range items {
+		if len(it.Edited) > 0 {
+			e := gpusched.EditedTask{ID: it.ID, Artifacts: it.Edited, Kept: !it.Run}
+			if it.Run {
+				e.Why = it.Why // a kept one says in the table why it would run
+			}
+			fmt.Fprintln(w, editedLine(e, sub.KeepEdited))
+		}
+	}
 	return nil
+}
+
+// writeBudgets says, after the plan's table, the GPU memory budget each
+// task that learns it from history would ask for, and why.
+func writeBudgets(w io.Writer, items []gpusched.PlanItem) {
+	first := true
+	for _, it := range items {
+		if it.MemorySource == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w)
+			first = false
+		}
+		fmt.Fprintf(w, "%s: %s\n", it.ID, it.MemorySource)
+	}
 }

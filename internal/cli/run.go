@@ -27,15 +27,21 @@ func newRunCmd() *cobra.Command {
 	var executor string
 	var route routeFlags
 	var host hostFlags
+	var rerun rerunFlags
 	c := &cobra.Command{
-		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--cpus N] [--memory-mib-host MIB] [--executor NAME] [--no-progress] [--events FILE] [--daemon | --local] [--socket PATH]",
+		Use:   "run WORKFLOW [--run-dir DIR] [-j N] [--cpus N] [--memory-mib-host MIB] [--executor NAME] [--force TASK | --only TASK | --from TASK] [--keep-edited] [--no-progress] [--events FILE] [--daemon | --local] [--socket PATH]",
 		Short: "Run a workflow's tasks to the end",
 		Long: `Run the tasks of WORKFLOW (a YAML file) until every one has completed,
 failed, or been blocked by a failed dependency.
 
 State and logs go to the run directory: --run-dir, by default
 .gpusched/<workflow name> beside the workflow file. Running again on the
-same run directory keeps the tasks that completed and runs the rest.
+same run directory keeps the tasks that completed and runs the rest:
+those that never ran or did not complete, those whose definition, inputs
+or artifacts changed since, and what depends on them ("gpusched plan"
+shows which and why). A completed task whose artifacts were changed since
+(edited by hand) and that runs again overwrites them: run says so before
+anything runs (see --keep-edited below).
 
 On a terminal, a live display shows an overall bar (tasks complete, failed,
 running and waiting, time elapsed, an estimate of the time left) and a line
@@ -103,6 +109,8 @@ run's state and decides how many tasks run at once: --run-dir and
 ignored with a warning; each run is a new run (nothing is kept from an
 earlier one).
 
+` + rerunHelp + `
+
 Exit codes: 0 every task completed; 1 a task failed, was blocked or was
 cancelled, or the run was interrupted; 2 the workflow or the command line
 is invalid (nothing ran).`,
@@ -113,7 +121,7 @@ is invalid (nothing ran).`,
 				return err
 			}
 			if dryRun {
-				return runPlan(c.OutOrStdout(), args[0], runDir, false, opts)
+				return runPlan(c.OutOrStdout(), args[0], runDir, false, opts, rerun)
 			}
 			if c.Flags().Changed("jobs") && jobs < 1 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
@@ -162,6 +170,9 @@ is invalid (nothing ran).`,
 				if err := gpusched.CheckHost(w.Scheduling, w.Tasks); err != nil {
 					return invalid(w.Locate(err))
 				}
+				if out.submit, err = rerun.options(w.Tasks); err != nil {
+					return err
+				}
 				// GPU tasks without nvidia-smi: invalid input, refused
 				// before the run directory is created. nvidia-smi itself is
 				// not run here (it may hang): requests no card can hold fail
@@ -201,6 +212,7 @@ is invalid (nothing ran).`,
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "run at most N tasks at once (default: the workflow's max_parallel_tasks, else the number of CPUs)")
 	host.add(c)
 	addExecutorFlag(c, &executor)
+	addRerunFlags(c, &rerun)
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "show what would run and why (as \"gpusched plan\"); run nothing")
 	c.Flags().BoolVar(&out.noProgress, "no-progress", false, "no live display on a terminal: one timestamped line per change")
 	c.Flags().StringVar(&out.events, "events", "", "write one JSON object per event to FILE (\"-\": stdout; the human output goes to stderr)")
@@ -235,6 +247,8 @@ type runOutput struct {
 	events     string   // --events: a file, "-" for stdout, "" for none
 	eventsFile *os.File // the file --events names, open
 	inProcess  bool     // run the tasks in this process, unsupervised (no supervisor could be had)
+	// submit is what --force, --only, --from and --keep-edited ask.
+	submit gpusched.SubmitOptions
 }
 
 // runWorkflow runs tasks in the run directory dir to the end, or until
@@ -278,7 +292,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 
 	start := time.Now()
 	completedNow := 0 // touched by the observer only, read after Run
-	opts := []gpusched.Option{gpusched.WithObserver(func(ev gpusched.Event) {
+	opts := []gpusched.Option{gpusched.WithUserAgent("gpusched/" + Version), gpusched.WithObserver(func(ev gpusched.Event) {
 		if ev.Kind == gpusched.EventComplete {
 			completedNow++
 		}
@@ -299,10 +313,11 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 	if !stop.interrupted() {
 		// Checking earlier runs' artifacts (hashing them) may take a while:
 		// a signal stops it, and then nothing is submitted.
-		err := sched.SubmitManyContext(stop.ctx, tasks)
+		edited, err := sched.SubmitWith(stop.ctx, tasks, o.submit)
 		switch {
 		case err == nil:
-			saved = fmt.Sprintf("the %d tasks are saved for the next run", len(tasks))
+			saved = fmt.Sprintf("the %d tasks are saved for the next run", len(sched.Records()))
+			sayEdited(stderr, edited, o.submit.KeepEdited)
 		case !stop.interrupted():
 			return err
 		}
@@ -311,8 +326,10 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		fmt.Fprintf(human, "interrupted while loading: no task started; %s\nrun directory: %s\n", saved, sched.RunDir())
 		return nil
 	}
-	display.begin(sched.Records())
-	records, err := sched.Run(stop.ctx)
+	records := sched.Records()
+	writeChosenBudgets(human, sched, tasks, records)
+	display.begin(records)
+	records, err = sched.Run(stop.ctx)
 	display.stop()
 	if err != nil && !stop.interrupted() {
 		return err
@@ -322,7 +339,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 	}
 	writeSummary(human, records, completedNow, time.Since(start), sched.RunDir())
 	if n, err := pendingEvents(sched.RunDir()); err == nil && n > 0 {
-		fmt.Fprintf(human, "%d completion event(s) not delivered yet (see gpusched status); they are delivered again on the next run\n", n)
+		fmt.Fprintf(human, "%d event(s) not delivered yet (on_complete, on_failure, on_run_end, webhook; see gpusched status); they are delivered again on the next run\n", n)
 	}
 	for _, r := range records {
 		if r.State != gpusched.StateComplete {
@@ -330,4 +347,38 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		}
 	}
 	return nil
+}
+
+// maxBudgetLines is how many chosen budgets a run says before it starts;
+// plan shows them all.
+const maxBudgetLines = 10
+
+// writeChosenBudgets says, before the run starts, the GPU memory budget
+// chosen for each task that learns it from history and is to run, and
+// why ("train: memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts +
+// margin)").
+func writeChosenBudgets(w io.Writer, sched *gpusched.Scheduler, tasks []gpusched.TaskSpec, records []gpusched.Record) {
+	toRun := make(map[string]bool, len(records))
+	for _, r := range records {
+		toRun[r.ID] = r.State == gpusched.StatePending
+	}
+	said, more := 0, 0
+	for _, t := range tasks {
+		if !t.Resources.MemoryAuto || !toRun[t.ID] {
+			continue
+		}
+		if said == maxBudgetLines {
+			more++
+			continue
+		}
+		st, ok, err := sched.Lookup(t.ID)
+		if err != nil || !ok || st.Spec.Resources.Budget == nil {
+			continue
+		}
+		fmt.Fprintf(w, "%s: %s\n", t.ID, budgetNote(st.Spec.Resources))
+		said++
+	}
+	if more > 0 {
+		fmt.Fprintf(w, "... and %d more tasks with memory_mib auto (gpusched plan lists them all)\n", more)
+	}
 }

@@ -50,6 +50,11 @@ func refuseThroughDaemon(c *cobra.Command) error {
 	if c.Flags().Changed("events") {
 		return inputf("--events: a run through the daemon writes no events file (read the daemon's, GET /v1/events); give --local to run in this process")
 	}
+	for _, flag := range []string{"force", "only", "from", "keep-edited"} {
+		if c.Flags().Changed(flag) {
+			return inputf("--%s: a run through the daemon is a new run, which keeps nothing from an earlier one: every task runs; give --local to run in this process", flag)
+		}
+	}
 	return nil
 }
 

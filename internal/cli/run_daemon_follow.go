@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -152,7 +153,7 @@ func (f *daemonFollower) pass(ev client.Event) {
 		if kind == gpusched.EventStarted {
 			f.starts[ev.Task] = ev.Time
 			if ev.GPU != nil {
-				a.MemRequestedMiB = f.gpuMiB[id]
+				a.MemRequestedMiB = cmp.Or(ev.GPUMiB, f.gpuMiB[id]) // a daemon before gpu_mib: the budget asked
 			}
 		} else if s, ok := f.starts[ev.Task]; ok {
 			a.Start = s

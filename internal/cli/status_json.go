@@ -29,9 +29,12 @@ type taskJSON struct {
 	Dependencies []string      `json:"dependencies"`
 	Priority     int           `json:"priority"`
 	MemoryMiB    int64         `json:"memory_mib,omitempty"`
-	Started      *time.Time    `json:"started"`
-	Ended        *time.Time    `json:"ended"`
-	Log          *string       `json:"log"`
+	// MemorySource says how a budget learned from history (memory_mib:
+	// auto) was chosen when the task was last submitted.
+	MemorySource string     `json:"memory_mib_source,omitempty"`
+	Started      *time.Time `json:"started"`
+	Ended        *time.Time `json:"ended"`
+	Log          *string    `json:"log"`
 	// Job is the last attempt's job in a batch system (Slurm), as that
 	// system last said: {"system", "id", "state", "node", "reason",
 	// "queued"}; absent for a task run here. Each attempt of history
@@ -40,9 +43,10 @@ type taskJSON struct {
 	History []task.Attempt  `json:"history"`
 }
 
-// eventJSON is a completion event not yet delivered.
+// eventJSON is an event of the task's not yet delivered.
 type eventJSON struct {
 	ID        int64      `json:"id"`
+	Kind      string     `json:"kind"` // complete, failure (on_failure) or webhook
 	Attempt   int        `json:"attempt"`
 	Tries     int        `json:"failed_tries"`
 	LastError string     `json:"last_error,omitempty"`
@@ -81,13 +85,14 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		}
 		if spec.Resources.GPU() {
 			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
+			t.MemorySource = budgetNote(spec.Resources)
 		}
 		if r.State == task.Pending && !r.RetryAt.IsZero() {
 			at := r.RetryAt
 			t.RetryAt = &at
 		}
 		for _, ev := range v.pending[r.ID] {
-			e := eventJSON{ID: ev.ID, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
+			e := eventJSON{ID: ev.ID, Kind: ev.Kind, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
 			if !ev.NextTry.IsZero() {
 				next := ev.NextTry
 				e.NextTry = &next

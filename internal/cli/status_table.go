@@ -18,16 +18,24 @@ import (
 // "gpusched status" for a person: a count by state, a table of the tasks
 // with a note on each, and the cards.
 
-// eventNote says, for the table, why a task's completion event is pending.
+// eventNote says, for the table, why a task's completion event (or
+// failure event, or webhook) is pending.
 func eventNote(evs []store.EventWrite) string {
 	if len(evs) == 0 {
 		return ""
 	}
 	ev := evs[len(evs)-1]
-	if ev.Tries == 0 {
-		return "completion event pending"
+	event, handler := "completion event", "completion handler"
+	switch ev.Kind {
+	case store.EventFailure:
+		event, handler = "failure event", "failure handler"
+	case store.EventWebhook:
+		event, handler = "webhook event", "webhook"
 	}
-	return fmt.Sprintf("completion handler failed %d time(s): %s", ev.Tries, ev.LastError)
+	if ev.Tries == 0 {
+		return event + " pending"
+	}
+	return fmt.Sprintf("%s failed %d time(s): %s", handler, ev.Tries, ev.LastError)
 }
 
 // writeStatusTable writes the status of the run v as read at now. With a
@@ -108,6 +116,9 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		if a != nil && a.Adopted {
 			note = strings.TrimPrefix(note+"; adopted after a restart", "; ")
 		}
+		if b := budgetNote(v.specs[r.ID].Resources); b != "" {
+			note = strings.TrimPrefix(note+"; "+b, "; ")
+		}
 		if f, ok := v.fates[r.ID]; ok {
 			note = f.Note
 		}
@@ -115,6 +126,9 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		note = v.waiting[r.ID]
 		if r.Rerun != "" {
 			note = "runs again (" + r.Rerun + "); " + note
+		}
+		if b := budgetNote(v.specs[r.ID].Resources); b != "" {
+			note = strings.TrimPrefix(note+"; "+b, "; ")
 		}
 	case task.Failed, task.Blocked, task.Cancelled:
 		// Its error says why.

@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // A card's state: a cooldown or quarantine over by now says when it ended;
@@ -64,6 +67,57 @@ func TestWriteCardsAge(t *testing.T) {
 		}
 		if !strings.Contains(b.String(), "  "+state+"  ") {
 			t.Errorf("card 0's state is not %q:\n%s", state, b.String())
+		}
+	}
+}
+
+// A task's pending event is named by its kind in the table.
+func TestEventNote(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		evs  []store.EventWrite
+		want string
+	}{
+		{nil, ""},
+		{[]store.EventWrite{{Kind: store.EventComplete}}, "completion event pending"},
+		{[]store.EventWrite{{Kind: store.EventComplete, Tries: 2, LastError: "on_complete exit code 1"}}, "completion handler failed 2 time(s): on_complete exit code 1"},
+		{[]store.EventWrite{{Kind: store.EventComplete}, {Kind: store.EventFailure, Tries: 1, LastError: "on_failure exit code 3"}}, "failure handler failed 1 time(s): on_failure exit code 3"},
+		{[]store.EventWrite{{Kind: store.EventWebhook}}, "webhook event pending"},
+	} {
+		if got := eventNote(c.evs); got != c.want {
+			t.Errorf("eventNote(%+v) = %q, want %q", c.evs, got, c.want)
+		}
+	}
+}
+
+// A task whose budget is learned from history says, while it waits or
+// runs, what was chosen and why, after the engine's reason; a finished
+// one, or one with a fixed budget, does not.
+func TestStatusNotesAutoBudget(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 16, 50, 0, time.Local)
+	auto := gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryAuto: true, MemoryMiB: 6400,
+		Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetHistory, PeakMiB: 5800, Attempts: 3, Since: 1}}
+	v := &runView{specs: map[string]gpusched.TaskSpec{
+		"waits": {ID: "waits", Resources: auto},
+		"runs":  {ID: "runs", Resources: auto},
+		"done":  {ID: "done", Resources: auto},
+		"fixed": {ID: "fixed", Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 6400}},
+	}, waiting: map[string]string{"waits": "needs 6400 MiB; best card 0 has 2000 MiB left", "fixed": "a free slot"}}
+	const why = "memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts + margin)"
+	started := []task.Attempt{{Number: 1, Start: now.Add(-time.Minute)}}
+	for _, c := range []struct {
+		row  store.Row
+		want string
+	}{
+		{store.Row{Record: task.Record{ID: "waits", State: task.Pending}}, "needs 6400 MiB; best card 0 has 2000 MiB left; " + why},
+		{store.Row{Record: task.Record{ID: "runs", State: task.Running, Attempts: started}}, why},
+		{store.Row{Record: task.Record{ID: "done", State: task.Complete, Attempts: started}}, ""},
+		{store.Row{Record: task.Record{ID: "fixed", State: task.Pending}}, "a free slot"},
+	} {
+		row := taskRow(v, c.row, now)
+		if got := row[len(row)-1]; got != c.want {
+			t.Errorf("%s: note %q, want %q", c.row.ID, got, c.want)
 		}
 	}
 }

@@ -221,6 +221,9 @@ func (d *Daemon) event(ev gpusched.Event) client.Event {
 	}
 	if ev.Attempt.Number > 0 {
 		out.Attempt, out.ExitCode, out.GPU = ev.Attempt.Number, ev.Attempt.ExitCode, ev.Attempt.GPU
+		if ev.Attempt.GPU != nil {
+			out.GPUMiB = ev.Attempt.MemRequestedMiB
+		}
 	}
 	return out
 }

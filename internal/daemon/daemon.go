@@ -205,7 +205,7 @@ func start(cfg Config) (*Daemon, *socket, error) {
 	if d.runs, err = openRuns(cfg.StateDir); err != nil {
 		return failSock(err)
 	}
-	opts := []gpusched.Option{gpusched.WithQualifiedIDs()}
+	opts := []gpusched.Option{gpusched.WithQualifiedIDs(), gpusched.WithBudgetHistory(d.history)}
 	if !cfg.KeepFinished {
 		opts = append(opts, gpusched.WithRetirement())
 	}

@@ -277,6 +277,8 @@ func TestBadRequests(t *testing.T) {
 		{"relative dir", "POST", "/v1/runs", `{"kind": "command", "dir": "x", "tasks": [{"command": ["true"]}]}`, 400, "absolute"},
 		{"empty argv", "POST", "/v1/runs", `{"kind": "command", "tasks": [{"command": []}]}`, 400, "empty command"},
 		{"bad state", "GET", "/v1/tasks?state=done", ``, 400, `state "done"`},
+		{"budget and auto", "POST", "/v1/runs", `{"kind": "command", "tasks": [{"command": ["true"], "gpu_mib": 100, "gpu_mib_auto": true}]}`, 400, "gpu_mib and gpu_mib_auto: give one"},
+		{"max without auto", "POST", "/v1/runs", `{"kind": "command", "tasks": [{"command": ["true"], "gpu_mib": 100, "gpu_mib_max": 200}]}`, 400, "goes with gpu_mib_auto"},
 	} {
 		req := httptest.NewRequest(c.method, c.target, strings.NewReader(c.body))
 		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, me))

@@ -141,9 +141,16 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 			ID: qualify(nr.id, m.inner), Payload: t.Command, Priority: t.Priority, Dir: m.dir,
 			Timeout: time.Duration(t.Timeout), RetryDelay: time.Duration(t.RetryDelay), RetryOnExitCodes: t.RetryOnExitCodes,
 			RetryOnTimeout: t.RetryOnTimeout, Artifacts: t.Artifacts, HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
-			Owner: owner,
+			OnFailure: t.OnFailure, Owner: owner,
 		}
-		if t.GPUMiB > 0 || t.Exclusive {
+		switch {
+		case t.GPUMiBAuto && t.GPUMiB != 0:
+			return nil, errorf(http.StatusBadRequest, "task %q: gpu_mib and gpu_mib_auto: give one", m.inner)
+		case t.GPUMiBMax != 0 && !t.GPUMiBAuto:
+			return nil, errorf(http.StatusBadRequest, "task %q: gpu_mib_max caps a budget learned from history: it goes with gpu_mib_auto", m.inner)
+		case t.GPUMiBAuto:
+			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryAuto: true, MemoryMaxMiB: t.GPUMiBMax, Exclusive: t.Exclusive}
+		case t.GPUMiB > 0 || t.Exclusive:
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: t.GPUMiB, Exclusive: t.Exclusive}
 		}
 		if t.Retries != nil {

@@ -125,7 +125,7 @@ func (e *Engine) interrupt(r *store.Row, why string) {
 // or ended while no scheduler watched): it runs in this engine from now,
 // its GPU memory held on its card before anything else is admitted.
 func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node {
-	n := &node{spec: sp, seq: r.Seq, fingerprint: r.Fingerprint, card: -1, adopted: true, placed: e.placed(sp), remote: e.remote(sp)}
+	n := &node{spec: sp, seq: r.Seq, fingerprint: r.Fingerprint, card: -1, adopted: true, placed: e.remote(sp)}
 	n.rec = r.Record
 	n.rec.Attempts = slices.Clone(r.Attempts)
 	n.rec.Artifacts = slices.Clone(r.Artifacts)
@@ -220,8 +220,7 @@ func (e *Engine) claim(n *node, s *task.Spec, specJSON []byte, fingerprint strin
 	// (it ended and waits to retry) are ordered by that place.
 	wasReady, wasDelayed, retryAt := n.inReady, n.inDelayed, n.rec.RetryAt
 	e.unready(n)
-	n.placed = e.placed(s)
-	n.remote = e.remote(s)
+	n.placed = e.remote(s)
 	n.seq = e.nextSeq
 	e.nextSeq++
 	n.rec.Submitted = now

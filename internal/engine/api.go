@@ -45,6 +45,10 @@ type Submission struct {
 type Resume struct {
 	Intact bool   // same definition, artifacts as they were
 	Why    string // when not intact: why it runs again
+	// Pinned keeps an intact task complete even when a task it depends
+	// on runs again: its caller chose to keep it as it is (its artifacts
+	// were edited by hand, and running it would overwrite them).
+	Pinned bool
 }
 
 // Submit adds a batch of tasks, all or none, checking the graph:
@@ -230,7 +234,9 @@ func (ev submitEvent) apply(e *Engine) {
 			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
 			n.placed = e.placed(s)
 		}
-		n.remote = e.remote(s)
+		if !s.Resources.GPU() {
+			n.placed = e.remote(s) // a CPU task's executor may place it too
+		}
 		e.nextSeq++
 		p := e.earlier[s.ID]
 		if r := again[s.ID]; r != nil {
@@ -252,6 +258,7 @@ func (ev submitEvent) apply(e *Engine) {
 				n.rec.Rerun = ev.Resume[i].Why
 			default:
 				n.kept = true
+				n.pinned = ev.Resume != nil && ev.Resume[i].Pinned
 			}
 		}
 		e.tasks[s.ID] = n
@@ -347,8 +354,9 @@ func (e *Engine) admit(n *node) {
 		n.kept = false
 		e.block(n, blockedBy)
 		return
-	case n.kept && allKept:
-		// Completed in an earlier run, and nothing it depends on reruns.
+	case n.kept && (allKept || n.pinned):
+		// Completed in an earlier run, and nothing it depends on reruns
+		// (or its caller keeps it all the same).
 		n.rec.State = task.Complete
 	default:
 		if n.kept {
@@ -427,7 +435,7 @@ func (ev runEvent) apply(e *Engine) {
 	case e.broken != nil:
 		ev.reply <- runResult{e.records(), e.broken}
 	default:
-		e.run = &runState{ctx: ev.ctx, reply: ev.reply, serve: ev.serve}
+		e.run = &runState{ctx: ev.ctx, reply: ev.reply, serve: ev.serve, started: e.cfg.Now()}
 	}
 }
 
@@ -492,6 +500,10 @@ type Event struct {
 	// Ended, for Adopted: the attempt had ended while no scheduler
 	// watched; its end is recorded next, from its result.
 	Ended bool
+	// Notification, for DeliveryFailed, is the kind of the outbox event
+	// (store.EventComplete, ...); GaveUp: it will not be tried again.
+	Notification string
+	GaveUp       bool
 	// RetryAt, for Retrying: when the next attempt may start at the
 	// earliest (retry delay, or a back-off after a fault of the
 	// environment); zero when it may start at once.

@@ -93,6 +93,9 @@ type Outcome struct {
 	OOMTriedMiB int64
 	// Artifacts are the task's files as a successful attempt left them.
 	Artifacts []task.Artifact
+	// Inputs are the files the task read (task.Spec.Inputs), as they were
+	// when a successful attempt started: saved with its completion.
+	Inputs []task.Input
 }
 
 // Config configures an engine. Zero values mean the documented defaults.
@@ -149,6 +152,20 @@ type Config struct {
 	// OnFailure, if set, is called on a goroutine of its own once a task
 	// has failed for good (its retries spent), after that is committed.
 	OnFailure func(spec *task.Spec, rec task.Record)
+	// Notices, if set, returns the outbox events that ev asks for besides
+	// a completion's (WantsEvent): a failure's, a card's quarantine's.
+	// It is called on the loop as each event is recorded, with the
+	// definition and record of its task (nil for events about the cards;
+	// the record only for the call); what it returns is written in the
+	// same transaction as the event, and delivered through Deliver like
+	// completion events.
+	Notices func(ev Event, spec *task.Spec, rec *task.Record) []Notice
+	// RunEnded, if set, returns the outbox events of a Run's end: it is
+	// called on the loop once the Run has nothing more to do, or is
+	// stopped and nothing runs. The events are written before the Run
+	// returns, and the Run waits for their delivery as for the others',
+	// even when its context stopped it (not after StopNow).
+	RunEnded func(end RunEnd) []Notice
 	// DefaultRetryDelay is the wait before the first retry of a task that
 	// sets no RetryDelay; it doubles with each retry up to RetryDelayMax.
 	// 0 means DefaultRetryDelay; negative means none.
@@ -236,11 +253,10 @@ type Engine struct {
 	fitCheck       bool                 // a reading arrived: check waiting tasks still fit some card
 	lastSample     map[int]store.Sample // by card: the last memory sample saved
 
-	// The outbox of completion events, owned by the loop too.
-	outbox        []*pendingEvent       // pending, oldest first
-	outboxSpecs   map[string]*task.Spec // definitions the events' tasks completed with
+	// The outbox, owned by the loop too (outbox.go).
+	outbox        [numLanes]lane
+	outboxSpecs   map[string]*task.Spec // definitions the events' tasks completed (or failed) with
 	nextEventID   int64
-	delivering    bool // a delivery is in flight
 	deliverCtx    context.Context
 	cancelDeliver context.CancelFunc
 	pollCtx       context.Context
@@ -308,12 +324,14 @@ type node struct {
 	// gpuWaitAt is its place in waits.gpu, plus one; 0: not there.
 	gpuWaitAt int32
 	card      int16 // GPU tasks: the card of its running attempt; -1 when none
-	// placed: a GPU task whose executor places its attempts itself
-	// (Config.PlacesGPUs): admitted without a card.
+	// placed: a task whose executor places its attempts itself
+	// (Config.PlacesGPUs): a GPU task is admitted without a card, and any
+	// takes none of this machine's cores or host memory (host.go).
 	placed bool
-	// remote: a task (CPU or GPU) whose executor places its attempts
-	// itself: it takes none of this machine's cores or memory.
-	remote bool
+	// pinned: kept even when a task it depends on runs again
+	// (Resume.Pinned). (Here, not among the flags above: it fills the
+	// padding before outgrown.)
+	pinned bool
 
 	// GPU tasks only.
 	outgrown string // why its grown request fits no card, if it does not
@@ -328,6 +346,10 @@ type runState struct {
 	reply chan runResult
 	stop  error // why the run is stopping, once it is
 	serve bool  // Serve: it ends only when stopped, and returns no records
+	// For the events of its end (Config.RunEnded, outbox.go).
+	started   time.Time
+	endQueued bool    // they were written (or there were none)
+	endIDs    []int64 // those not delivered yet
 }
 
 type runResult struct {
@@ -469,11 +491,12 @@ func (e *Engine) loop() {
 		waitNext := e.refreshWaits(e.cfg.Now())
 		rssNext := e.sampleRSS(e.cfg.Now())
 		e.saveUsage()
+		e.queueRunEnd()
 		e.flush()
 		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext, rssNext)
 		e.finishRun()
 		e.afterTurn()
-		if e.closing != nil && e.running == 0 && !e.delivering {
+		if e.closing != nil && e.running == 0 && !e.delivering() {
 			e.stopPolls()
 			e.wake.Stop()
 			err := e.cfg.Store.Close()
@@ -554,6 +577,9 @@ func (e *Engine) finishRun() {
 	if !stopping && (e.run.serve || e.ready.Len() > 0 || e.delayed.Len() > 0 || e.outboxHoldsRun()) {
 		return
 	}
+	if stopping && e.runEndHoldsStop() {
+		return
+	}
 	err := e.run.stop
 	if e.broken != nil {
 		err = e.broken
@@ -606,7 +632,7 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	if n.placed {
 		att.MemRequestedMiB = n.need.MiB // the budget its executor places it by
 	}
-	if !n.remote {
+	if !n.placed {
 		att.HostMemRequestedMiB = n.spec.Resources.MemoryMiBHost
 	}
 	if card != nil {
@@ -817,6 +843,9 @@ func (ev exitEvent) apply(e *Engine) {
 		if len(n.spec.Artifacts) > 0 {
 			w := &e.batch.Tasks[n.writeIdx]
 			w.Artifacts, w.ArtifactsSet = out.Artifacts, true
+		}
+		if len(n.spec.Inputs) > 0 {
+			e.batch.Inputs = append(e.batch.Inputs, store.InputsWrite{TaskID: n.spec.ID, Inputs: out.Inputs})
 		}
 		e.queueEvent(n, ev.number)
 		ended.Kind = Completed
@@ -1121,6 +1150,7 @@ func (e *Engine) writeAttempt(n *node, number int) {
 // after the commit.
 func (e *Engine) notify(ev Event) {
 	ev.Time = e.cfg.Now()
+	e.queueNotices(ev)
 	e.effects = append(e.effects, func(err error) {
 		if err == nil {
 			e.publish(ev)
@@ -1152,7 +1182,7 @@ type readyQueue struct{ t *readySet }
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
 	q.t.walk(func(o *owner, n *node) bool {
 		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
-			GPU: n.localGPU(), Remote: n.remote, Need: n.need, ReadySince: n.readySince, Res: &n.spec.Resources, Waiting: n.rec.Waiting.Kind})
+			GPU: n.localGPU(), Remote: n.placed, Need: n.need, ReadySince: n.readySince, Res: &n.spec.Resources, Waiting: n.rec.Waiting.Kind})
 	})
 }
 

@@ -119,7 +119,7 @@ func (e *Engine) remote(s *task.Spec) bool { return e.cfg.PlacesGPUs != nil && e
 func takeOf(n *node) hostTake {
 	r := &n.spec.Resources
 	t := hostTake{cpus: r.CPUCount(), mib: r.MemoryMiBHost, counters: r.Counters}
-	if n.remote {
+	if n.placed {
 		t.cpus, t.mib = 0, 0
 	}
 	return t

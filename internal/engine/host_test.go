@@ -292,3 +292,25 @@ func TestHostFreeComesBack(t *testing.T) {
 type funcEvent func(e *Engine)
 
 func (f funcEvent) apply(e *Engine) { f(e) }
+
+// A task whose executor places it elsewhere takes none of this machine's
+// cores: it runs beside a local task that takes them all.
+func TestHostPlacedTaskTakesNoCore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{MaxParallel: 4, Host: HostConfig{CPUs: 1},
+			PlacesGPUs: func(sp *task.Spec) bool { return sp.Executor == "slurm" }}, nil)
+		defer h.Close()
+		away := withHost(spec("away"), 8, 1<<20, nil)
+		away.Executor = "slurm"
+		h.runner.script["away"] = []step{{dur: 10 * time.Second}}
+		h.runner.script["here"] = []step{{dur: 10 * time.Second}}
+		h.mustSubmit(t, away, spec("here"))
+		h.run(t)
+		if h.runner.maxRunning != 2 {
+			t.Errorf("%d ran at once, want both", h.runner.maxRunning)
+		}
+		if a := byID(h.Records())["away"].Attempts[0]; a.HostMemRequestedMiB != 0 {
+			t.Errorf("the placed task's attempt says a host budget of %d MiB here", a.HostMemRequestedMiB)
+		}
+	})
+}

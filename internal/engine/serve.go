@@ -51,8 +51,10 @@ func (e *Engine) initService() {
 	e.svc.watched = map[*node][]*waiter{}
 	e.svc.keys.init()
 	e.svc.eventsPending = map[string]int{}
-	for _, ev := range e.outbox {
-		e.svc.eventsPending[ev.TaskID]++
+	for i := range e.outbox {
+		for _, ev := range e.outbox[i].queue {
+			e.svc.eventsPending[ev.TaskID]++
+		}
 	}
 }
 

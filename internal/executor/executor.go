@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -70,6 +71,10 @@ type Job struct {
 	// Slurm is what the attempt asks of Slurm, for the slurm executor
 	// (others ignore it); nil: nothing beyond the executor's defaults.
 	Slurm *task.SlurmSettings
+	// Stdin, when set, is the command's standard input, for the local
+	// executor (a notification's command reads a summary there); others
+	// ignore it. Nil: nothing (/dev/null).
+	Stdin *os.File
 }
 
 // TokenVar is the environment variable that carries Job.Token.

@@ -64,6 +64,7 @@ func (r *Row) clone() Row {
 	c := *r
 	c.Attempts = slices.Clone(r.Attempts)
 	c.Artifacts = slices.Clone(r.Artifacts)
+	c.Inputs = slices.Clone(r.Inputs)
 	if r.Handles != nil {
 		c.Handles = make(map[int]executor.Handle, len(r.Handles))
 		for n, h := range r.Handles {
@@ -148,7 +149,16 @@ func (m *Memory) Apply(b *Batch) error {
 		m.cards = slices.Clone(b.Cards)
 	}
 	m.samples = append(m.samples, b.Samples...)
+	for _, w := range b.Inputs {
+		r := m.rows[w.TaskID]
+		if r == nil {
+			return fmt.Errorf("write inputs: unknown task %q", w.TaskID)
+		}
+		r.Inputs = slices.Clone(w.Inputs)
+	}
 	for _, ev := range b.Events {
+		ev.Kind = cmp.Or(ev.Kind, EventComplete)
+		ev.Payload = slices.Clone(ev.Payload)
 		if i := slices.IndexFunc(m.events, func(e EventWrite) bool { return e.ID == ev.ID }); i >= 0 {
 			m.events[i] = ev
 		} else {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -335,7 +336,42 @@ var migrations = []string{
 	// said of it: JSON of task.RemoteJob; '' for attempts run here and in
 	// rows written before.
 	`ALTER TABLE attempts ADD COLUMN job TEXT NOT NULL DEFAULT '';`,
-	// 10: an attempt's host memory budget (resources.memory_mib_host) and
+	// 10: the outbox carries notifications besides completion events:
+	// each event has a kind (what delivers it; 'complete' for the rows
+	// written before) and a payload, an event about the run or the cards
+	// belongs to no task (task_id NULL), and a delivery given up is
+	// marked so. SQLite cannot drop a NOT NULL constraint: the table is
+	// rebuilt, its rows copied as they are.
+	`CREATE TABLE events_v10 (
+		id         INTEGER PRIMARY KEY,
+		kind       TEXT NOT NULL DEFAULT 'complete',
+		task_id    TEXT REFERENCES tasks(id),
+		attempt    INTEGER NOT NULL DEFAULT 0,
+		created_at INTEGER NOT NULL,
+		acked_at   INTEGER,
+		tries      INTEGER NOT NULL DEFAULT 0,
+		last_error TEXT NOT NULL DEFAULT '',
+		next_try   INTEGER,
+		payload    TEXT NOT NULL DEFAULT '',
+		gave_up    INTEGER NOT NULL DEFAULT 0
+	);
+	INSERT INTO events_v10 (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
+		SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events;
+	DROP TABLE events;
+	ALTER TABLE events_v10 RENAME TO events;
+	CREATE INDEX events_pending ON events (id) WHERE acked_at IS NULL;`,
+	// 11: the files a task read (its inputs), as they were when the
+	// attempt that completed it started; none for the rows written
+	// before, whose tasks had no inputs.
+	`CREATE TABLE inputs (
+		task_id TEXT NOT NULL REFERENCES tasks(id),
+		path    TEXT NOT NULL,
+		size    INTEGER NOT NULL,
+		mtime   INTEGER NOT NULL,
+		sha256  TEXT NOT NULL DEFAULT '',
+		PRIMARY KEY (task_id, path)
+	) WITHOUT ROWID;`,
+	// 12: an attempt's host memory budget (resources.memory_mib_host) and
 	// the peak resident memory seen of its processes; NULL when none.
 	`ALTER TABLE attempts ADD COLUMN host_mem_requested INTEGER;
 	ALTER TABLE attempts ADD COLUMN rss_peak INTEGER;`,
@@ -536,12 +572,18 @@ func (s *SQLite) apply(b *Batch) error {
 			}
 		}
 	}
+	for _, w := range b.Inputs {
+		if err := writeInputs(tx, w.TaskID, w.Inputs); err != nil {
+			return fmt.Errorf("write inputs of %q to state db %s: %w", w.TaskID, s.path, err)
+		}
+	}
 	for _, ev := range b.Events {
-		if _, err := tx.Exec(`INSERT INTO events (id, task_id, attempt, created_at, acked_at, tries, last_error, next_try)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		if _, err := tx.Exec(`INSERT INTO events (id, kind, task_id, attempt, created_at, acked_at, tries, last_error, next_try, payload, gave_up)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET acked_at = excluded.acked_at, tries = excluded.tries,
-				last_error = excluded.last_error, next_try = excluded.next_try`,
-			ev.ID, ev.TaskID, ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError, timeOrNil(ev.NextTry)); err != nil {
+				last_error = excluded.last_error, next_try = excluded.next_try, gave_up = excluded.gave_up`,
+			ev.ID, cmp.Or(ev.Kind, EventComplete), stringOrNil(ev.TaskID), ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError,
+			timeOrNil(ev.NextTry), string(ev.Payload), ev.GaveUp); err != nil {
 			return fmt.Errorf("write event %d to state db %s: %w", ev.ID, s.path, err)
 		}
 	}
@@ -851,7 +893,50 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
 	}
+	rows.Close()
+	// Paths sort as Go strings do (SQLite's BINARY collation compares
+	// bytes): the order artifact.InputsChanged reads them in.
+	rows, err = tx.Query("SELECT task_id, path, size, mtime, sha256 FROM inputs"+whereTask+" ORDER BY task_id, path", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
+	}
+	for rows.Next() {
+		var id string
+		var in task.Input
+		var mtime int64
+		if err := rows.Scan(&id, &in.Path, &in.Size, &mtime, &in.SHA256); err != nil {
+			return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
+		}
+		in.ModTime = time.Unix(0, mtime)
+		if i, ok := byID[id]; ok {
+			out[i].Inputs = append(out[i].Inputs, in)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
+	}
 	return out, nil
+}
+
+// writeInputs replaces the stored inputs of task id, chunk rows per
+// statement: a folder of inputs may hold thousands of files.
+func writeInputs(tx *sql.Tx, id string, inputs []task.Input) error {
+	if _, err := tx.Exec("DELETE FROM inputs WHERE task_id = ?", id); err != nil {
+		return err
+	}
+	args := make([]any, 0, min(len(inputs), chunk)*5)
+	for len(inputs) > 0 {
+		n := min(len(inputs), chunk)
+		args = args[:0]
+		for _, in := range inputs[:n] {
+			args = append(args, id, in.Path, in.Size, in.ModTime.UnixNano(), in.SHA256)
+		}
+		if _, err := tx.Exec("INSERT INTO inputs (task_id, path, size, mtime, sha256) VALUES "+placeholders(n, 5), args...); err != nil {
+			return err
+		}
+		inputs = inputs[n:]
+	}
+	return nil
 }
 
 // PendingEvents returns the events not yet acknowledged, oldest first,
@@ -865,14 +950,14 @@ func (s *SQLite) PendingEvents() ([]EventWrite, int64, error) {
 	return pending, maxID.Int64, s.corrupt(err)
 }
 
-// Events returns every completion event, oldest first.
+// Events returns every outbox event, oldest first.
 func (s *SQLite) Events() ([]EventWrite, error) {
 	out, err := s.events("")
 	return out, s.corrupt(err)
 }
 
 func (s *SQLite) events(where string) ([]EventWrite, error) {
-	rows, err := s.db.Query("SELECT id, task_id, attempt, created_at, acked_at, tries, last_error, next_try FROM events " + where + " ORDER BY id")
+	rows, err := s.db.Query("SELECT id, kind, task_id, attempt, created_at, acked_at, tries, last_error, next_try, payload, gave_up FROM events " + where + " ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("read events from state db %s: %w", s.path, err)
 	}
@@ -882,8 +967,14 @@ func (s *SQLite) events(where string) ([]EventWrite, error) {
 		var ev EventWrite
 		var created int64
 		var acked, next sql.NullInt64
-		if err := rows.Scan(&ev.ID, &ev.TaskID, &ev.Attempt, &created, &acked, &ev.Tries, &ev.LastError, &next); err != nil {
+		var taskID sql.NullString
+		var payload string
+		if err := rows.Scan(&ev.ID, &ev.Kind, &taskID, &ev.Attempt, &created, &acked, &ev.Tries, &ev.LastError, &next, &payload, &ev.GaveUp); err != nil {
 			return nil, fmt.Errorf("read events from state db %s: %w", s.path, err)
+		}
+		ev.TaskID = taskID.String
+		if payload != "" {
+			ev.Payload = []byte(payload)
 		}
 		ev.Created = time.Unix(0, created)
 		if acked.Valid {
@@ -944,6 +1035,13 @@ func intOrNil(p *int) any {
 		return nil
 	}
 	return *p
+}
+
+func stringOrNil(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
 }
 
 func positiveOrNil(v int64) any {

@@ -14,8 +14,8 @@ import (
 type Store interface {
 	// Load returns every persisted task, in submission order.
 	Load() ([]Row, error)
-	// PendingEvents returns the completion events not yet acknowledged, in
-	// the order they were created, and the largest event id ever used.
+	// PendingEvents returns the outbox events not yet acknowledged, in the
+	// order they were created, and the largest event id ever used.
 	PendingEvents() (pending []EventWrite, maxID int64, err error)
 	// LookupTask returns one persisted task, as Load would return it, and
 	// whether it exists. The engine reads tasks it retired from memory so.
@@ -40,6 +40,10 @@ type Row struct {
 	Fingerprint string
 	// Kind is the task's kind, as in its definition.
 	Kind string
+	// Inputs are the files the task read (task.Spec.Inputs), as they were
+	// when the attempt that completed it started, sorted by path; nil if
+	// none were recorded.
+	Inputs []task.Input
 	task.Record
 	// Handles holds the executors' handles of attempts, by attempt number,
 	// so a restarted scheduler can find an attempt it lost. Attempts with
@@ -59,26 +63,65 @@ type Batch struct {
 	Meta map[string]string
 	// Samples are readings of the cards over time, for reports.
 	Samples []Sample
-	// Events are completion events to insert or update (the outbox).
+	// Events are outbox events to insert or update.
 	Events []EventWrite
+	// Inputs replace the stored inputs of tasks, written after Tasks (a
+	// task may be new in the same batch). They are apart from TaskWrite,
+	// of which a submission holds one per task, since only a completion
+	// sets them.
+	Inputs []InputsWrite
 	// ClearWaiting, applied before the batch's task writes, forgets every
 	// stored task's waiting reason: a scheduler that opens the store has
 	// decided nothing yet about the tasks an earlier one left pending.
 	ClearWaiting bool
 }
 
-// EventWrite is one completion event of the outbox: written in the same
-// transaction as its task's completion, acknowledged once delivered.
+// InputsWrite sets the inputs a task read (task.Input), replacing those
+// stored; none: it read nothing.
+type InputsWrite struct {
+	TaskID string
+	Inputs []task.Input
+}
+
+// EventWrite is one event of the outbox: written in the same transaction
+// as what it reports (a task's completion or failure, a run's end),
+// acknowledged once delivered.
 type EventWrite struct {
-	ID        int64
+	ID int64
+	// Kind says what delivers the event: EventComplete, EventFailure,
+	// EventRunEnd or EventWebhook. Rows written before kinds existed read
+	// back as EventComplete.
+	Kind string
+	// TaskID is the task the event is about; empty for one about the run
+	// or the cards.
 	TaskID    string
 	Attempt   int
 	Created   time.Time
-	Acked     time.Time // zero until delivered
+	Acked     time.Time // zero until delivered (or given up)
 	Tries     int       // failed deliveries so far
 	LastError string
 	NextTry   time.Time // after a failure: not before
+	// Payload is what the event carries for its deliverer (JSON), kept as
+	// written; empty for completion events.
+	Payload []byte
+	// GaveUp: the event was acknowledged without being delivered, its
+	// tries spent (webhooks give up; handlers never do).
+	GaveUp bool
 }
+
+// The kinds of outbox events, saved as these strings.
+const (
+	// EventComplete: a task completed; for its kind's completion handler
+	// (the command kind's on_complete).
+	EventComplete = "complete"
+	// EventFailure: a task failed for good; for its kind's failure event
+	// handler (the command kind's on_failure).
+	EventFailure = "failure"
+	// EventRunEnd: a run ended; for the run's on_run_end command.
+	EventRunEnd = "run-end"
+	// EventWebhook: a POST to a webhook; the payload says where and what.
+	EventWebhook = "webhook"
+)
 
 // Sample is one card's memory at one moment, as admission saw it.
 type Sample struct {
@@ -132,7 +175,7 @@ type AttemptWrite struct {
 
 // Len is the number of writes in the batch.
 func (b *Batch) Len() int {
-	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta) + len(b.Samples) + len(b.Events)
+	n := len(b.Tasks) + len(b.Attempts) + len(b.Meta) + len(b.Samples) + len(b.Events) + len(b.Inputs)
 	if b.Cards != nil {
 		n++
 	}
@@ -151,6 +194,8 @@ func (b *Batch) Reset() {
 	b.Cards, b.Meta, b.Samples, b.ClearWaiting = nil, nil, nil, false
 	clear(b.Events)
 	b.Events = b.Events[:0]
+	clear(b.Inputs)
+	b.Inputs = b.Inputs[:0]
 }
 
 // Meta keys.

@@ -128,6 +128,61 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 			t.Errorf("LookupTask(nope) = %v, %v; want not found, no error", ok, err)
 		}
 	})
+	t.Run("Inputs", func(t *testing.T) {
+		// A task's inputs are saved sorted, read back by Load and
+		// LookupTask, replaced whole by an InputsWrite (many rows: more
+		// than one statement's worth; the task new in the same batch),
+		// kept by a batch without one, and emptied by an empty one.
+		s := open(t)
+		defer s.Close()
+		t0 := time.Unix(1700000000, 123)
+		many := make([]task.Input, 600)
+		for i := range many {
+			many[i] = task.Input{Path: fmt.Sprintf("data/%04d.csv", i), Size: int64(i), ModTime: t0.Add(time.Duration(i))}
+		}
+		many[7].SHA256 = "abc"
+		write := func(w TaskWrite, in ...InputsWrite) {
+			t.Helper()
+			w.Seq, w.Kind, w.State = 1, "command", task.Complete
+			if err := s.Apply(&Batch{Tasks: []TaskWrite{w}, Inputs: in}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read := func() []task.Input {
+			t.Helper()
+			rows, err := s.Load()
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("Load = %+v, %v", rows, err)
+			}
+			one, ok, err := s.LookupTask("a")
+			if err != nil || !ok || len(one.Inputs) != len(rows[0].Inputs) {
+				t.Fatalf("LookupTask = %d inputs, %v, %v; Load has %d", len(one.Inputs), ok, err, len(rows[0].Inputs))
+			}
+			return rows[0].Inputs
+		}
+		write(TaskWrite{ID: "a", Spec: []byte(`{}`)}, InputsWrite{TaskID: "a", Inputs: []task.Input{{Path: "params.json", Size: 2, ModTime: t0}}})
+		if got := read(); len(got) != 1 || got[0].Path != "params.json" || got[0].Size != 2 || !got[0].ModTime.Equal(t0) {
+			t.Errorf("inputs = %+v", got)
+		}
+		write(TaskWrite{ID: "a"}, InputsWrite{TaskID: "a", Inputs: many})
+		got := read()
+		if len(got) != len(many) {
+			t.Fatalf("%d inputs read back, want %d", len(got), len(many))
+		}
+		for i := range many {
+			if got[i] != many[i] && !(got[i].Path == many[i].Path && got[i].ModTime.Equal(many[i].ModTime) && got[i].Size == many[i].Size && got[i].SHA256 == many[i].SHA256) {
+				t.Fatalf("input %d = %+v, want %+v", i, got[i], many[i])
+			}
+		}
+		write(TaskWrite{ID: "a"}) // none written: kept
+		if got := read(); len(got) != len(many) {
+			t.Errorf("a write without inputs left %d, want %d kept", len(got), len(many))
+		}
+		write(TaskWrite{ID: "a"}, InputsWrite{TaskID: "a"})
+		if got := read(); len(got) != 0 {
+			t.Errorf("an empty set left %d inputs", len(got))
+		}
+	})
 	t.Run("LookupMeta", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()

@@ -164,6 +164,17 @@ type Artifact struct {
 	SHA256  string    `json:"sha256,omitempty"` // when the task asked for hashing
 }
 
+// Input is one file a task read, as it was when its attempt started: its
+// path as the task's inputs name it (a file that a glob or a folder
+// found is named by its path under the task's dir), its size and
+// modification time, and its SHA-256 when the task hashes its inputs.
+type Input struct {
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mtime"`
+	SHA256  string    `json:"sha256,omitempty"`
+}
+
 // LastAttempt returns the most recent attempt, or nil if none ran.
 func (r *Record) LastAttempt() *Attempt {
 	if len(r.Attempts) == 0 {

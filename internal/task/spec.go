@@ -31,16 +31,32 @@ const (
 // the GPU memory budget used for admission; it is not enforced as a hard
 // limit on the process. Exclusive asks for a card no other task shares.
 //
+// With MemoryAuto the budget is learned from the peaks of the task's
+// earlier attempts when it is submitted (package budget): MemoryMiB is
+// then the budget chosen, and Budget says how. The definition holds the
+// word auto, not the number, nor MemoryMaxMiB: choosing another budget, or
+// another cap, does not make a completed task run again.
+//
 // CPUs, MemoryMiBHost and Counters are what it takes of the machine while
 // it runs, admitted against the scheduler's capacities (see
 // docs/workflow.md, "CPU, memory and custom resources"): cores (0 means
 // 1), a host memory budget in MiB (0: none declared), and units of custom
 // resources by name (scheduling.resources). Like MemoryMiB they are
-// budgets for admission, not limits on the process.
+// budgets for admission, not limits on the process, and not part of the
+// definition.
 type ResourceRequest struct {
-	Device        Device         `json:"device,omitempty"`
-	MemoryMiB     int64          `json:"memory_mib,omitempty"`
-	Exclusive     bool           `json:"exclusive,omitempty"`
+	Device    Device `json:"device,omitempty"`
+	MemoryMiB int64  `json:"memory_mib,omitempty"`
+	Exclusive bool   `json:"exclusive,omitempty"`
+	// MemoryAuto: the GPU memory budget is learned from history.
+	MemoryAuto bool `json:"memory_auto,omitempty"`
+	// MemoryMaxMiB, with MemoryAuto: the budget when nothing is known yet,
+	// and the most a learned budget may be; 0: the default first budget,
+	// capped by the cards only.
+	MemoryMaxMiB int64 `json:"memory_mib_max,omitempty"`
+	// Budget says how an auto budget was chosen; set at submit, nil for
+	// other tasks.
+	Budget        *Budget        `json:"budget,omitempty"`
 	CPUs          int            `json:"cpus,omitempty"`
 	MemoryMiBHost int64          `json:"memory_mib_host,omitempty"`
 	Counters      map[string]int `json:"counters,omitempty"`
@@ -54,6 +70,53 @@ func (r *ResourceRequest) CPUCount() int { return max(r.CPUs, 1) }
 // custom resource.
 func (r *ResourceRequest) Host() bool {
 	return r.CPUs > 1 || r.MemoryMiBHost > 0 || len(r.Counters) > 0
+}
+
+// Budget says how the scheduler chose an auto GPU memory budget.
+type Budget struct {
+	// Source is where the number comes from.
+	Source BudgetSource `json:"source"`
+	// PeakMiB is the largest peak of the attempts learned from, and
+	// Attempts how many they are (0: none).
+	PeakMiB  int64 `json:"peak_mib,omitempty"`
+	Attempts int   `json:"attempts,omitempty"`
+	// Cap names what lowered the budget, if anything did:
+	// "memory_mib_max" or "card" (the largest card's capacity).
+	Cap string `json:"cap,omitempty"`
+	// Since is the number of the first attempt of the task's current
+	// definition: earlier attempts ran another definition and are not
+	// learned from.
+	Since int `json:"since,omitempty"`
+}
+
+// BudgetSource says where an auto budget comes from.
+type BudgetSource string
+
+// The sources of an auto budget.
+const (
+	// BudgetHistory: the peak of recent attempts, plus a margin.
+	BudgetHistory BudgetSource = "history"
+	// BudgetMax: no attempt to learn from; memory_mib_max.
+	BudgetMax BudgetSource = "max"
+	// BudgetDefault: no attempt to learn from and no memory_mib_max.
+	BudgetDefault BudgetSource = "default"
+	// BudgetGrown: an earlier attempt ran out of memory, and the budget
+	// it grew to is more than history gives.
+	BudgetGrown BudgetSource = "grown"
+)
+
+// defined is the request as the definition holds it: an auto budget as
+// the word auto, without the number chosen, the cap or how it was chosen;
+// and without the cores, host memory and custom resources a task takes,
+// which are the scheduler's business, not its outputs': changing them
+// does not make a completed task run again.
+func (r ResourceRequest) defined() ResourceRequest {
+	if r.MemoryAuto {
+		r.MemoryMiB = 0
+	}
+	r.MemoryMaxMiB, r.Budget = 0, nil
+	r.CPUs, r.MemoryMiBHost, r.Counters = 0, 0, nil
+	return r
 }
 
 // GPU reports whether the request needs a GPU.
@@ -131,10 +194,29 @@ type Spec struct {
 	// HashArtifacts makes resume compare the artifacts' content (SHA-256),
 	// not only their size and modification time.
 	HashArtifacts bool `json:"hash_artifacts,omitempty"`
+	// HashInputs makes resume compare the inputs' content (SHA-256) when
+	// their size or modification time changed, so that a file touched but
+	// not changed is still the same input.
+	HashInputs bool `json:"hash_inputs,omitempty"`
+	// Inputs are the files the task reads, relative to Dir: a path, a glob
+	// (path.Match syntax) or a folder (every file under it). What they
+	// were when an attempt started is recorded when the task completes; a
+	// completed task whose inputs differ when the run resumes runs again.
+	// The list itself is not part of the definition: the files it names
+	// are compared, so a new pattern that names the same files changes
+	// nothing.
+	Inputs []string `json:"inputs,omitempty"`
 	// OnComplete, for the command kind, is an argv run once the task has
 	// completed (at least once: again after a crash until it exits 0), with
 	// GPUSCHED_TASK_ID and GPUSCHED_EVENT_ID set.
 	OnComplete []string `json:"on_complete,omitempty"`
+	// OnFailure, for the command kind, is an argv run once the task has
+	// failed for good, its retries spent (at least once, as OnComplete),
+	// with GPUSCHED_TASK_ID, GPUSCHED_EVENT_ID, GPUSCHED_EXIT_CODE,
+	// GPUSCHED_ATTEMPTS and GPUSCHED_ERROR set. A blocked or cancelled
+	// task has not failed: it is not run for those. Not part of the
+	// definition, as OnComplete is not.
+	OnFailure []string `json:"on_failure,omitempty"`
 	// CleanEnv makes Env the attempts' whole environment (besides the
 	// variables gpusched sets): nothing is inherited from the scheduler's.
 	// A daemon gives a task its submitter's environment so. It is part of
@@ -173,18 +255,11 @@ func (s *Spec) definition() definition {
 	return definition{s.Kind, s.Payload, s.Env, s.Dir, s.Resources.defined(), s.Artifacts, s.HashArtifacts, s.CleanEnv, s.Owner}
 }
 
-// defined is the part of the request that belongs to the definition: the
-// device and the GPU keys. The cores, host memory and custom resources a
-// task takes are the scheduler's business, not its outputs': changing
-// them does not make a completed task run again.
-func (r ResourceRequest) defined() ResourceRequest {
-	return ResourceRequest{Device: r.Device, MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive}
-}
-
 // Fingerprint is a digest of the task's definition: kind, payload, env,
-// dir, resources (the device and GPU keys) and artifacts (not its id,
-// dependencies, priority, timeout, retries, executor, cores, host memory
-// or custom resources, which do not change what it produces). It is written
+// dir, resources (the device and GPU keys, an auto GPU budget as the word
+// auto) and artifacts (not its id, dependencies, priority, timeout,
+// retries, executor, cores, host memory or custom resources, which do not
+// change what it produces). It is written
 // straight into the hash, field by field with lengths, so that a 100,000-task
 // submit does not encode every definition once more.
 func (s *Spec) Fingerprint() string {
@@ -214,7 +289,7 @@ func (s *Spec) Fingerprint() string {
 	}
 	str(s.Dir)
 	str(string(s.Resources.Device))
-	num(s.Resources.MemoryMiB)
+	num(s.Resources.defined().MemoryMiB)
 	num(boolInt(s.Resources.Exclusive))
 	num(int64(len(s.Artifacts)))
 	for _, a := range s.Artifacts {
@@ -229,6 +304,12 @@ func (s *Spec) Fingerprint() string {
 	if s.Owner != "" {
 		str("owner")
 		str(s.Owner)
+	}
+	if s.Resources.MemoryAuto {
+		// The word, not the budget chosen: a new choice is no new
+		// definition. Only when set, as clean_env.
+		str("memory_mib")
+		str("auto")
 	}
 	sum := sha256.Sum256(buf)
 	return hex.EncodeToString(sum[:16])
@@ -503,6 +584,9 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
+	if !s.checkInputs(report) {
+		return
+	}
 	if len(s.OnComplete) > 0 && strings.TrimSpace(s.OnComplete[0]) == "" {
 		if !report(Invalid(s.ID, "on_complete", "empty command")) {
 			return
@@ -513,6 +597,39 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
+	if len(s.OnFailure) > 0 && strings.TrimSpace(s.OnFailure[0]) == "" {
+		if !report(Invalid(s.ID, "on_failure", "empty command")) {
+			return
+		}
+	}
+	for i, a := range s.OnFailure {
+		if err := CheckArg(s.ID, "on_failure", i, a); err != nil && !report(err) {
+			return
+		}
+	}
+}
+
+// checkInputs reports the inputs that cannot name files: empty, holding
+// a NUL byte, or a glob that does not parse.
+func (s *Spec) checkInputs(report func(error) bool) bool {
+	for i, in := range s.Inputs {
+		field := "inputs[" + strconv.Itoa(i) + "]"
+		var err error
+		switch {
+		case strings.TrimSpace(in) == "":
+			err = Invalid(s.ID, field, "empty path")
+		case strings.IndexByte(in, 0) >= 0:
+			err = Invalid(s.ID, field, "%s has a NUL byte, which a path cannot hold", elide.Quote(in))
+		default:
+			if _, merr := filepath.Match(in, ""); merr != nil {
+				err = Invalid(s.ID, field, "%s is not a valid glob (%v): use *, ? and [...], and \\ before a character meant as itself", elide.Quote(in), merr)
+			}
+		}
+		if err != nil && !report(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkGPUType refuses a GPU task run by the slurm executor whose GPU
@@ -557,7 +674,7 @@ func (s *Spec) checkEnv(report func(error) bool) bool {
 // that a command line cannot carry, one that holds a NUL byte, naming it
 // as field[i] (for example "args[2]"); nil if every item can be passed.
 // The command kind checks its payload with it, and Validate a task's
-// on_complete.
+// on_complete and on_failure.
 func CheckArgv(id, field string, argv []string) error {
 	for i, a := range argv {
 		if err := CheckArg(id, field, i, a); err != nil {
@@ -587,8 +704,11 @@ func (r ResourceRequest) check(id string, report func(error) bool) bool {
 func (r ResourceRequest) validate(id string) error {
 	switch r.Device {
 	case CPU:
-		if r.MemoryMiB != 0 {
+		if r.MemoryMiB != 0 || r.MemoryAuto {
 			return Invalid(id, "resources.memory_mib", "is a GPU memory budget; set resources.device to %q to use it", CUDA)
+		}
+		if r.MemoryMaxMiB != 0 {
+			return Invalid(id, "resources.memory_mib_max", "caps a GPU memory budget learned from history; set resources.device to %q and memory_mib to auto", CUDA)
 		}
 		if r.Exclusive {
 			return Invalid(id, "resources.exclusive", "is for GPU tasks; set resources.device to %q", CUDA)
@@ -597,8 +717,14 @@ func (r ResourceRequest) validate(id string) error {
 		if r.MemoryMiB < 0 {
 			return Invalid(id, "resources.memory_mib", "must not be negative (got %d)", r.MemoryMiB)
 		}
-		if r.MemoryMiB == 0 && !r.Exclusive {
-			return Invalid(id, "resources.memory_mib", "a cuda task needs a memory budget in MiB (or exclusive: true)")
+		if r.MemoryMaxMiB < 0 {
+			return Invalid(id, "resources.memory_mib_max", "must not be negative (got %d)", r.MemoryMaxMiB)
+		}
+		if r.MemoryMaxMiB > 0 && !r.MemoryAuto {
+			return Invalid(id, "resources.memory_mib_max", "caps a budget learned from history: set memory_mib to auto, or drop memory_mib_max")
+		}
+		if r.MemoryMiB == 0 && !r.Exclusive && !r.MemoryAuto {
+			return Invalid(id, "resources.memory_mib", "a cuda task needs a memory budget in MiB, or auto (or exclusive: true)")
 		}
 	default:
 		return Invalid(id, "resources.device", "must be %q or %q, not %s", CPU, CUDA, elide.Quote(string(r.Device)))
@@ -622,7 +748,7 @@ func (r ResourceRequest) validate(id string) error {
 
 // ResourceKeys are the keys of a task's resources that are not custom
 // resources; no custom resource may take one of these names.
-var ResourceKeys = []string{"device", "memory_mib", "exclusive", "cpus", "memory_mib_host", "gpus"}
+var ResourceKeys = []string{"device", "memory_mib", "memory_mib_max", "exclusive", "cpus", "memory_mib_host", "gpus"}
 
 // MaxResourceNameLen is the longest name of a custom resource, in bytes.
 const MaxResourceNameLen = 32

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
 	"strings"
@@ -36,6 +37,14 @@ func TestSpecValidate(t *testing.T) {
 		{"negative budget", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: -1}}, "resources.memory_mib", ErrInvalidTask},
 		{"budget on cpu", Spec{ID: "a", Resources: ResourceRequest{Device: CPU, MemoryMiB: 10}}, "resources.memory_mib", ErrInvalidTask},
 		{"exclusive cpu", Spec{ID: "a", Resources: ResourceRequest{Device: CPU, Exclusive: true}}, "resources.exclusive", ErrInvalidTask},
+		{"auto budget", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryAuto: true}}, "", nil},
+		{"auto budget with a maximum", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMaxMiB: 40000}}, "", nil},
+		{"auto budget, chosen", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMiB: 6400,
+			Budget: &Budget{Source: BudgetHistory, PeakMiB: 5800, Attempts: 3, Since: 1}}}, "", nil},
+		{"auto budget on cpu", Spec{ID: "a", Resources: ResourceRequest{MemoryAuto: true}}, "resources.memory_mib", ErrInvalidTask},
+		{"maximum on cpu", Spec{ID: "a", Resources: ResourceRequest{MemoryMaxMiB: 100}}, "resources.memory_mib_max", ErrInvalidTask},
+		{"maximum without auto", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 100, MemoryMaxMiB: 200}}, "resources.memory_mib_max", ErrInvalidTask},
+		{"negative maximum", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMaxMiB: -1}}, "resources.memory_mib_max", ErrInvalidTask},
 		{"negative timeout", Spec{ID: "a", Timeout: -2 * time.Second}, "timeout", ErrInvalidTask},
 		{"negative retries", Spec{ID: "a", Retries: -2}, "retries", ErrInvalidTask},
 		{"bad env name", Spec{ID: "a", Env: map[string]string{"A=B": "x"}}, "env", ErrInvalidTask},
@@ -54,6 +63,8 @@ func TestSpecValidate(t *testing.T) {
 		{"no unit of a resource", Spec{ID: "a", Resources: ResourceRequest{Counters: map[string]int{"licenses": 0}}}, "resources.licenses", ErrInvalidTask},
 		{"a resource named as a key", Spec{ID: "a", Resources: ResourceRequest{Counters: map[string]int{"cpus": 1}}}, "resources.cpus", ErrInvalidTask},
 		{"a resource's bad name", Spec{ID: "a", Resources: ResourceRequest{Counters: map[string]int{"Lic": 1}}}, "resources.Lic", ErrInvalidTask},
+		{"empty on_failure", Spec{ID: "a", OnFailure: []string{" "}}, "on_failure", ErrInvalidTask},
+		{"NUL in on_failure", Spec{ID: "a", OnFailure: []string{"sh", "x\x00"}}, "on_failure[1]", ErrInvalidTask},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,6 +157,13 @@ func TestFingerprint(t *testing.T) {
 	if c := budgets.Changed(&base); len(c) != 0 {
 		t.Errorf("Changed() after a change of cpus and host memory = %v, want nothing", c)
 	}
+	// Nor what is run when it ends: a new on_failure (or on_complete)
+	// does not redo completed work.
+	told := base
+	told.OnFailure, told.OnComplete = []string{"notify-send", "failed"}, []string{"true"}
+	if told.Fingerprint() != fp || len(told.Changed(&base)) != 0 {
+		t.Errorf("on_failure or on_complete changed the definition: %v", told.Changed(&base))
+	}
 	changes := []func(s *Spec){
 		func(s *Spec) { s.Kind = "other" },
 		func(s *Spec) { s.Payload = []string{"python3", "train.py", "--x"} },
@@ -160,6 +178,14 @@ func TestFingerprint(t *testing.T) {
 		func(s *Spec) { s.Payload = map[string]any{"args": []string{"python3", "train.py"}} },
 		func(s *Spec) { s.CleanEnv = true },
 		func(s *Spec) { s.Owner = "1000" },
+		func(s *Spec) { s.Resources.MemoryAuto = true },
+	}
+	// An auto budget is the word auto: the number chosen is no part of it.
+	auto, chosen := base, base
+	auto.Resources = ResourceRequest{Device: CUDA, MemoryAuto: true}
+	chosen.Resources = ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMiB: 10, MemoryMaxMiB: 99, Budget: &Budget{Source: BudgetMax}}
+	if auto.Fingerprint() != chosen.Fingerprint() {
+		t.Error("an auto budget's number, maximum or source changed the fingerprint")
 	}
 	seen := map[string]int{fp: -1}
 	for i, change := range changes {
@@ -216,5 +242,32 @@ func TestHostMemoryNote(t *testing.T) {
 		if got := a.HostMemoryNote(); got != tt.want || a.OverHostMemory() != (tt.want != "") {
 			t.Errorf("budget %d, peak %d: note %q, over %v; want %q", tt.budget, tt.peak, got, a.OverHostMemory(), tt.want)
 		}
+	}
+}
+
+// A definition read back from its JSON has the fingerprint it was saved
+// with, an auto budget's choice included or not.
+func TestDecodeSpec(t *testing.T) {
+	sp := Spec{ID: "a", Payload: []string{"python3", "train.py"}, Env: map[string]string{"A": "1"},
+		Resources: ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMaxMiB: 40000}}
+	sp.Normalize()
+	want := sp.Fingerprint()
+	sp.Resources.MemoryMiB, sp.Resources.Budget = 6400, &Budget{Source: BudgetHistory, PeakMiB: 5800, Attempts: 3, Since: 2}
+	b, err := json.Marshal(&sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeSpec(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Fingerprint() != want {
+		t.Errorf("decoded fingerprint %s, want %s", back.Fingerprint(), want)
+	}
+	if r := back.Resources; !r.MemoryAuto || r.MemoryMiB != 6400 || r.MemoryMaxMiB != 40000 || r.Budget == nil || *r.Budget != *sp.Resources.Budget {
+		t.Errorf("decoded resources %+v (budget %+v)", r, r.Budget)
+	}
+	if _, err := DecodeSpec([]byte("{")); err == nil {
+		t.Error("DecodeSpec accepted broken JSON")
 	}
 }

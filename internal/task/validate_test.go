@@ -95,6 +95,7 @@ func TestSpecProblems(t *testing.T) {
 		Dir:              "/d\x00",
 		Artifacts:        []string{"ok", "", "a\x00"},
 		OnComplete:       []string{" ", "x\x00"},
+		OnFailure:        []string{"", "ok", "y\x00"},
 	}
 	s.Normalize()
 	var got []string
@@ -121,6 +122,8 @@ func TestSpecProblems(t *testing.T) {
 		`task "a b": artifacts[2]: "a\x00" has a NUL byte, which a path cannot hold`,
 		`task "a b": on_complete: empty command`,
 		`task "a b": on_complete[1]: "x\x00" has a NUL byte, which a command line cannot hold`,
+		`task "a b": on_failure: empty command`,
+		`task "a b": on_failure[2]: "y\x00" has a NUL byte, which a command line cannot hold`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Problems():\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -253,5 +256,53 @@ func TestValidQualifiedID(t *testing.T) {
 	}
 	if err := s.ValidateQualified(); err != nil {
 		t.Errorf("ValidateQualified: %v", err)
+	}
+}
+
+// Inputs are paths, globs or folders: an empty one, one with a NUL byte
+// and a glob that does not parse are refused, each named by its place.
+func TestValidateInputs(t *testing.T) {
+	t.Parallel()
+	ok := Spec{ID: "a", Kind: DefaultKind, Resources: ResourceRequest{Device: CPU},
+		Inputs: []string{"params.json", "data/*.csv", "src/", "/abs/x", `lit\*eral`, "d/[a-c].txt"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("Validate refused good inputs: %v", err)
+	}
+	bad := ok
+	bad.Inputs = []string{"ok", " ", "a\x00", "data/[a-"}
+	var got []string
+	for _, err := range bad.Problems() {
+		if !errors.Is(err, ErrInvalidTask) {
+			t.Errorf("%v is not an ErrInvalidTask", err)
+		}
+		got = append(got, err.Error())
+	}
+	want := []string{
+		`task "a": inputs[1]: empty path`,
+		`task "a": inputs[2]: "a\x00" has a NUL byte, which a path cannot hold`,
+		`task "a": inputs[3]: "data/[a-" is not a valid glob (syntax error in pattern)`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d = %s\nwant prefix %s", i, got[i], want[i])
+		}
+	}
+}
+
+// Inputs and HashInputs are not part of the definition: the files are
+// compared at resume, not the list.
+func TestInputsAreNotInTheFingerprint(t *testing.T) {
+	t.Parallel()
+	a := Spec{ID: "a", Kind: DefaultKind, Payload: []string{"x"}, Resources: ResourceRequest{Device: CPU}}
+	b := a
+	b.Inputs, b.HashInputs = []string{"params.json"}, true
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Error("declaring inputs changed the fingerprint: every task with inputs would run again once")
+	}
+	if c := b.Changed(&a); len(c) != 0 {
+		t.Errorf("Changed = %v; want nothing", c)
 	}
 }

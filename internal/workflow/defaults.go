@@ -3,6 +3,7 @@ package workflow
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -16,7 +17,7 @@ import (
 // name (scheduling.executor and the top-level slurm:), written where a
 // reader of defaults looks for them.
 var defaultKeys = []string{"priority", "timeout", "retries", "retry_delay", "retry_on_exit_codes", "retry_on_timeout",
-	"env", "dir", "resources", "executor", "hash_artifacts", "on_complete", "slurm"}
+	"env", "dir", "resources", "executor", "hash_artifacts", "inputs", "hash_inputs", "on_complete", "on_failure", "slurm"}
 
 // defaults is the file's defaults: section, read as a task is.
 type defaults struct {
@@ -58,7 +59,7 @@ func (p *parser) defaults(n *yaml.Node) {
 // the defaults of the others, and notes their lines (the defaults') in
 // loc. env is merged, the task's names winning; so is resources, key by
 // key, except that a task that says device: cpu takes none of the GPU
-// keys. It returns the keys given that had a problem in the defaults.
+// keys; inputs are the defaults' followed by the task's. It returns the keys given that had a problem in the defaults.
 func (d *defaults) apply(t *gpusched.TaskSpec, loc *taskLoc, set uint64) (bad uint64) {
 	for i, key := range taskKeys {
 		bit := uint64(1) << i
@@ -77,6 +78,12 @@ func (d *defaults) apply(t *gpusched.TaskSpec, loc *taskLoc, set uint64) (bad ui
 		case key == "resources":
 			bad |= d.bad & bit
 			d.mergeResources(t, loc)
+			continue
+		case key == "inputs":
+			// The defaults' first, then the task's own: what every task
+			// reads (the code) and what this one reads.
+			bad |= d.bad & bit
+			d.mergeInputs(t, loc)
 			continue
 		default:
 			continue
@@ -106,11 +113,50 @@ func (d *defaults) apply(t *gpusched.TaskSpec, loc *taskLoc, set uint64) (bad ui
 			d.resourceLines(loc, func(string) bool { return true })
 		case "hash_artifacts":
 			t.HashArtifacts = d.t.HashArtifacts
+		case "inputs":
+			t.Inputs = slices.Clone(d.t.Inputs)
+			d.inputLines(loc)
+		case "hash_inputs":
+			t.HashInputs = d.t.HashInputs
 		case "on_complete":
 			t.OnComplete = slices.Clone(d.t.OnComplete)
+		case "on_failure":
+			t.OnFailure = slices.Clone(d.t.OnFailure)
 		}
 	}
 	return bad
+}
+
+// mergeInputs gives t, which has inputs of its own, the defaults' before
+// them, renumbering the lines of its items in loc.
+func (d *defaults) mergeInputs(t *gpusched.TaskSpec, loc *taskLoc) {
+	k := len(d.t.Inputs)
+	for i, f := range loc.fields {
+		if j, ok := inputItem(f.key); ok {
+			loc.fields[i].key = "inputs[" + strconv.Itoa(j+k) + "]"
+		}
+	}
+	d.inputLines(loc)
+	t.Inputs = append(slices.Clone(d.t.Inputs), t.Inputs...)
+}
+
+// inputLines notes in loc the lines of the defaults' inputs items.
+func (d *defaults) inputLines(loc *taskLoc) {
+	for _, f := range d.loc.fields {
+		if _, ok := inputItem(f.key); ok {
+			loc.fields = append(loc.fields, f)
+		}
+	}
+}
+
+// inputItem returns j for the field key "inputs[j]".
+func inputItem(key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, "inputs[")
+	if !ok {
+		return 0, false
+	}
+	j, err := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+	return j, err == nil
 }
 
 // mergeResources gives t, which has resources of its own, the defaults'
@@ -130,7 +176,11 @@ func (d *defaults) mergeResources(t *gpusched.TaskSpec, loc *taskLoc) {
 		// A CPU task among GPU defaults: the GPU keys are not for it.
 	} else {
 		if given("memory_mib") {
-			t.Resources.MemoryMiB, taken["memory_mib"] = d.t.Resources.MemoryMiB, true
+			t.Resources.MemoryMiB, t.Resources.MemoryAuto, taken["memory_mib"] = d.t.Resources.MemoryMiB, d.t.Resources.MemoryAuto, true
+		}
+		if given("memory_mib_max") && t.Resources.MemoryAuto {
+			// A cap of auto budgets: not for a task that sets its own number.
+			t.Resources.MemoryMaxMiB, taken["memory_mib_max"] = d.t.Resources.MemoryMaxMiB, true
 		}
 		if given("exclusive") {
 			t.Resources.Exclusive, taken["exclusive"] = d.t.Resources.Exclusive, true

@@ -52,7 +52,7 @@ tasks:
 				`:1: scheduling: unknown key "kill_grase" (did you mean "kill_grace"?)`,
 				`:3: task "a": unknown key "priorty" (did you mean "priority"?)`,
 				`:4: task "b": unknown key "dependecies" (did you mean "dependencies"?)`,
-				`:4: task "b": unknown key "colour" (known keys: id, args, dependencies, priority, timeout, retries, env, dir, resources, executor, artifacts, hash_artifacts, on_complete, retry_delay, retry_on_exit_codes, retry_on_timeout, slurm, matrix)`,
+				`:4: task "b": unknown key "colour" (known keys: id, args, dependencies, priority, timeout, retries, env, dir, resources, executor, artifacts, hash_artifacts, inputs, hash_inputs, on_complete, on_failure, retry_delay, retry_on_exit_codes, retry_on_timeout, slurm, matrix)`,
 			},
 		},
 		{
@@ -74,7 +74,7 @@ tasks:
 				`:4: task "a": priority must be a whole number, not "high"`,
 				`:5: task "a": timeout: "2 hours" is not a duration; use Go syntax such as 90s, 30m or 2h`,
 				// Not also "a cuda task needs a memory budget": the budget was unreadable.
-				`:8: task "b": resources.memory_mib must be a whole number, not "lots"`,
+				`:8: task "b": resources.memory_mib must be a whole number of MiB or auto, not "lots"`,
 				`:11: task "c": retries: must not be negative (got -1)`,
 				`:12: task "c": hash_artifacts must be true or false, not "maybe"`,
 			},

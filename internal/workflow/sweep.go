@@ -16,7 +16,9 @@ import (
 // values. It stands for one task per combination of the values (the cross
 // product, the first variable varying slowest), in which ${name} in the
 // templated fields is replaced by the variable's value. $${ is a literal
-// ${ in every task, with or without a matrix.
+// ${ in every task, with or without a matrix. A task without a matrix has
+// no variables: its ${...} is left as written, so that a shell's ${HOME}
+// in `sh -c` keeps working in the workflows written before sweeps.
 
 // maxShownName is the longest matrix variable name: one that messages can
 // show whole.
@@ -44,7 +46,9 @@ var templated = []templatedField{
 	{"env", func(t *gpusched.TaskSpec, f func(string) string) { t.Env = mapValues(t.Env, f) }},
 	{"dir", func(t *gpusched.TaskSpec, f func(string) string) { t.Dir = f(t.Dir) }},
 	{"artifacts", func(t *gpusched.TaskSpec, f func(string) string) { t.Artifacts = mapStrings(t.Artifacts, f) }},
+	{"inputs", func(t *gpusched.TaskSpec, f func(string) string) { t.Inputs = mapStrings(t.Inputs, f) }},
 	{"on_complete", func(t *gpusched.TaskSpec, f func(string) string) { t.OnComplete = mapStrings(t.OnComplete, f) }},
+	{"on_failure", func(t *gpusched.TaskSpec, f func(string) string) { t.OnFailure = mapStrings(t.OnFailure, f) }},
 }
 
 // templatedKey reports whether ${name} is substituted in the task key.
@@ -262,9 +266,14 @@ func substitute(s string, value func(string) string) string {
 			continue
 		}
 		end := strings.IndexByte(s[i:], '}')
-		if end < 0 || value == nil { // not a template (checked before)
+		if end < 0 { // not a template (checked before)
 			b.WriteString(s)
 			return b.String()
+		}
+		if value == nil { // a task without a matrix: ${...} as written
+			b.WriteString(s[:i+2])
+			s = s[i+2:]
+			continue
 		}
 		b.WriteString(s[:i])
 		b.WriteString(value(s[i+2 : i+end]))
@@ -286,6 +295,12 @@ func templateProblem(s string, st *fieldState, escapes *bool) string {
 			s = s[i+2:]
 			continue
 		}
+		if st.vars == nil && !st.defaults {
+			// A task without a matrix has no variables: its ${...} is
+			// left as written (a shell's ${HOME} in sh -c).
+			s = s[i+2:]
+			continue
+		}
 		end := strings.IndexByte(s[i:], '}')
 		if end < 0 {
 			return fmt.Sprintf("%s is not closed by }; write $${ for a literal ${", q(s[i:]))
@@ -298,12 +313,12 @@ func templateProblem(s string, st *fieldState, escapes *bool) string {
 		switch {
 		case st.defaults:
 			return fmt.Sprintf("%s: defaults are the same for every task; write matrix variables in the task's own fields", ref)
-		case st.vars == nil:
-			return fmt.Sprintf("%s: only a task with a matrix has variables; write $%s for a literal %s", ref, ref, ref)
 		case !slices.Contains(st.vars, name):
 			msg := fmt.Sprintf("%s: the matrix has no variable %s (it has %s)", ref, name, elide.Line(strings.Join(st.vars, ", "), 120))
 			if near := suggest.Closest(name, slices.Values(st.vars)); near != "" {
 				msg += fmt.Sprintf("; did you mean ${%s}?", near)
+			} else {
+				msg += fmt.Sprintf("; write $%s for a literal %s (a shell's variable)", ref, ref)
 			}
 			return msg
 		}

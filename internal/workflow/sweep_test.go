@@ -274,9 +274,6 @@ func TestSweepErrors(t *testing.T) {
 		want      []string
 		is        error
 	}{
-		{"a variable in a task without matrix",
-			"tasks:\n  - id: a\n    args:\n      - sh\n      - \"${HOME}\"\n",
-			[]string{`:5: task "a": args[1]: ${HOME}: only a task with a matrix has variables; write $${HOME} for a literal ${HOME}`}, nil},
 		{"an unknown variable",
 			"tasks:\n  - id: a-${lr}\n    matrix: {lr: [1]}\n    args: [x, \"${lrr}\"]\n    env: {A: \"${seed}\"}\n",
 			[]string{`:4: task "a-${lr}": args[1]: ${lrr}: the matrix has no variable lrr (it has lr); did you mean ${lr}?`,
@@ -292,7 +289,7 @@ func TestSweepErrors(t *testing.T) {
 		{"an id without one variable", "tasks:\n  - id: t-${lr}\n    matrix: {lr: [1, 2], seed: [1]}\n    args: [x]\n",
 			[]string{`:2: task "t-${lr}": id: a matrix task's id must hold each of its variables, so that every task it expands to has an id of its own: add ${seed}`}, nil},
 		{"a variable in an id without matrix", "tasks:\n  - id: t-${lr}\n    args: [x]\n",
-			[]string{`:2: task "t-${lr}": id: ${lr}: only a task with a matrix has variables`}, nil},
+			[]string{`:2: task "t-${lr}": id: ${...}: only a task with a matrix has variables`}, nil},
 		{"matrix not a mapping", "tasks:\n  - id: t-${x}\n    matrix: [1, 2]\n    args: [\"${x}\"]\n",
 			[]string{`:3: task "t-${x}": matrix must be a mapping of names to lists of values`}, nil},
 		{"matrix empty", "tasks:\n  - id: t\n    matrix: {}\n    args: [x]\n",
@@ -394,4 +391,27 @@ func nums(n int) string {
 		s[i] = fmt.Sprint(i)
 	}
 	return strings.Join(s, ", ")
+}
+
+// A task without a matrix has no variables: a shell's ${HOME} (and an
+// unclosed ${) reaches the command as written, as before sweeps existed,
+// and a $${ beside it is still a literal ${.
+func TestShellVariablesWithoutMatrix(t *testing.T) {
+	t.Parallel()
+	doc := `tasks:
+  - id: a
+    args: [sh, -c, "echo ${HOME} ${1:-x} $${y} ${"]
+    env: {P: "${PATH}"}
+`
+	w, err := workflow.Parse(wfPath, []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := w.Tasks[0]
+	if got := a.Payload.([]string)[2]; got != "echo ${HOME} ${1:-x} ${y} ${" {
+		t.Errorf("args[2] = %q", got)
+	}
+	if a.Env["P"] != "${PATH}" {
+		t.Errorf("env P = %q", a.Env["P"])
+	}
 }

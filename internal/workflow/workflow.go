@@ -394,10 +394,12 @@ func fieldKey(err error) string {
 func internalSpec(t *gpusched.TaskSpec) task.Spec {
 	return task.Spec{
 		ID: t.ID, Kind: t.Kind, Dependencies: t.Dependencies, Payload: t.Payload, Priority: t.Priority,
-		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive},
-		Executor:  t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
+		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive,
+			MemoryAuto: t.Resources.MemoryAuto, MemoryMaxMiB: t.Resources.MemoryMaxMiB, Budget: t.Resources.Budget,
+			CPUs: t.Resources.CPUs, MemoryMiBHost: t.Resources.MemoryMiBHost, Counters: t.Resources.Counters},
+		Executor: t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
-		HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete, CleanEnv: t.CleanEnv, Owner: t.Owner,
+		HashArtifacts: t.HashArtifacts, Inputs: t.Inputs, HashInputs: t.HashInputs, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
 }
 
@@ -746,6 +748,7 @@ var schedulingKeys = []string{
 	"gpu_safety_margin_mib", "gpu_cooldown", "gpu_placement", "visible_gpus",
 	"gpu_quarantine_after", "gpu_quarantine_for", "gpu_poll_interval",
 	"gpu_reserve_after", "gpu_unknown_timeout", "nvidia_smi_timeout",
+	"on_run_end", "webhook",
 	"cpus", "memory_mib_host", "resources",
 }
 
@@ -823,6 +826,11 @@ func (p *parser) scheduling(n *yaml.Node) {
 			s.MemoryMiBHost = int64(m)
 		case "resources":
 			s.Resources = p.declaredResources(v, where)
+		case "on_run_end":
+			s.OnRunEnd, err = p.command(v, where)
+			s.OnRunEndDir = p.base // run where the tasks' relative dirs start
+		case "webhook":
+			s.Webhook, err = p.scalar(v, where)
 		}
 		return err
 	})
@@ -854,7 +862,7 @@ func (p *parser) positiveDuration(n *yaml.Node, where string) (time.Duration, er
 }
 
 var taskKeys = []string{"id", "args", "dependencies", "priority", "timeout", "retries", "env", "dir", "resources",
-	"executor", "artifacts", "hash_artifacts", "on_complete", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm",
+	"executor", "artifacts", "hash_artifacts", "inputs", "hash_inputs", "on_complete", "on_failure", "retry_delay", "retry_on_exit_codes", "retry_on_timeout", "slurm",
 	"matrix"}
 
 func (p *parser) tasks(n *yaml.Node) {
@@ -930,6 +938,12 @@ func (p *parser) task(i int, tn *yaml.Node) {
 	}
 	if idNode != nil && !p.checkTemplates(idNode, where, "id", &st) {
 		id = "" // an id that cannot be expanded names no task
+	}
+	if idNode != nil && matrixNode == nil && strings.Contains(id, "${") {
+		// Elsewhere a task without a matrix keeps ${...} as written; in
+		// an id it is a sweep's without its matrix.
+		p.add(p.errorf(idNode, "%s: id: ${...}: only a task with a matrix has variables; add matrix: {NAME: [values]}", where))
+		id = ""
 	}
 	if id != "" && m != nil && !p.matrixID(idNode, where, m) {
 		id = ""
@@ -1061,11 +1075,19 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 		t.Artifacts, err = p.strings(v, field)
 	case "hash_artifacts":
 		t.HashArtifacts, err = p.boolean(v, field)
-	case "on_complete":
-		t.OnComplete, err = p.strings(v, field)
-		if err == nil && len(t.OnComplete) == 0 {
-			err = p.errorf(v, "%s is empty: give a command, e.g. [sh, notify.sh]", field)
+	case "inputs":
+		if t.Inputs, err = p.strings(v, field); err == nil {
+			for j := range t.Inputs {
+				// Each item's own line, for the problems of one path.
+				loc.fields = append(loc.fields, fieldLine{"inputs[" + strconv.Itoa(j) + "]", v.Content[j].Line})
+			}
 		}
+	case "hash_inputs":
+		t.HashInputs, err = p.boolean(v, field)
+	case "on_complete":
+		t.OnComplete, err = p.command(v, field)
+	case "on_failure":
+		t.OnFailure, err = p.command(v, field)
 	case "retry_delay":
 		t.RetryDelay, err = p.duration(v, field)
 		if err == nil && t.RetryDelay == 0 {
@@ -1096,9 +1118,11 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 			d, err = p.scalar(v, where+"."+key)
 			r.Device = gpusched.Device(d)
 		case "memory_mib":
+			r.MemoryMiB, r.MemoryAuto, err = p.memoryBudget(v, where+"."+key)
+		case "memory_mib_max":
 			var m int
 			m, err = p.integer(v, where+"."+key)
-			r.MemoryMiB = int64(m)
+			r.MemoryMaxMiB = int64(m)
 		case "exclusive":
 			r.Exclusive, err = p.boolean(v, where+"."+key)
 		case "cpus":
@@ -1121,6 +1145,23 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 		return err
 	})
 	return r
+}
+
+// memoryBudget reads a memory budget: a whole number of MiB, or auto
+// (learned from history).
+func (p *parser) memoryBudget(n *yaml.Node, where string) (mib int64, auto bool, err error) {
+	if n.Kind == yaml.ScalarNode && n.Value == "auto" {
+		return 0, true, nil
+	}
+	s, err := p.scalar(n, where)
+	if err != nil {
+		return 0, false, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, false, p.errorf(n, "%s must be a whole number of MiB or auto, not %s", where, q(s))
+	}
+	return int64(v), false, nil
 }
 
 // slurmKeys are the keys of a slurm: mapping, at the top of the file or
@@ -1267,6 +1308,15 @@ func (p *parser) ints(n *yaml.Node, where string) ([]int, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// command reads a notification's argv: a list of strings, not empty.
+func (p *parser) command(n *yaml.Node, where string) ([]string, error) {
+	argv, err := p.strings(n, where)
+	if err == nil && len(argv) == 0 {
+		err = p.errorf(n, "%s is empty: give a command, e.g. [sh, notify.sh]", where)
+	}
+	return argv, err
 }
 
 func (p *parser) strings(n *yaml.Node, where string) ([]string, error) {

@@ -80,7 +80,11 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		if cg != nil {
 			attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
 		}
-		return &exec.Cmd{Path: path, Args: job.Args, Env: env, Dir: job.Dir, Stdout: logf, Stderr: logf, SysProcAttr: attr}
+		cmd := &exec.Cmd{Path: path, Args: job.Args, Env: env, Dir: job.Dir, Stdout: logf, Stderr: logf, SysProcAttr: attr}
+		if job.Stdin != nil {
+			cmd.Stdin = job.Stdin // a file: no copying goroutine to wait for
+		}
+		return cmd
 	}
 	var cg *cgroup
 	if e.Cgroups {

@@ -37,6 +37,12 @@ func (p PathCommands) Run(ctx context.Context, name string, args ...string) ([]b
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			// Killed at its timeout, Run says "signal: killed": keep
+			// the reason, which classify reads (a controller that does
+			// not answer).
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
 		return out.Bytes(), &CommandError{Name: name, Err: err, Stderr: strings.TrimSpace(errb.String())}
 	}
 	return out.Bytes(), nil

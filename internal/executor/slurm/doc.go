@@ -34,8 +34,10 @@
 //
 // One goroutine (the tracker) follows every job of an executor: each
 // round it reads the result files first, then asks one squeue call, with
-// the list of job ids and a fixed format, about the others, and scontrol
-// about a job squeue no longer lists. Rounds come every PollMin after a
+// the list of job ids and a fixed format, about the others, scontrol
+// about a job squeue no longer lists, and, where Slurm's accounting is on
+// (the first such need finds out, once), one sacct call about the jobs
+// scontrol no longer knows either. Rounds come every PollMin after a
 // submission or a change, and slow down, doubling to PollMax, while
 // nothing changes. A job that ended, or left Slurm, without a result file
 // is waited for LostGrace, then mapped from Slurm's last state:

@@ -22,7 +22,7 @@ func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	f := newFake(t)
 	bin := t.TempDir()
-	for _, p := range []string{"sbatch", "squeue", "scontrol", "scancel"} {
+	for _, p := range []string{"sbatch", "squeue", "scontrol", "scancel", "sacct"} {
 		if err := os.Symlink(fakeSlurm, filepath.Join(bin, p)); err != nil {
 			t.Fatal(err)
 		}

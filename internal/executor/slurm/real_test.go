@@ -94,6 +94,105 @@ tasks:
 	}
 }
 
+// TestRealSlurmCrashBetweenSbatchAndCommit: the scheduler dies after
+// sbatch, before it saved the job id: the job stays held in Slurm and
+// never runs; the next scheduler finds it by its name, releases and
+// adopts it: the command runs once, as that one job.
+func TestRealSlurmCrashBetweenSbatchAndCommit(t *testing.T) {
+	cfg := realSlurm(t)
+	t.Parallel()
+	old := newExecutor(t, cfg)
+	ran := filepath.Join(t.TempDir(), "ran")
+	j := executortest.NewJob(t, sleeper, "-pidfile", ran, "-exit", "4")
+	r := old.Execute(context.Background(), j, executor.Hooks{Submitted: func(executor.Handle) error {
+		old.Close() // the crash: nothing was saved
+		return nil
+	}})
+	if r.Reason != executor.Lost {
+		t.Fatalf("result of the dead scheduler's Execute = %+v, want lost", r)
+	}
+	ids := jobsNamed(t, jobName(j))
+	if len(ids) != 1 {
+		t.Fatalf("jobs named %s: %v, want the one submitted", jobName(j), ids)
+	}
+	t.Cleanup(func() { exec.Command("scancel", ids[0]).Run() }) // should the test fail with it held
+	out, err := exec.Command("squeue", "--jobs="+ids[0], "--noheader", "--format="+queueFormat).Output()
+	if s, perr := parseQueue(out); err != nil || perr != nil || len(s) != 1 || !s[0].held() {
+		t.Fatalf("squeue says %q (%v): want the job held", out, err)
+	}
+	rec := newExecutor(t, cfg).Recover([]executor.Orphan{{Job: j}})[0]
+	if rec.Wait == nil {
+		t.Fatalf("recovery = %+v, want the held job adopted", rec.Result)
+	}
+	if res := rec.Wait(context.Background()); res.Reason != executor.Exited || res.ExitCode != 4 {
+		t.Errorf("result = %+v, want exited 4", res)
+	}
+	if n := countLines(ran); n != 1 {
+		t.Errorf("the command ran %d times, want once", n)
+	}
+	if got := jobsNamed(t, jobName(j)); len(got) != 1 || got[0] != ids[0] {
+		t.Errorf("jobs named %s: %v, want only %s", jobName(j), got, ids[0])
+	}
+}
+
+// TestRealSlurmKilledThenAgain: gpusched run is killed (-9) while its
+// job runs on Slurm; run again, it adopts the job by its handle: the
+// command runs once, as one job, and the run completes.
+func TestRealSlurmKilledThenAgain(t *testing.T) {
+	realSlurm(t)
+	t.Parallel()
+	dir := t.TempDir()
+	gate, ran := filepath.Join(dir, "go"), filepath.Join(dir, "ran")
+	writeFile(t, filepath.Join(dir, "wf.yaml"), `
+scheduling:
+  executor: slurm
+tasks:
+  - id: long
+    args: [`+sleeper+`, -pidfile, `+ran+`, -wait, `+gate+`, -exit, "0"]
+  - id: after
+    args: ["true"]
+    dependencies: [long]
+`)
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644) }) // no job left waiting
+	c := &cluster{fake: &fake{}, env: append(os.Environ(), "HOME="+t.TempDir())}
+	run := filepath.Join(dir, "run")
+	first := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress")
+	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job runs", func() bool { return countLines(ran) == 1 })
+	syscall.Kill(-first.Process.Pid, syscall.SIGKILL)
+	first.Wait()
+	second := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress")
+	var out strings.Builder
+	second.Stdout, second.Stderr = &out, &out
+	if err := second.Start(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, gate, "")
+	if err := second.Wait(); err != nil {
+		t.Fatalf("second run: %v\n%s", err, out.String())
+	}
+	if n := countLines(ran); n != 1 {
+		t.Errorf("the job's command ran %d times, want once", n)
+	}
+	// Every job of this run has its batch script (and folder) in it.
+	q, err := exec.Command("squeue", "--states=all", "--noheader", "--format=%i|%Z").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []string
+	for _, l := range strings.Split(string(q), "\n") {
+		if id, wd, ok := strings.Cut(l, "|"); ok && wd == filepath.Join(run, "logs", "long") {
+			jobs = append(jobs, id)
+		}
+	}
+	if len(jobs) != 1 {
+		t.Errorf("jobs of task long: %v, want one", jobs)
+	}
+}
+
 // TestRealSlurmGPUTaskWithoutNvidiaSMI: gpusched run, on a machine
 // without nvidia-smi, of GPU tasks on Slurm (no gpu_types: the cluster's
 // GPUs are untyped): each runs on one GPU Slurm gives it.

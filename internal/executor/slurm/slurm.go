@@ -210,7 +210,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	hd := handleData{JobID: id, Result: fs.result, Name: jobName(job), Submitted: begun, Gres: gres}
 	if hooks.Submitted != nil {
 		if err := hooks.Submitted(encodeHandle(hd)); err != nil {
-			e.tracker().send(signalReq{ids: []string{id}})
+			e.cancelNow(id)
 			return fail(executor.Infrastructure, fmt.Errorf("save the handle of slurm job %s: %w", id, err))
 		}
 	}
@@ -221,11 +221,21 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	}
 	if err := e.release(ctx, id); err != nil && ctx.Err() == nil {
 		// Slurm refused to let it run: it would wait held for ever.
-		e.tracker().send(signalReq{ids: []string{id}})
+		e.cancelNow(id)
 		return fail(executor.Infrastructure, fmt.Errorf("release slurm job %s: %w", id, err))
 	}
 	rep.report(executor.Progress{Job: id, State: "PENDING", Queued: true}) // the tracker soon says why
 	return e.follow(ctx, job, hd, hooks.Running, rep, time.Time{})
+}
+
+// cancelNow cancels held job id at once, not through the tracker's
+// queue: the scheduler may close the executor right after (a commit that
+// failed), and a job left held would wait in Slurm for ever. When scancel
+// fails, the tracker tries again.
+func (e *Executor) cancelNow(id string) {
+	if _, err := e.cmds.Run(context.Background(), "scancel", id); err != nil {
+		e.tracker().send(signalReq{ids: []string{id}})
+	}
 }
 
 // follow watches the job of hd until it ends: ctx done stops it (SIGTERM
@@ -258,6 +268,17 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 	}
 	if told {
 		arm()
+	}
+	// started reports whether the command runs: the tracker may not have
+	// read the helper's note yet, and a stop must know (a job whose
+	// command runs gets SIGTERM and its kill grace, not Slurm's scancel).
+	started := func() bool {
+		if !told {
+			if at, ok := readStarted(hd.Result); ok {
+				tell(at)
+			}
+		}
+		return told
 	}
 	var last jobState
 	var gone, cancelled, killed, timedOut bool
@@ -297,7 +318,7 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 			return e.withoutResult(hd, last, gone, told, since, cancelled, killed, timedOut)
 		case <-done:
 			done, cancelled = nil, true
-			if told {
+			if started() {
 				e.tracker().send(signalReq{ids: []string{hd.JobID}, sig: "TERM", batch: true})
 				hard = time.After(job.KillGrace + e.cfg.Slack)
 			} else {
@@ -305,7 +326,7 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 			}
 		case <-killNow:
 			killNow, cancelled, killed = nil, true, true
-			if told {
+			if started() {
 				e.tracker().send(signalReq{ids: []string{hd.JobID}, sig: "USR1", batch: true})
 				hard = time.After(e.cfg.Slack)
 			} else {

@@ -38,7 +38,8 @@ type signalReq struct {
 
 // tracker is the one goroutine that asks Slurm about the executor's jobs:
 // one batched squeue per round for all of them, the result files first,
-// scontrol for a job squeue no longer lists. Rounds come fast after a job
+// scontrol for a job squeue no longer lists, and sacct (sacct.go) for the
+// jobs scontrol no longer knows either. Rounds come fast after a job
 // is added or a state changes, and slow down (doubling to the maximum)
 // while nothing changes. It also sends cancels, batched.
 type tracker struct {
@@ -50,6 +51,7 @@ type tracker struct {
 	stop     chan struct{}
 	done     chan struct{}
 	health   *health
+	acct     *accounting // sacct, for jobs the controller forgot; owned by run's goroutine
 
 	// Owned by run's goroutine.
 	watches map[*watch]struct{}
@@ -59,7 +61,7 @@ type tracker struct {
 func newTracker(cmds Commands, min, max time.Duration, h *health) *tracker {
 	t := &tracker{cmds: cmds, min: min, max: max, health: h,
 		add: make(chan *watch), remove: make(chan *watch), signal: make(chan signalReq, 64),
-		stop: make(chan struct{}), done: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), acct: newAccounting(cmds, max),
 		watches: map[*watch]struct{}{}, last: map[string]string{}}
 	go t.run()
 	return t
@@ -185,6 +187,7 @@ func (t *tracker) sendSignals(first signalReq) {
 // reports whether anything changed since the last round.
 func (t *tracker) round() bool {
 	changed := false
+	t.acct.prune(t.watches)
 	var ask []*watch
 	for w := range t.watches {
 		o, ok, err := readOutcome(w.result)
@@ -204,6 +207,10 @@ func (t *tracker) round() bool {
 					changed = true
 				}
 			}
+			if s, ok := t.acct.known(w.id); ok { // it ended, accounting said
+				t.tell(w, sighting{state: s, started: w.started})
+				continue
+			}
 			ask = append(ask, w)
 		}
 	}
@@ -220,6 +227,7 @@ func (t *tracker) round() bool {
 	if err != nil {
 		return changed
 	}
+	var forgotten []*watch // neither squeue nor scontrol knows them
 	for _, w := range ask {
 		s, ok := states[w.id]
 		if !ok {
@@ -233,11 +241,7 @@ func (t *tracker) round() bool {
 				}
 				states[w.id] = s
 			case invalidJob(err):
-				if t.last[w.id] != "gone" {
-					t.last[w.id] = "gone"
-					changed = true
-				}
-				t.tell(w, sighting{gone: true, started: w.started})
+				forgotten = append(forgotten, w)
 				continue
 			default:
 				t.health.note(err)
@@ -249,6 +253,9 @@ func (t *tracker) round() bool {
 			changed = true
 		}
 		t.tell(w, sighting{state: s, started: w.started})
+	}
+	if len(forgotten) > 0 && t.forgotten(forgotten) {
+		changed = true
 	}
 	asked := make(map[string]bool, len(ids))
 	for _, id := range ids {

@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/budget"
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/task"
+	"github.com/gpusched/gpusched/internal/workflow"
+)
+
+func newSuggestCmd() *cobra.Command {
+	var runDir string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "suggest [WORKFLOW] [--run-dir DIR] [--json]",
+		Short: "Propose GPU memory budgets from what tasks really used",
+		Long: `Show, for each GPU task, the budget its last attempt asked for
+(ASKED), the most GPU memory it was seen to use over its recent attempts
+(PEAK, over ATTEMPTS of them, at most 5), and a proposed budget: the peak
+plus 10% (at least 512 MiB), rounded up to a multiple of 256 MiB, which is
+what memory_mib: auto would ask for. A note flags a budget far above the
+peak ("wasted": at least 1.5 times the proposal and 2048 MiB more) and a
+peak near or above the budget ("OOM risk": the peak plus its margin is
+more than what was asked).
+
+With WORKFLOW, its GPU tasks are shown in file order, from its run
+directory (or --run-dir); attempts of an earlier definition of a task
+(another command, env, dir...) are not counted. Without it, every GPU
+task of the run directory (--run-dir, or the one run under ./.gpusched).
+Only attempts that ended by themselves with a peak seen count. Nothing is
+written; a run may be going.
+
+Runs of a daemon are not read: this looks at a run directory only.
+
+--json prints {"run_dir": ..., "tasks": [{"id", "memory_mib",
+"memory_auto", "memory_mib_max", "asked_mib", "peak_mib", "attempts",
+"proposed_mib", "flag"}]}; flag is "wasted", "oom-risk" or absent, and
+the sizes are 0 when not known.`,
+		Args: optionalWorkflow,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runSuggest(c.OutOrStdout(), firstArg(args), runDir, asJSON)
+		},
+	}
+	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
+	return c
+}
+
+// suggestion is one task's line of gpusched suggest.
+type suggestion struct {
+	ID           string      `json:"id"`
+	MemoryMiB    int64       `json:"memory_mib"` // as set; 0 for auto
+	MemoryAuto   bool        `json:"memory_auto,omitempty"`
+	MemoryMaxMiB int64       `json:"memory_mib_max,omitempty"`
+	AskedMiB     int64       `json:"asked_mib"`
+	PeakMiB      int64       `json:"peak_mib"`
+	Attempts     int         `json:"attempts"`
+	ProposedMiB  int64       `json:"proposed_mib"`
+	Flag         budget.Flag `json:"flag,omitempty"`
+	exclusive    bool
+	ran          bool // the run directory has attempts of it
+}
+
+func runSuggest(w io.Writer, workflowPath, runDir string, asJSON bool) error {
+	dir, err := findRunDir(runDir, workflowPath)
+	if err != nil {
+		return err
+	}
+	rows, err := loadRows(dir)
+	if err != nil {
+		return err
+	}
+	var out []suggestion
+	if workflowPath != "" {
+		wf, err := loadWorkflowWith(workflowPath, workflow.Options{})
+		if err != nil {
+			return err
+		}
+		out, err = suggestFor(wf.Tasks, rows)
+		if err != nil {
+			return err
+		}
+	} else {
+		out = suggestAll(rows)
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if out == nil {
+			out = []suggestion{}
+		}
+		return enc.Encode(struct {
+			RunDir string       `json:"run_dir"`
+			Tasks  []suggestion `json:"tasks"`
+		}{dir, out})
+	}
+	writeSuggestions(w, dir, out)
+	return nil
+}
+
+// suggestFor advises the GPU tasks of a workflow, from rows.
+func suggestFor(tasks []gpusched.TaskSpec, rows []store.Row) ([]suggestion, error) {
+	byID := make(map[string]*store.Row, len(rows))
+	for i := range rows {
+		byID[rows[i].ID] = &rows[i]
+	}
+	var out []suggestion
+	for i := range tasks {
+		if !tasks[i].Resources.GPU() {
+			continue
+		}
+		// The public and the internal definitions share their JSON.
+		b, err := json.Marshal(&tasks[i])
+		if err != nil {
+			return nil, fmt.Errorf("read task %q: %w", tasks[i].ID, err)
+		}
+		cur, err := task.DecodeSpec(b)
+		if err != nil {
+			return nil, fmt.Errorf("read task %q: %w", tasks[i].ID, err)
+		}
+		out = append(out, advise(&cur, byID[cur.ID]))
+	}
+	return out, nil
+}
+
+// suggestAll advises every GPU task of the run directory, as it was last
+// defined.
+func suggestAll(rows []store.Row) []suggestion {
+	var out []suggestion
+	for i := range rows {
+		sp, err := task.DecodeSpec(rows[i].Spec)
+		if err != nil || !sp.Resources.GPU() {
+			continue
+		}
+		out = append(out, advise(&sp, &rows[i]))
+	}
+	return out
+}
+
+// advise is the suggestion for task sp, whose row (nil: none) holds its
+// attempts, counting those of sp's definition only.
+func advise(sp *task.Spec, row *store.Row) suggestion {
+	r := sp.Resources
+	s := suggestion{ID: sp.ID, MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, exclusive: r.Exclusive}
+	if !r.MemoryAuto {
+		s.MemoryMiB = r.MemoryMiB
+	}
+	if row == nil {
+		return s
+	}
+	var prev *task.Spec
+	if p, err := task.DecodeSpec(row.Spec); err == nil {
+		prev = &p
+	}
+	since := budget.Since(prev, row.Attempts, sp)
+	ad := budget.Advise(budget.GPUMemory, row.Attempts, since)
+	s.AskedMiB, s.PeakMiB, s.Attempts, s.ProposedMiB, s.Flag = ad.AskedMiB, ad.PeakMiB, ad.Attempts, ad.ProposedMiB, ad.Flag
+	s.ran = len(row.Attempts) > 0 && row.Attempts[len(row.Attempts)-1].Number >= since
+	return s
+}
+
+func writeSuggestions(w io.Writer, dir string, out []suggestion) {
+	if len(out) == 0 {
+		fmt.Fprintf(w, "no GPU task (run directory %s)\n", dir)
+		return
+	}
+	mib := func(v int64) string {
+		if v == 0 {
+			return "-"
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tMEMORY_MIB\tASKED\tPEAK\tATTEMPTS\tPROPOSED\tNOTE")
+	for _, s := range out {
+		setting := mib(s.MemoryMiB)
+		switch {
+		case s.MemoryAuto && s.MemoryMaxMiB > 0:
+			setting = fmt.Sprintf("auto (max %d)", s.MemoryMaxMiB)
+		case s.MemoryAuto:
+			setting = "auto"
+		case s.MemoryMiB == 0 && s.exclusive:
+			setting = "exclusive"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, setting, mib(s.AskedMiB), mib(s.PeakMiB), s.Attempts, mib(s.ProposedMiB), s.note())
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nPROPOSED is the peak of the last %d attempts + %d%% (at least %d MiB), rounded up to %d MiB;\n"+
+		"memory_mib: auto asks for it at each run (run directory %s)\n", budget.Window, budget.MarginPercent, budget.MinMarginMiB, budget.StepMiB, dir)
+}
+
+// note says what is remarkable about a suggestion.
+func (s suggestion) note() string {
+	switch {
+	case s.Flag == budget.Wasted:
+		return fmt.Sprintf("wasted: asks %.1f× its peak", float64(s.AskedMiB)/float64(s.PeakMiB))
+	case s.Flag == budget.OOMRisk && s.PeakMiB > s.AskedMiB:
+		return "OOM risk: its peak is above what it asked for"
+	case s.Flag == budget.OOMRisk:
+		return "OOM risk: its peak is within the margin of what it asked for"
+	case !s.ran:
+		return "no attempt of this definition yet"
+	case s.Attempts == 0:
+		return "no peak seen (no attempt ended by itself on a card polled while it ran)"
+	}
+	return ""
+}
+
+// budgetNote says how a budget learned from history was chosen, for
+// status; "" for a request that learns none.
+func budgetNote(r gpusched.ResourceRequest) string {
+	if !r.MemoryAuto || r.Budget == nil {
+		return ""
+	}
+	return budget.Describe(budget.GPUMemory, r.MemoryMiB, r.Budget)
+}

@@ -1,0 +1,82 @@
+package daemon_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu/fakegpu"
+	"github.com/gpusched/gpusched/internal/store"
+	"github.com/gpusched/gpusched/internal/testbin"
+)
+
+// Through the daemon, memory_mib: auto learns from the owner's earlier
+// runs: a task of the same id, command and dir asks for its peak plus the
+// margin; one whose command changed starts over at memory_mib_max.
+func TestDaemonLearnsAutoBudgets(t *testing.T) {
+	smi, err := testbin.Build("cmd/fake-nvidia-smi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := testbin.Build("cmd/fake-gpu-job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t)
+	gpuState := filepath.Join(w.dir, "gpu-state.json")
+	if err := fakegpu.Save(gpuState, fakegpu.State{Cards: []fakegpu.Card{{Index: 0, UUID: "GPU-fade0000-7e57-4000-8000-000000000000", TotalMiB: 40960}}}); err != nil {
+		t.Fatal(err)
+	}
+	w.env = append(w.env, "GPUSCHED_NVIDIA_SMI="+smi, fakegpu.EnvState+"="+gpuState)
+	d := w.start(t)
+	work := filepath.Join(w.dir, "work")
+	os.Mkdir(work, 0o755)
+	wf := filepath.Join(work, "wf.yaml")
+	// The daemon reads the cards every 2s: each job lives long enough to
+	// be seen.
+	write := func(evalDuration string) {
+		doc := fmt.Sprintf(`tasks:
+  - id: train
+    resources: {device: cuda, memory_mib: auto, memory_mib_max: 12000}
+    args: [%q, --mem, "3000", --duration, 2500ms]
+  - id: eval
+    resources: {device: cuda, memory_mib: auto, memory_mib_max: 12000}
+    args: [%q, --mem, "2000", --duration, %s]
+`, job, job, evalDuration)
+		if err := os.WriteFile(wf, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, evalDuration := range []string{"2500ms", "2600ms"} {
+		write(evalDuration)
+		out, errOut, code := w.gs(t, work, nil, "submit", wf)
+		if code != 0 || strings.TrimSpace(out) != fmt.Sprint(i+1) {
+			t.Fatalf("submit %d: %q %q %d", i+1, out, errOut, code)
+		}
+		if _, errOut, code := w.gs(t, work, nil, "wait", strings.TrimSpace(out)); code != 0 {
+			b, _ := os.ReadFile(d.log)
+			t.Fatalf("wait %d: %q, exit %d\ndaemon log:\n%s", i+1, errOut, code, b)
+		}
+	}
+	st, err := store.OpenSQLiteReadOnly(filepath.Join(w.state, gpusched.StateFile), w.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	want := map[string]int64{"1/train": 12000, "1/eval": 12000, "2/train": 3584, "2/eval": 12000}
+	for id, asked := range want {
+		r, ok, err := st.LookupTask(id)
+		if err != nil || !ok || len(r.Attempts) != 1 {
+			t.Fatalf("task %s: %+v, %v, %v", id, r.Record, ok, err)
+		}
+		if a := r.Attempts[0]; a.MemRequestedMiB != asked {
+			t.Errorf("task %s asked for %d MiB (peak %d), want %d", id, a.MemRequestedMiB, a.MemPeakMiB, asked)
+		}
+	}
+	if r, _, _ := st.LookupTask("1/train"); r.Attempts[0].MemPeakMiB != 3000 {
+		t.Errorf("1/train peaked at %d MiB, want 3000: the poll did not see the job", r.Attempts[0].MemPeakMiB)
+	}
+}
