@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -73,7 +74,7 @@ type hostTake struct {
 
 func (e *Engine) initHost() {
 	c := &e.cfg.Host
-	c.ReserveAfter = cmpOrDuration(c.ReserveAfter, DefaultReserveAfter)
+	c.ReserveAfter = cmp.Or(c.ReserveAfter, DefaultReserveAfter) // negative stays: never
 	if c.SampleEvery <= 0 {
 		c.SampleEvery = DefaultSampleEvery
 	}
@@ -92,14 +93,6 @@ func (e *Engine) initHost() {
 	if h.on || c.SampleRSS != nil {
 		h.held = map[*node]hostTake{}
 	}
-}
-
-// cmpOrDuration is def for 0; other values (negative: never) as they are.
-func cmpOrDuration(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // hostView is what decide sees of the machine's resources: nil when none
@@ -213,9 +206,9 @@ func (e *Engine) hostReason(n *node, p Pass, heldFor string) task.WaitReason {
 	var need, free, all string
 	switch {
 	case p.Why == task.WaitCPU:
-		need, free, all = plural(t.cpus, "cpu", "cpus"), "those free are", e.capacity(e.cfg.Host.CPUs, "")
+		need, free, all = plural(t.cpus, "cpu", "cpus"), "those free are", inAll(e.cfg.Host.CPUs, "")
 	case p.Why == task.WaitHostMemory:
-		need, free, all = fmt.Sprintf("%d MiB of host memory", t.mib), "what is left is", e.capacity64(e.cfg.Host.MemoryMiB, " MiB")
+		need, free, all = fmt.Sprintf("%d MiB of host memory", t.mib), "what is left is", inAll(e.cfg.Host.MemoryMiB, " MiB")
 	default:
 		names := slices.Sorted(maps.Keys(t.counters))
 		name := ""
@@ -236,14 +229,8 @@ func (e *Engine) hostReason(n *node, p Pass, heldFor string) task.WaitReason {
 	return task.WaitReason{Kind: p.Why, Detail: fmt.Sprintf("needs %s, more than is free now (%s)", need, all)}
 }
 
-func (e *Engine) capacity(c int, unit string) string {
-	if c <= 0 {
-		return "no limit"
-	}
-	return fmt.Sprintf("%d%s in all", c, unit)
-}
-
-func (e *Engine) capacity64(c int64, unit string) string {
+// inAll says a capacity for a reason's detail: "16 in all", "no limit".
+func inAll[T int | int64](c T, unit string) string {
 	if c <= 0 {
 		return "no limit"
 	}

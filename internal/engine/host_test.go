@@ -200,6 +200,13 @@ type fakeRSS struct {
 	samples int
 }
 
+// taken is how many samples were taken.
+func (f *fakeRSS) taken() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.samples
+}
+
 func (f *fakeRSS) sample(pgids []int) (map[int]int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -225,8 +232,8 @@ func TestHostRSSPeaks(t *testing.T) {
 		h.runner.script["within"] = []step{{dur: 20 * time.Second}}
 		h.mustSubmit(t, withHost(spec("over"), 0, 1000, nil), withHost(spec("within"), 0, 1000, nil))
 		time.Sleep(10 * time.Second)
-		if rss.samples != 0 {
-			t.Errorf("%d samples while nothing ran", rss.samples)
+		if n := rss.taken(); n != 0 {
+			t.Errorf("%d samples while nothing ran", n)
 		}
 		stop := serve(h.Engine)
 		defer stop()
@@ -260,10 +267,10 @@ func TestHostRSSPeaks(t *testing.T) {
 		if a := saved("within"); a.RSSPeakMiB != 900 || a.OverHostMemory() {
 			t.Errorf("within ended saved as %+v; want a peak of 900 MiB, not over", a)
 		}
-		n := rss.samples
+		n := rss.taken()
 		time.Sleep(time.Minute)
-		if rss.samples != n {
-			t.Errorf("%d samples after everything ended", rss.samples-n)
+		if m := rss.taken(); m != n {
+			t.Errorf("%d samples after everything ended", m-n)
 		}
 	})
 }
