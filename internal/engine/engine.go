@@ -810,24 +810,15 @@ func (ev exitEvent) apply(e *Engine) {
 	// Then what follows for the tasks that depend on it.
 	switch ended.Kind {
 	case Completed:
-		for _, d := range n.dependents {
-			d.waiting--
-			switch {
-			case d.rec.State != task.Pending:
-			case d.waiting == 0:
-				e.makeReady(d)
-			default:
-				e.staleDeps(d) // its reason names what it still waits for
-			}
-		}
+		e.settle(n)
 	case TaskCancelled:
 		// Stopped because the run stops (Ctrl-C, Close), what depends on
 		// it never started and stays pending, for the next run.
 		if n.userCancelled {
-			e.blockDownstream(n)
+			e.settle(n)
 		}
 	case Failed:
-		e.blockDownstream(n)
+		e.settle(n)
 		if f := e.cfg.OnFailure; f != nil {
 			spec, rec := n.spec, n.record()
 			e.effects = append(e.effects, func(err error) {
@@ -1022,28 +1013,74 @@ func (e *Engine) unready(n *node) {
 	}
 }
 
-// blockDownstream marks every pending task that depends, directly or not, on
-// root (failed or cancelled) as blocked by it.
-func (e *Engine) blockDownstream(root *node) {
-	queue := slices.Clone(root.dependents)
+// settle tells the tasks that depend on n, which has just ended (or was
+// blocked), what that means to them, by the condition each depends on it
+// with (task.Condition.Judge): a pending task whose condition is met waits
+// for one dependency less, and is ready once it waits for none; one whose
+// condition can no longer be met is blocked, and what depends on it is
+// told in turn. Every task blocked so names the same blocker (BlockedBy):
+// the task that failed or was cancelled, or, for tasks not needed, the one
+// that completed.
+func (e *Engine) settle(n *node) {
+	type ended struct{ n, root *node } // root: the blocker of n if blocked, else n
+	queue := []ended{{n, e.rootOf(n)}}
 	for len(queue) > 0 {
-		d := queue[len(queue)-1]
+		m := queue[len(queue)-1]
 		queue = queue[:len(queue)-1]
-		if d.rec.State != task.Pending {
-			continue
+		for _, d := range m.n.dependents {
+			switch d.spec.On(m.n.spec.ID).Judge(m.n.rec.State, m.n.rec.NotNeeded) {
+			case task.Met:
+				d.waiting--
+				switch {
+				case d.rec.State != task.Pending:
+				case d.waiting == 0:
+					e.makeReady(d)
+				default:
+					e.staleDeps(d) // its reason names what it still waits for
+				}
+			case task.Unmet, task.NotNeeded:
+				if d.rec.State != task.Pending {
+					continue
+				}
+				e.block(d, m.root, m.n)
+				queue = append(queue, ended{d, m.root})
+			case task.Unsettled:
+				// Cannot be: m has ended.
+			}
 		}
-		e.block(d, root)
-		queue = append(queue, d.dependents...)
 	}
 }
 
-func (e *Engine) block(d, by *node) {
+// rootOf returns the task that blocked n, in memory or retired, when n is
+// blocked (n itself when that task cannot be found); else n.
+func (e *Engine) rootOf(n *node) *node {
+	if n.rec.State == task.Blocked && n.rec.BlockedBy != "" && n.rec.BlockedBy != n.spec.ID {
+		if b := e.blocker(n.rec.BlockedBy); b != nil {
+			return b
+		}
+	}
+	return n
+}
+
+// block marks pending task d blocked: the condition it depends on dep
+// with can no longer be met. root is what blocked dep, or dep itself (see
+// settle); d is not needed when root completed.
+func (e *Engine) block(d, root, dep *node) {
 	e.unready(d)
 	d.rec.State = task.Blocked
-	d.rec.BlockedBy = by.spec.ID
-	d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", by.spec.ID, by.rec.State)
+	d.rec.BlockedBy = root.spec.ID
+	d.rec.NotNeeded = root.rec.State == task.Complete
+	switch {
+	case !d.rec.NotNeeded:
+		d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", root.spec.ID, root.rec.State)
+	case dep == root:
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q completed; this task runs on its failure", root.spec.ID)
+	default:
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q was not needed (%q completed)", dep.spec.ID, root.spec.ID)
+	}
 	e.writeTask(d)
-	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: by.spec.ID, Submitted: d.rec.Submitted})
+	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: root.spec.ID, Error: d.rec.Error, NotNeeded: d.rec.NotNeeded,
+		Submitted: d.rec.Submitted})
 }
 
 // writeTask queues the task's row, as it is now, for the next commit. A
@@ -1067,7 +1104,7 @@ func (e *Engine) writeTask(n *node) {
 		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
 		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun, RetryAt: n.rec.RetryAt,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
-		Paused: n.rec.Paused,
+		Paused: n.rec.Paused, NotNeeded: n.rec.NotNeeded,
 	}
 	if n.rec.Waiting.Waiting() {
 		wr := n.waitReason()

@@ -93,6 +93,11 @@ type Record struct {
 	// a paused running one runs on, and waits paused if it is to run
 	// again. A task that finishes is no longer paused.
 	Paused bool `json:"paused,omitempty"`
+	// NotNeeded: the task is blocked because the condition of one of its
+	// dependencies can no longer be met and no failure is behind that: it
+	// runs on the failure of a dependency that completed (BlockedBy), or
+	// after one that was not needed either. It is not a failure of the run.
+	NotNeeded bool `json:"not_needed,omitempty"`
 	// Attempts lists every attempt, oldest first, including those of
 	// earlier runs on the same run directory.
 	Attempts []Attempt `json:"attempts"`
@@ -103,11 +108,6 @@ type Record struct {
 	// BlockedBy names the failed or cancelled task that blocked this one;
 	// for a task blocked as NotNeeded, the task that completed.
 	BlockedBy string `json:"blocked_by,omitempty"`
-	// NotNeeded: the task is blocked because a condition it depends with
-	// can no longer be met and no failure is behind that (it runs on the
-	// failure of a dependency that completed, or after one that was not
-	// needed either). Such a task is not a failure of the run.
-	NotNeeded bool `json:"not_needed,omitempty"`
 	// Submitted is when the task was (last) submitted.
 	Submitted time.Time `json:"submitted,omitzero"`
 	// Artifacts are the files it produced, as they were when it completed.
