@@ -81,8 +81,8 @@ func TestInternalSpecKeepsEveryField(t *testing.T) {
 		Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 10, Exclusive: true}, Executor: "e", Timeout: time.Second,
 		Retries: 2, RetryDelay: time.Minute, RetryOnExitCodes: []int{75}, RetryOnTimeout: true, Env: map[string]string{"A": "1"},
 		Dir: "/d", Artifacts: []string{"o"}, HashArtifacts: true, OnComplete: []string{"n"}, CleanEnv: true, Owner: "1000",
-		Slurm: &gpusched.SlurmSettings{Partition: "p", Account: "a", QOS: "q", Constraint: "c", CPUsPerTask: 2, Mem: "1G", ExtraArgs: []string{"--x"}},
-		DependencyOn: map[string]gpusched.DependencyCondition{"b": gpusched.AfterAny}}
+		DependencyOn: map[string]gpusched.DependencyCondition{"b": gpusched.AfterAny},
+		Slurm:        &gpusched.SlurmSettings{Partition: "p", Account: "a", QOS: "q", Constraint: "c", CPUsPerTask: 2, Mem: "1G", ExtraArgs: []string{"--x"}}}
 	if n := reflect.TypeOf(ts).NumField(); n != 21 {
 		t.Fatalf("TaskSpec has %d fields; give the new ones a value here and check internalSpec", n)
 	}
