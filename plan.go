@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gpusched/gpusched/internal/dag"
 	"github.com/gpusched/gpusched/internal/store"
@@ -21,8 +22,16 @@ type PlanItem struct {
 	Run bool `json:"run"`
 	// Why, for a person: "never ran", "failed before", "definition changed:
 	// args", "artifact missing: out/model.pt", "artifact changed: out/x.bin
-	// (size 10 -> 12)", "upstream prepare reruns", or "complete, kept".
+	// (size 10 -> 12)", "upstream prepare reruns", or "complete, kept";
+	// followed by "(only if prepare fails)" for a task that runs on the
+	// failure of a task that runs; or, for a task not needed, "not needed:
+	// prepare completes, and it runs on its failure".
 	Why string `json:"why"`
+	// NotNeeded is true when the task would not run because a
+	// dependency's condition cannot be met with no failure behind it (it
+	// runs on the failure of a task that is kept complete): the run
+	// blocks it as not needed (Record.NotNeeded). Run is false then.
+	NotNeeded bool `json:"not_needed,omitempty"`
 	// Adopt is true when the task's attempt, left running by a scheduler
 	// that died, still runs under its supervisor: it would be adopted,
 	// not started again (Why: "adopt (running since ...)").
@@ -32,7 +41,10 @@ type PlanItem struct {
 // Plan says, task by task and in the given order, what running tasks on
 // runDir would run and why, without running anything or taking the run
 // directory's lock: the same checks and the same rules as Run. A run
-// directory that does not exist yet means everything runs.
+// directory that does not exist yet means everything runs. Plan cannot
+// know how tasks that run will end: a task it says runs may be blocked,
+// by a failure, or as not needed when it runs on the failure of a task
+// that then completes (its Why says so).
 func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
 	if err != nil {
@@ -67,6 +79,7 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	fates := runningFates(runDir, running) // one look at the supervisor for all of them
 	items := make([]PlanItem, len(specs))
 	runs := map[string]bool{}
+	notNeeded := map[string]string{} // task not needed -> the kept task that makes it so
 	index := map[string]int{}
 	for i, sp := range specs {
 		index[sp.ID] = i
@@ -117,14 +130,54 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 		if !it.Run && !it.Adopt && (!seen || r.State != task.Running) {
 			it.Why = "complete, kept"
 		}
+		if it.Run && !it.Adopt {
+			planConditions(sp, runs, notNeeded, &it)
+		}
 		runs[sp.ID] = it.Run || it.Adopt || seen && r.State == task.Running
 		items[i] = it
 	}
 	for i := range specs {
 		visit(i)
 	}
+
 	if failed != nil {
 		return nil, failed
 	}
 	return items, nil
+}
+
+// planConditions completes the plan item of task sp, which would run, with
+// what its dependencies' conditions say, as the run judges them: a task
+// that runs on the failure of a task kept complete, or after a task not
+// needed (but with on: any), is not needed; one that runs on the failure
+// of a task that runs runs only if that one fails. runs and notNeeded are
+// what was planned for the tasks it depends on; a task not needed is
+// added to notNeeded, with the kept task that makes it so.
+func planConditions(sp *task.Spec, runs map[string]bool, notNeeded map[string]string, it *PlanItem) {
+	if sp.DependencyOn == nil && len(notNeeded) == 0 {
+		return // the common case: nothing to say
+	}
+	var onlyIf []string
+	for _, d := range sp.Dependencies {
+		on := sp.On(d)
+		root, skipped := notNeeded[d]
+		switch {
+		case on == task.AfterAny:
+		case skipped:
+			it.Run, it.NotNeeded = false, true
+			it.Why = fmt.Sprintf("not needed: %s is not needed (%s completes)", d, root)
+			notNeeded[sp.ID] = root
+			return
+		case !runs[d] && on == task.AfterFailure:
+			it.Run, it.NotNeeded = false, true
+			it.Why = fmt.Sprintf("not needed: %s completes, and it runs on its failure", d)
+			notNeeded[sp.ID] = d
+			return
+		case on == task.AfterFailure:
+			onlyIf = append(onlyIf, d)
+		}
+	}
+	if len(onlyIf) > 0 {
+		it.Why += fmt.Sprintf(" (only if %s fails)", strings.Join(onlyIf, " and "))
+	}
 }

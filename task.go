@@ -216,7 +216,7 @@ type Record struct {
 // OK reports whether the task ended as its run wants: it completed, or it
 // was blocked as not needed (NotNeeded). A run whose tasks are all OK
 // succeeded.
-func (r *Record) OK() bool {
+func (r Record) OK() bool {
 	return r.State == StateComplete || r.State == StateBlocked && r.NotNeeded
 }
 

@@ -30,6 +30,12 @@ keep a task that completed earlier, or run it, and why:
   upstream prepare reruns        something it depends on runs again
   complete, kept                 nothing to do
 
+A task that runs on the failure of another (dependencies: [{id: prepare,
+on: failure}]) says "(only if prepare fails)" when that one runs, and is
+skipped when that one is kept complete:
+
+  not needed: prepare completes, and it runs on its failure
+
 Nothing runs and nothing is written; the run directory is not locked, so
 this works while a run is going. Same as "gpusched run --dry-run".
 
@@ -82,6 +88,8 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 	for _, it := range items {
 		action := "keep"
 		switch {
+		case it.NotNeeded:
+			action = "skip"
 		case it.Adopt:
 			action = "adopt"
 			adopts++

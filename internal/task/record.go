@@ -128,7 +128,7 @@ type Record struct {
 
 // OK reports whether the task ended as its run wants: it completed, or
 // it was blocked as not needed.
-func (r *Record) OK() bool {
+func (r Record) OK() bool {
 	return r.State == Complete || r.State == Blocked && r.NotNeeded
 }
 
