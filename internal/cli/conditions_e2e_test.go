@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpusched/gpusched/client"
 )
 
 // The binary on a sweep with dependency conditions: train-2 fails, the
@@ -127,5 +129,54 @@ func TestConditionErrorsEndToEnd(t *testing.T) {
 	r.want(t, 2)
 	if !strings.Contains(r.stderr, `bad.yaml:7: task "b": dependencies[0].on: "sometimes" is not a condition: use success (the default), failure or any`) {
 		t.Errorf("validate: %s", r.stderr)
+	}
+}
+
+// Through a daemon: the conditions reach its scheduler (the aggregate runs
+// on a partial sweep, the clean-up of a run that succeeded is not needed),
+// its queue and the run's summary say which tasks were not needed, and
+// the run's exit code is the failed run's alone; without it, 0.
+func TestConditionsThroughTheDaemon(t *testing.T) {
+	t.Parallel()
+	d := startTestDaemon(t)
+	dir := t.TempDir()
+	wf := writeFile(t, filepath.Join(dir, "wf.yaml"), `
+tasks:
+  - id: train-${seed}
+    matrix: {seed: [1, 2]}
+    retries: 0
+    args: `+sh("test ${seed} != 2 || test -e fixed")+`
+  - id: aggregate
+    dependencies: [{id: "train-*", on: any}]
+    args: ['true']
+  - id: clean-1
+    dependencies: [{id: train-1, on: failure}]
+    args: ['true']
+`)
+	r := d.gs(t, dir, nil, "run", "--daemon", "--socket", d.socket, wf)
+	r.want(t, 1)
+	for _, want := range []string{"skipped   1/clean-1 (not needed: 1/train-1 completed)", ": 2 complete, 1 failed, 1 not needed\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("run 1 stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "blocked 1/clean-1") {
+		t.Errorf("clean-1 is named among the blocked tasks:\n%s", r.stdout)
+	}
+	var clean client.TaskInfo
+	for _, task := range d.queue(t) {
+		if task.ID == "1/clean-1" {
+			clean = task
+		}
+	}
+	if clean.State != "blocked" || !clean.NotNeeded || clean.BlockedBy != "1/train-1" {
+		t.Errorf("queue's clean-1: %+v", clean)
+	}
+
+	writeFile(t, filepath.Join(dir, "fixed"), "")
+	r = d.gs(t, dir, nil, "run", "--daemon", "--socket", d.socket, wf)
+	r.want(t, 0)
+	if !strings.Contains(r.stdout, ": 3 complete, 1 not needed\n") {
+		t.Errorf("run 2 stdout:\n%s", r.stdout)
 	}
 }
