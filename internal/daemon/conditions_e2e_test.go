@@ -70,7 +70,7 @@ func TestSubmitAfterConditions(t *testing.T) {
 	w.start(t)
 	c = w.client(t)
 	_, errOut, code := w.gs(t, "/", nil, "submit", "--after-failure", good, "--", "true")
-	if code == 0 || !strings.Contains(errOut, "task "+good+" is complete, so a task after it (on its failure) would never run") {
+	if code == 0 || !strings.Contains(errOut, "task "+good+" complete, so a task after it (on its failure) would never run") {
 		t.Errorf("after the failure of a task that completed: exit %d, %s", code, errOut)
 	}
 	after := submit("--after-any", bad, "--", "true")

@@ -241,7 +241,7 @@ func (d *Daemon) after(ids []string, on map[string]string) ([]string, map[string
 		for _, t := range ts {
 			if rec, ok := d.stored(t.id); ok && !held(d, t.id) {
 				if task.Condition(c).Judge(task.State(rec.State), rec.NotNeeded) != task.Met {
-					return nil, nil, errorf(http.StatusBadRequest, "after %s: task %s is %s, so a task after it%s would never run",
+					return nil, nil, errorf(http.StatusBadRequest, "after %s: task %s %s, so a task after it%s would never run",
 						id, t.show, rec.State, task.Condition(c).Phrase())
 				}
 				continue
