@@ -383,3 +383,28 @@ func TestConditionOnRetiredTasks(t *testing.T) {
 		}
 	})
 }
+
+// A task waiting with on: any for a task that failed waits again for it
+// when it is retried, and starts only after its new end.
+func TestRetryOfATaskAnAggregateCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{MaxParallel: 4}, nil)
+		defer h.Close()
+		h.runner.script["t1"] = []step{{dur: time.Second, exit: 1}, {dur: 10 * time.Second}}
+		h.runner.script["t2"] = []step{{dur: 5 * time.Second}}
+		h.mustSubmit(t, spec("t1"), spec("t2"), on(spec("agg", "t1", "t2"), task.AfterAny, "t1", "t2"))
+		stop := serve(h.Engine)
+		defer stop()
+		time.Sleep(2 * time.Second) // t1 failed; agg waits for t2 alone
+		checkWait(t, h, "agg", task.WaitDependencies, "t2 (any outcome)")
+		if got, err := h.Retry([]string{"t1"}); err != nil || !slices.Equal(got, []string{"t1"}) {
+			t.Fatalf("Retry(t1) = %v, %v", got, err)
+		}
+		checkWait(t, h, "agg", task.WaitDependencies, "t1 (any outcome), t2 (any outcome)")
+		recs := mustWait(t, h.Engine, "agg", "t1")
+		agg, t1 := recs["agg"], recs["t1"]
+		if agg.State != task.Complete || t1.State != task.Complete || agg.Attempts[0].Start.Before(t1.Attempts[1].End) {
+			t.Errorf("agg %s, started %v; t1 %s, its second attempt ended %v", agg.State, agg.Attempts[0].Start, t1.State, t1.Attempts[1].End)
+		}
+	})
+}

@@ -217,6 +217,25 @@ func (e *Engine) resume(nodes []*node) (done []string, signals []func() error) {
 	return done, signals
 }
 
+// recount counts again the dependencies pending task d waits for, one of
+// which went back to pending (Retry): it waits for that one's new end.
+func (e *Engine) recount(d *node) {
+	d.waiting = 0
+	for j, dep := range d.deps {
+		if d.spec.On(d.spec.Dependencies[j]).Judge(dep.rec.State, dep.rec.NotNeeded) == task.Unsettled {
+			d.waiting++
+		}
+	}
+	if d.waiting == 0 {
+		return
+	}
+	e.unready(d)
+	if !d.rec.Paused {
+		e.setWait(d, task.WaitReason{Kind: task.WaitDependencies})
+	}
+	e.staleDeps(d)
+}
+
 // notNeededState says how a dependency ended that a task it makes not
 // needed depends on: "complete", or "not needed" itself.
 func notNeededState(d *node) string {
@@ -346,6 +365,15 @@ func (e *Engine) retry(nodes []*node) ([]string, error) {
 		if d := spared[n]; d != nil && n.rec.State == task.Pending {
 			e.block(n, e.rootOf(d), d)
 			e.settle(n)
+		}
+	}
+	// A pending task outside the set whose condition one of them met as
+	// it ended (on: any, on: failure) waits for its new end.
+	for _, n := range set {
+		for _, d := range n.dependents {
+			if !in[d] && d.rec.State == task.Pending && e.tasks[d.spec.ID] == d {
+				e.recount(d)
+			}
 		}
 	}
 	ids := make([]string, 0, len(set))
