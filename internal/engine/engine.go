@@ -1022,11 +1022,10 @@ func (e *Engine) unready(n *node) {
 // the task that failed or was cancelled, or, for tasks not needed, the one
 // that completed.
 func (e *Engine) settle(n *node) {
-	type ended struct{ n, root *node } // root: the blocker of n if blocked, else n
-	queue := []ended{{n, e.rootOf(n)}}
-	for len(queue) > 0 {
-		m := queue[len(queue)-1]
-		queue = queue[:len(queue)-1]
+	type ended struct{ n, root *node } // root: the blocker of n if blocked, else n; nil until needed
+	var queue []ended                  // tasks blocked on the way, whose dependents are still to tell
+	m := ended{n: n}
+	for {
 		for _, d := range m.n.dependents {
 			switch d.spec.On(m.n.spec.ID).Judge(m.n.rec.State, m.n.rec.NotNeeded) {
 			case task.Met:
@@ -1042,12 +1041,20 @@ func (e *Engine) settle(n *node) {
 				if d.rec.State != task.Pending {
 					continue
 				}
+				if m.root == nil {
+					m.root = e.rootOf(m.n)
+				}
 				e.block(d, m.root, m.n)
 				queue = append(queue, ended{d, m.root})
 			case task.Unsettled:
 				// Cannot be: m has ended.
 			}
 		}
+		if len(queue) == 0 {
+			return
+		}
+		m = queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
 	}
 }
 
