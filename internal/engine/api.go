@@ -320,6 +320,7 @@ func (ev submitEvent) apply(e *Engine) {
 // say (they decide whether it runs, and it ran).
 func (e *Engine) admit(n *node) {
 	var blockedBy, via *node // what blocks it, and through which dependency
+	notNeeded := false       // and no failure is behind that
 	allKept := true
 	var rerunning *node // a dependency of a kept task that runs again
 	ids := n.spec.Dependencies
@@ -327,13 +328,13 @@ func (e *Engine) admit(n *node) {
 		switch n.spec.On(ids[j]).Judge(d.rec.State, d.rec.NotNeeded) {
 		case task.Met:
 		case task.Unmet:
-			if blockedBy == nil || blockedBy.rec.State == task.Complete {
+			if blockedBy == nil || notNeeded {
 				// A failure upstream says more than a task not needed.
-				blockedBy, via = e.rootOf(d), d
+				blockedBy, via, notNeeded = e.rootOf(d), d, false
 			}
 		case task.NotNeeded:
 			if blockedBy == nil {
-				blockedBy, via = e.rootOf(d), d
+				blockedBy, via, notNeeded = e.rootOf(d), d, true
 			}
 		case task.Unsettled:
 			n.waiting++
@@ -349,7 +350,7 @@ func (e *Engine) admit(n *node) {
 		n.rec.State = task.Complete
 	case blockedBy != nil:
 		n.kept = false
-		e.block(n, blockedBy, via)
+		e.block(n, blockedBy, via, notNeeded)
 		return
 	default:
 		if n.kept {

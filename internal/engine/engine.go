@@ -1027,7 +1027,7 @@ func (e *Engine) settle(n *node) {
 	m := ended{n: n}
 	for {
 		for _, d := range m.n.dependents {
-			switch d.spec.On(m.n.spec.ID).Judge(m.n.rec.State, m.n.rec.NotNeeded) {
+			switch v := d.spec.On(m.n.spec.ID).Judge(m.n.rec.State, m.n.rec.NotNeeded); v {
 			case task.Met:
 				d.waiting--
 				switch {
@@ -1044,7 +1044,7 @@ func (e *Engine) settle(n *node) {
 				if m.root == nil {
 					m.root = e.rootOf(m.n)
 				}
-				e.block(d, m.root, m.n)
+				e.block(d, m.root, m.n, v == task.NotNeeded)
 				queue = append(queue, ended{d, m.root})
 			case task.Unsettled:
 				// Cannot be: m has ended.
@@ -1070,20 +1070,23 @@ func (e *Engine) rootOf(n *node) *node {
 }
 
 // block marks pending task d blocked: the condition it depends on dep
-// with can no longer be met. root is what blocked dep, or dep itself (see
-// settle); d is not needed when root completed.
-func (e *Engine) block(d, root, dep *node) {
+// with can no longer be met, as a failure's consequence or, with
+// notNeeded, not (task.NotNeeded). root is what blocked dep, or dep itself
+// (see settle).
+func (e *Engine) block(d, root, dep *node, notNeeded bool) {
 	e.unready(d)
 	d.rec.State = task.Blocked
 	d.rec.BlockedBy = root.spec.ID
-	d.rec.NotNeeded = root.rec.State == task.Complete
+	d.rec.NotNeeded = notNeeded
 	switch {
-	case !d.rec.NotNeeded:
+	case !notNeeded:
 		d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", root.spec.ID, root.rec.State)
-	case dep == root:
-		d.rec.Error = fmt.Sprintf("not needed: dependency %q completed; this task runs on its failure", root.spec.ID)
-	default:
+	case dep.rec.State == task.Complete:
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q completed; this task runs on its failure", dep.spec.ID)
+	case root != dep:
 		d.rec.Error = fmt.Sprintf("not needed: dependency %q was not needed (%q completed)", dep.spec.ID, root.spec.ID)
+	default: // what made dep not needed cannot be found
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q was not needed", dep.spec.ID)
 	}
 	e.writeTask(d)
 	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: root.spec.ID, Error: d.rec.Error, NotNeeded: d.rec.NotNeeded,

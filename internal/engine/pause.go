@@ -363,7 +363,7 @@ func (e *Engine) retry(nodes []*node) ([]string, error) {
 	}
 	for _, n := range set {
 		if d := spared[n]; d != nil && n.rec.State == task.Pending {
-			e.block(n, e.rootOf(d), d)
+			e.block(n, e.rootOf(d), d, true)
 			e.settle(n)
 		}
 	}
