@@ -27,7 +27,9 @@ var dependencyKeys = []string{"id", "on"}
 // dependencies reads a task's dependencies: their ids in order, and the
 // conditions of those that give one other than success, by the id as
 // written (before templates and globs are expanded). Each problem is
-// reported at its line; an item with one is left out.
+// reported at its line; an item with one is read as "", so that the
+// others keep their places (a glob's message names its place), and the
+// key is then known bad: nothing else is said of "".
 func (p *parser) dependencies(n *yaml.Node, where string) ([]string, map[string]gpusched.DependencyCondition, error) {
 	if n.Kind != yaml.SequenceNode {
 		return nil, nil, p.errorf(n, "%s must be a list, e.g. [a, b] or [prepare, {id: \"train-*\", on: any}], not %s", where, kindName(n))
@@ -41,6 +43,7 @@ func (p *parser) dependencies(n *yaml.Node, where string) ([]string, map[string]
 		case yaml.MappingNode:
 			id, cond, ok := p.dependency(c, fmt.Sprintf("%s[%d]", where, j))
 			if !ok {
+				ids = append(ids, "")
 				continue
 			}
 			ids = append(ids, id)
@@ -52,6 +55,7 @@ func (p *parser) dependencies(n *yaml.Node, where string) ([]string, map[string]
 			}
 		default:
 			p.add(p.errorf(c, "%s: each item must be a task id or a mapping such as {id: prepare, on: failure}, not %s", where, kindName(c)))
+			ids = append(ids, "")
 		}
 	}
 	return ids, on, nil

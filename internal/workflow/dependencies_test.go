@@ -165,6 +165,9 @@ func TestDependencyConditionErrors(t *testing.T) {
 			[]string{`:6: task "t": dependencies: depends on "nobody", which is not defined`}},
 		{"a glob that matches nothing", "\n      - {id: \"z*\", on: any}",
 			[]string{`:7: task "t": dependencies[0]: "z*" matches no task`}},
+		{"a glob after a bad item", "\n      - {on: any}\n      - a\n      - \"z*\"",
+			[]string{`:7: task "t": dependencies[0] has no id: give the task it depends on, e.g. {id: prepare, on: failure}`,
+				`:9: task "t": dependencies[2]: "z*" matches no task`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
