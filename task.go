@@ -27,8 +27,18 @@ type TaskSpec struct {
 	// Kind selects the Handler that turns the task into a command; empty
 	// means "command" (CommandHandler).
 	Kind string `json:"kind,omitempty"`
-	// Dependencies are the ids of tasks that must complete first.
+	// Dependencies are the ids of tasks that must end first: complete,
+	// unless DependencyOn says otherwise.
 	Dependencies []string `json:"dependencies,omitempty"`
+	// DependencyOn gives, by dependency id, when a dependency is satisfied
+	// if not by its completion: AfterFailure (a clean-up that runs when
+	// it fails) or AfterAny (an aggregate that runs on a partial sweep).
+	// Each id must be one of Dependencies; one it does not name is
+	// AfterSuccess. A task whose condition can no longer be met is
+	// blocked, and says why (Record.Error, BlockedBy, NotNeeded). Like
+	// Dependencies, conditions are not part of the task's definition:
+	// changing one does not make a completed task run again.
+	DependencyOn map[string]DependencyCondition `json:"dependency_on,omitempty"`
 	// Payload is the handler's input. For "command": the argv, a []string,
 	// run without a shell.
 	Payload any `json:"payload,omitempty"`
@@ -118,6 +128,38 @@ type TaskSpec struct {
 	Owner string `json:"owner,omitempty"`
 }
 
+// DependencyCondition says when a dependency is satisfied (see
+// TaskSpec.DependencyOn): Slurm's afterok, afternotok and afterany. It is
+// written and read as its name: "success", "failure" or "any".
+type DependencyCondition uint8
+
+// The conditions.
+const (
+	// AfterSuccess, the default: the dependency must complete. If it
+	// fails, is cancelled or is blocked, the task is blocked.
+	AfterSuccess = DependencyCondition(task.AfterSuccess)
+	// AfterFailure: the dependency must end without succeeding: fail for
+	// good (its retries spent), be cancelled, or be blocked by a failure
+	// upstream. If it completes, the task is not needed: it is blocked,
+	// with Record.NotNeeded set, which is no failure of the run.
+	AfterFailure = DependencyCondition(task.AfterFailure)
+	// AfterAny: the dependency must end, whichever way.
+	AfterAny = DependencyCondition(task.AfterAny)
+)
+
+// String returns the condition's name: "success", "failure" or "any".
+func (c DependencyCondition) String() string { return task.Condition(c).String() }
+
+// MarshalText writes the condition's name.
+func (c DependencyCondition) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText reads a condition's name.
+func (c *DependencyCondition) UnmarshalText(b []byte) error {
+	v, err := task.ParseCondition(string(b))
+	*c = DependencyCondition(v)
+	return err
+}
+
 // ResourceRequest is what a task needs to start: its device, for a CUDA
 // task a GPU memory budget in MiB (used for admission, not enforced as a
 // limit on the process), and whether it needs a card to itself.
@@ -174,6 +216,12 @@ type Record struct {
 	// runs on, and waits paused if it is to run again. A task that
 	// finishes is no longer paused.
 	Paused bool `json:"paused,omitempty"`
+	// NotNeeded: the task is blocked because the condition of one of its
+	// dependencies can no longer be met and no failure is behind that: it
+	// runs on the failure of a dependency that completed (BlockedBy), or
+	// after one that was not needed either. It is not a failure of the
+	// run (OK).
+	NotNeeded bool `json:"not_needed,omitempty"`
 	// Attempts lists every attempt, oldest first, including those of earlier
 	// runs on the same run directory.
 	Attempts []Attempt `json:"attempts"`
@@ -181,7 +229,8 @@ type Record struct {
 	ExitCode *int `json:"exit_code"`
 	// Error says why the task failed, was blocked or was cancelled.
 	Error string `json:"error,omitempty"`
-	// BlockedBy names the failed or cancelled task that blocked this one.
+	// BlockedBy names the failed or cancelled task that blocked this one;
+	// for a task not needed, the task that completed.
 	BlockedBy string `json:"blocked_by,omitempty"`
 	// Submitted is when the task was (last) submitted.
 	Submitted time.Time `json:"submitted,omitzero"`
@@ -199,6 +248,13 @@ type Record struct {
 	// decided it; for a running task, WaitQueued while its attempt waits
 	// in the batch system that runs it; the zero value otherwise.
 	Waiting WaitReason `json:"waiting,omitzero"`
+}
+
+// OK reports whether the task ended as its run wants: it completed, or it
+// was blocked as not needed (NotNeeded). A run whose tasks are all OK
+// succeeded.
+func (r Record) OK() bool {
+	return r.State == StateComplete || r.State == StateBlocked && r.NotNeeded
 }
 
 // LastAttempt returns the most recent attempt, or nil if none ran.
@@ -284,9 +340,10 @@ type Artifact struct {
 type State uint8
 
 // The task states. A task starts pending, is running while an attempt runs,
-// and ends complete, failed (its retries spent), blocked (a dependency
-// failed or was cancelled, so it never started) or cancelled. Between the
-// attempts of a retried task it is pending again.
+// and ends complete, failed (its retries spent), blocked (the condition of
+// a dependency can no longer be met: usually it failed or was cancelled;
+// so it never started) or cancelled. Between the attempts of a retried
+// task it is pending again.
 const (
 	StatePending   = State(task.Pending)
 	StateRunning   = State(task.Running)
@@ -406,10 +463,15 @@ type Event struct {
 	// EventRetrying, EventFailed, and EventCancelled of a running task).
 	// Its Number is 0 otherwise.
 	Attempt Attempt
-	// BlockedBy, for EventBlocked, names the failed or cancelled task.
+	// BlockedBy, for EventBlocked, names the failed or cancelled task, or
+	// for a task not needed the one that completed.
 	BlockedBy string
-	// Error says why: a task that failed without an attempt, a completion
-	// handler that failed, a card quarantined, the GPUs unreadable.
+	// NotNeeded, for EventBlocked: the task is not needed
+	// (Record.NotNeeded), which is no failure.
+	NotNeeded bool
+	// Error says why: a task that failed without an attempt, a task
+	// blocked, a completion handler that failed, a card quarantined, the
+	// GPUs unreadable.
 	Error string
 	// Rerun, for EventStarted, says why a task that ran before runs again.
 	Rerun string
@@ -444,7 +506,7 @@ const (
 	EventRetrying                       // an attempt failed; the task runs again
 	EventComplete                       // the task completed
 	EventFailed                         // the task failed for good
-	EventBlocked                        // a dependency failed or was cancelled
+	EventBlocked                        // a dependency's condition can no longer be met (it failed or was cancelled; or NotNeeded)
 	EventCancelled                      // the task was cancelled
 	// EventDeliveryFailed: a notification could not be delivered (a
 	// completion or failure handler failed, on_run_end, a webhook); it

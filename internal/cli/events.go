@@ -20,7 +20,7 @@ const (
 	evComplete        = "complete"         // the task completed
 	evRetrying        = "retrying"         // the attempt failed; the task will run again
 	evFailed          = "failed"           // the task failed for good
-	evBlocked         = "blocked"          // a task it depends on failed or was cancelled
+	evBlocked         = "blocked"          // the condition of a dependency can no longer be met (it failed or was cancelled; or "not_needed")
 	evCancelled       = "cancelled"        // the task was cancelled (Ctrl-C, SIGTERM)
 	evCardQuarantined = "card-quarantined" // a GPU was put in quarantine
 	evEventFailed     = "event-failed"     // a completion handler (on_complete) failed; it is retried
@@ -33,16 +33,19 @@ const (
 // eventJSONLine is one line of --events. Fields that do not apply to an
 // event are left out, except that "time" and "event" are always there.
 type eventJSONLine struct {
-	Time      time.Time  `json:"time"`
-	Event     string     `json:"event"`
-	Task      string     `json:"task,omitempty"`
-	Attempt   int        `json:"attempt,omitempty"`
-	Card      *int       `json:"card,omitempty"`
-	MemoryMiB int64      `json:"memory_mib,omitempty"`
-	ExitCode  *int       `json:"exit_code,omitempty"`
-	Signal    string     `json:"signal,omitempty"`
-	Error     string     `json:"error,omitempty"`
-	BlockedBy string     `json:"blocked_by,omitempty"`
+	Time      time.Time `json:"time"`
+	Event     string    `json:"event"`
+	Task      string    `json:"task,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+	Card      *int      `json:"card,omitempty"`
+	MemoryMiB int64     `json:"memory_mib,omitempty"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	Signal    string    `json:"signal,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	BlockedBy string    `json:"blocked_by,omitempty"`
+	// NotNeeded, with "blocked": the task is not needed (a clean-up whose
+	// dependency completed), which is no failure.
+	NotNeeded bool       `json:"not_needed,omitempty"`
 	RetryAt   *time.Time `json:"retry_at,omitempty"` // retrying: the next attempt starts no earlier
 	Log       string     `json:"log,omitempty"`
 	Rerun     string     `json:"rerun,omitempty"`
@@ -100,7 +103,7 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 			l.Error, l.Log = a.Error, a.LogPath
 		}
 	case gpusched.EventBlocked:
-		l.Event, l.BlockedBy = evBlocked, ev.BlockedBy
+		l.Event, l.BlockedBy, l.NotNeeded, l.Error = evBlocked, ev.BlockedBy, ev.NotNeeded, ev.Error
 	case gpusched.EventCancelled:
 		ended()
 		l.Event = evCancelled

@@ -78,6 +78,9 @@ func eventLine(ev gpusched.Event) string {
 		}
 		return fmt.Sprintf("%s failed    %s: attempt %d %s; log %s", ts, ev.TaskID, a.Number, a.Error, a.LogPath)
 	case gpusched.EventBlocked:
+		if ev.NotNeeded {
+			return fmt.Sprintf("%s skipped   %s (not needed: %s completed)", ts, ev.TaskID, ev.BlockedBy)
+		}
 		return fmt.Sprintf("%s blocked   %s (by %s)", ts, ev.TaskID, ev.BlockedBy)
 	case gpusched.EventCancelled:
 		return fmt.Sprintf("%s cancelled %s", ts, ev.TaskID)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -41,6 +42,12 @@ type taskJSON struct {
 	// has its own.
 	Job     *task.RemoteJob `json:"job,omitempty"`
 	History []task.Attempt  `json:"history"`
+	// DependencyOn gives the conditions of the dependencies that need
+	// not complete: {"train-3": "any", "prep": "failure"}.
+	DependencyOn map[string]gpusched.DependencyCondition `json:"dependency_on,omitempty"`
+	// NotNeeded: blocked because a dependency's condition can no longer
+	// be met, with no failure behind it (a clean-up after a success).
+	NotNeeded bool `json:"not_needed,omitempty"`
 }
 
 // eventJSON is an event of the task's not yet delivered.
@@ -80,8 +87,8 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		spec := v.specs[r.ID]
 		t := taskJSON{
 			ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
-			Error: r.Error, BlockedBy: r.BlockedBy, Waiting: v.waiting[r.ID], WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
-			Dependencies: spec.Dependencies, Priority: spec.Priority, History: r.Attempts,
+			Error: r.Error, BlockedBy: r.BlockedBy, NotNeeded: r.NotNeeded, Waiting: v.waiting[r.ID], WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
+			Dependencies: spec.Dependencies, DependencyOn: spec.DependencyOn, Priority: spec.Priority, History: r.Attempts,
 		}
 		if spec.Resources.GPU() {
 			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)

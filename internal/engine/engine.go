@@ -841,24 +841,15 @@ func (ev exitEvent) apply(e *Engine) {
 	// Then what follows for the tasks that depend on it.
 	switch ended.Kind {
 	case Completed:
-		for _, d := range n.dependents {
-			d.waiting--
-			switch {
-			case d.rec.State != task.Pending:
-			case d.waiting == 0:
-				e.makeReady(d)
-			default:
-				e.staleDeps(d) // its reason names what it still waits for
-			}
-		}
+		e.settle(n)
 	case TaskCancelled:
 		// Stopped because the run stops (Ctrl-C, Close), what depends on
 		// it never started and stays pending, for the next run.
 		if n.userCancelled {
-			e.blockDownstream(n)
+			e.settle(n)
 		}
 	case Failed:
-		e.blockDownstream(n)
+		e.settle(n)
 		if f := e.cfg.OnFailure; f != nil {
 			spec, rec := n.spec, n.record()
 			e.effects = append(e.effects, func(err error) {
@@ -1053,28 +1044,84 @@ func (e *Engine) unready(n *node) {
 	}
 }
 
-// blockDownstream marks every pending task that depends, directly or not, on
-// root (failed or cancelled) as blocked by it.
-func (e *Engine) blockDownstream(root *node) {
-	queue := slices.Clone(root.dependents)
-	for len(queue) > 0 {
-		d := queue[len(queue)-1]
-		queue = queue[:len(queue)-1]
-		if d.rec.State != task.Pending {
-			continue
+// settle tells the tasks that depend on n, which has just ended (or was
+// blocked), what that means to them, by the condition each depends on it
+// with (task.Condition.Judge): a pending task whose condition is met waits
+// for one dependency less, and is ready once it waits for none; one whose
+// condition can no longer be met is blocked, and what depends on it is
+// told in turn. Every task blocked so names the same blocker (BlockedBy):
+// the task that failed or was cancelled, or, for tasks not needed, the one
+// that completed.
+func (e *Engine) settle(n *node) {
+	type ended struct{ n, root *node } // root: the blocker of n if blocked, else n; nil until needed
+	var queue []ended                  // tasks blocked on the way, whose dependents are still to tell
+	m := ended{n: n}
+	for {
+		for _, d := range m.n.dependents {
+			switch v := d.spec.On(m.n.spec.ID).Judge(m.n.rec.State, m.n.rec.NotNeeded); v {
+			case task.Met:
+				d.waiting--
+				switch {
+				case d.rec.State != task.Pending:
+				case d.waiting == 0:
+					e.makeReady(d)
+				default:
+					e.staleDeps(d) // its reason names what it still waits for
+				}
+			case task.Unmet, task.NotNeeded:
+				if d.rec.State != task.Pending {
+					continue
+				}
+				if m.root == nil {
+					m.root = e.rootOf(m.n)
+				}
+				e.block(d, m.root, m.n, v == task.NotNeeded)
+				queue = append(queue, ended{d, m.root})
+			case task.Unsettled:
+				// Cannot be: m has ended.
+			}
 		}
-		e.block(d, root)
-		queue = append(queue, d.dependents...)
+		if len(queue) == 0 {
+			return
+		}
+		m = queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
 	}
 }
 
-func (e *Engine) block(d, by *node) {
+// rootOf returns the task that blocked n, in memory or retired, when n is
+// blocked (n itself when that task cannot be found); else n.
+func (e *Engine) rootOf(n *node) *node {
+	if n.rec.State == task.Blocked && n.rec.BlockedBy != "" && n.rec.BlockedBy != n.spec.ID {
+		if b := e.blocker(n.rec.BlockedBy); b != nil {
+			return b
+		}
+	}
+	return n
+}
+
+// block marks pending task d blocked: the condition it depends on dep
+// with can no longer be met, as a failure's consequence or, with
+// notNeeded, not (task.NotNeeded). root is what blocked dep, or dep itself
+// (see settle).
+func (e *Engine) block(d, root, dep *node, notNeeded bool) {
 	e.unready(d)
 	d.rec.State = task.Blocked
-	d.rec.BlockedBy = by.spec.ID
-	d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", by.spec.ID, by.rec.State)
+	d.rec.BlockedBy = root.spec.ID
+	d.rec.NotNeeded = notNeeded
+	switch {
+	case !notNeeded:
+		d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", root.spec.ID, root.rec.State)
+	case dep.rec.State == task.Complete:
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q completed; this task runs on its failure", dep.spec.ID)
+	case root != dep:
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q was not needed (%q completed)", dep.spec.ID, root.spec.ID)
+	default: // what made dep not needed cannot be found
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q was not needed", dep.spec.ID)
+	}
 	e.writeTask(d)
-	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: by.spec.ID, Submitted: d.rec.Submitted})
+	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: root.spec.ID, Error: d.rec.Error, NotNeeded: d.rec.NotNeeded,
+		Submitted: d.rec.Submitted})
 }
 
 // writeTask queues the task's row, as it is now, for the next commit. A
@@ -1098,7 +1145,7 @@ func (e *Engine) writeTask(n *node) {
 		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
 		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun, RetryAt: n.rec.RetryAt,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
-		Paused: n.rec.Paused,
+		Paused: n.rec.Paused, NotNeeded: n.rec.NotNeeded,
 	}
 	if n.rec.Waiting.Waiting() {
 		wr := n.waitReason()

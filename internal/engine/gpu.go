@@ -399,6 +399,6 @@ func (e *Engine) checkGPUWaits() {
 		n.rec.State = task.Failed
 		e.writeTask(n)
 		e.notify(Event{Kind: Failed, TaskID: n.spec.ID, Error: n.rec.Error, Submitted: n.rec.Submitted})
-		e.blockDownstream(n)
+		e.settle(n)
 	}
 }

@@ -371,6 +371,10 @@ var migrations = []string{
 		sha256  TEXT NOT NULL DEFAULT '',
 		PRIMARY KEY (task_id, path)
 	) WITHOUT ROWID;`,
+	// 12: a blocked task that was not needed (a dependency condition it
+	// cannot meet, with no failure behind it: task.Record.NotNeeded). 0
+	// in rows written before, which no condition could block so.
+	`ALTER TABLE tasks ADD COLUMN not_needed INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -412,11 +416,11 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 17
+const taskColumns = 18
 
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
-	fingerprint, rerun, retry_at, waiting_kind, waiting, paused) VALUES ` +
+	fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
@@ -427,7 +431,8 @@ ON CONFLICT (id) DO UPDATE SET
 	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at),
 	fingerprint = CASE WHEN excluded.fingerprint = '' THEN tasks.fingerprint ELSE excluded.fingerprint END,
 	rerun = excluded.rerun, retry_at = excluded.retry_at,
-	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting, paused = excluded.paused`
+	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting, paused = excluded.paused,
+	not_needed = excluded.not_needed`
 }
 
 const attemptColumns = 24
@@ -508,7 +513,7 @@ func (s *SQLite) apply(b *Batch) error {
 			spec = []byte{} // empty: keep the stored definition
 		}
 		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail, w.Paused)
+			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail, w.Paused, w.NotNeeded)
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -771,7 +776,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused FROM tasks"+where+" ORDER BY seq, id", args...)
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"+where+" ORDER BY seq, id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -782,7 +787,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		var state, waitKind string
 		var exit, gpuReq, submitted, retryAt sql.NullInt64
 		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt,
-			&waitKind, &r.Waiting.Detail, &r.Paused); err != nil {
+			&waitKind, &r.Waiting.Detail, &r.Paused, &r.NotNeeded); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}

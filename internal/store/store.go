@@ -153,6 +153,8 @@ type TaskWrite struct {
 	ExitCode      *int
 	Error         string
 	BlockedBy     string
+	// NotNeeded: a blocked task that was not needed (task.Record's).
+	NotNeeded bool
 	// WaitKind and WaitDetail are why a pending task has not started
 	// (NotWaiting: it does not wait). A reader gets them back as the
 	// row's Waiting, its Until being RetryAt for the kinds that wait for

@@ -93,6 +93,11 @@ type Record struct {
 	// a paused running one runs on, and waits paused if it is to run
 	// again. A task that finishes is no longer paused.
 	Paused bool `json:"paused,omitempty"`
+	// NotNeeded: the task is blocked because the condition of one of its
+	// dependencies can no longer be met and no failure is behind that: it
+	// runs on the failure of a dependency that completed (BlockedBy), or
+	// after one that was not needed either. It is not a failure of the run.
+	NotNeeded bool `json:"not_needed,omitempty"`
 	// Attempts lists every attempt, oldest first, including those of
 	// earlier runs on the same run directory.
 	Attempts []Attempt `json:"attempts"`
@@ -100,7 +105,8 @@ type Record struct {
 	ExitCode *int `json:"exit_code"`
 	// Error says why the task failed, was blocked or was cancelled.
 	Error string `json:"error,omitempty"`
-	// BlockedBy names the failed or cancelled task that blocked this one.
+	// BlockedBy names the failed or cancelled task that blocked this one;
+	// for a task blocked as NotNeeded, the task that completed.
 	BlockedBy string `json:"blocked_by,omitempty"`
 	// Submitted is when the task was (last) submitted.
 	Submitted time.Time `json:"submitted,omitzero"`
@@ -118,6 +124,12 @@ type Record struct {
 	// loop last decided; for a running task, WaitQueued while its attempt
 	// waits in the batch system that runs it; the zero value otherwise.
 	Waiting WaitReason `json:"waiting,omitzero"`
+}
+
+// OK reports whether the task ended as its run wants: it completed, or
+// it was blocked as not needed.
+func (r Record) OK() bool {
+	return r.State == Complete || r.State == Blocked && r.NotNeeded
 }
 
 // Artifact is a file a task produced, as it was when the task completed.

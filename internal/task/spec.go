@@ -120,8 +120,14 @@ type Spec struct {
 	// Kind selects the handler that turns the task into a command; empty
 	// means "command".
 	Kind string `json:"kind,omitempty"`
-	// Dependencies are the ids of tasks that must complete first.
+	// Dependencies are the ids of tasks that must end first: complete,
+	// unless DependencyOn says otherwise.
 	Dependencies []string `json:"dependencies,omitempty"`
+	// DependencyOn gives, by dependency id, the condition of the
+	// dependencies that are not AfterSuccess; a dependency it does not
+	// name must complete. Each id it names must be among Dependencies.
+	// Like Dependencies, it is not part of the definition (Fingerprint).
+	DependencyOn map[string]Condition `json:"dependency_on,omitempty"`
 	// Payload is the handler's input. For "command": the argv, a []string,
 	// run without a shell.
 	Payload any `json:"payload,omitempty"`
@@ -204,6 +210,10 @@ type Spec struct {
 	Owner string `json:"owner,omitempty"`
 }
 
+// On returns the condition of dependency dep: AfterSuccess unless
+// DependencyOn says otherwise.
+func (s *Spec) On(dep string) Condition { return s.DependencyOn[dep] }
+
 // ArtifactPath returns artifact a's path, resolved against the task's Dir.
 func (s *Spec) ArtifactPath(a string) string {
 	if filepath.IsAbs(a) || s.Dir == "" {
@@ -231,8 +241,11 @@ func (s *Spec) definition() definition {
 }
 
 // Fingerprint is a digest of the task's definition: kind, payload, env,
-// dir, resources (an auto GPU budget as the word auto) and artifacts (not its id, dependencies, priority,
-// timeout, retries or executor, which do not change what it produces). It is written
+// dir, resources (an auto GPU budget as the word auto) and artifacts (not
+// its id, dependencies and their conditions, priority, timeout, retries
+// or executor, which do not change what it produces: a condition decides
+// whether the task runs, and a dependency that runs again makes it run
+// again anyway). It is written
 // straight into the hash, field by field with lengths, so that a 100,000-task
 // submit does not encode every definition once more.
 func (s *Spec) Fingerprint() string {
@@ -497,6 +510,9 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 			return
 		}
 	}
+	if !s.checkConditions(report) {
+		return
+	}
 	if !s.Resources.check(s.ID, report) {
 		return
 	}
@@ -597,6 +613,28 @@ func (s *Spec) checkInputs(report func(error) bool) bool {
 			if _, merr := filepath.Match(in, ""); merr != nil {
 				err = Invalid(s.ID, field, "%s is not a valid glob (%v): use *, ? and [...], and \\ before a character meant as itself", elide.Quote(in), merr)
 			}
+		}
+		if err != nil && !report(err) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkConditions reports the entries of DependencyOn that name no
+// dependency, or give an unknown condition, in the order of their ids.
+func (s *Spec) checkConditions(report func(error) bool) bool {
+	if len(s.DependencyOn) == 0 {
+		return true
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.DependencyOn)) {
+		c := s.DependencyOn[id]
+		var err error
+		switch {
+		case int(c) >= len(conditionNames):
+			err = Invalid(s.ID, "dependencies", "%s: %s is not a condition: use success, failure or any", elide.Quote(id), c)
+		case !slices.Contains(s.Dependencies, id):
+			err = Invalid(s.ID, "dependencies", "a condition is given for %s, which is not one of its dependencies", elide.Quote(id))
 		}
 		if err != nil && !report(err) {
 			return false

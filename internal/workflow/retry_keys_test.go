@@ -82,8 +82,9 @@ func TestInternalSpecKeepsEveryField(t *testing.T) {
 			Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetMax, Since: 1}}, Executor: "e", Timeout: time.Second,
 		Retries: 2, RetryDelay: time.Minute, RetryOnExitCodes: []int{75}, RetryOnTimeout: true, Env: map[string]string{"A": "1"},
 		Dir: "/d", Artifacts: []string{"o"}, HashArtifacts: true, Inputs: []string{"i"}, HashInputs: true, OnComplete: []string{"n"}, OnFailure: []string{"f"}, CleanEnv: true, Owner: "1000",
-		Slurm: &gpusched.SlurmSettings{Partition: "p", Account: "a", QOS: "q", Constraint: "c", CPUsPerTask: 2, Mem: "1G", ExtraArgs: []string{"--x"}}}
-	if n := reflect.TypeOf(ts).NumField(); n != 23 {
+		DependencyOn: map[string]gpusched.DependencyCondition{"b": gpusched.AfterAny},
+		Slurm:        &gpusched.SlurmSettings{Partition: "p", Account: "a", QOS: "q", Constraint: "c", CPUsPerTask: 2, Mem: "1G", ExtraArgs: []string{"--x"}}}
+	if n := reflect.TypeOf(ts).NumField(); n != 24 {
 		t.Fatalf("TaskSpec has %d fields; give the new ones a value here and check internalSpec", n)
 	}
 	if n := reflect.TypeOf(ts.Resources).NumField(); n != 6 {

@@ -397,6 +397,7 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 		Executor: t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
 		HashArtifacts: t.HashArtifacts, Inputs: t.Inputs, HashInputs: t.HashInputs, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
+		DependencyOn: internalConditions(t.DependencyOn),
 	}
 }
 
@@ -1030,7 +1031,7 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 			}
 		}
 	case "dependencies":
-		if t.Dependencies, err = p.strings(v, field); err == nil {
+		if t.Dependencies, t.DependencyOn, err = p.dependencies(v, field); err == nil {
 			p.noteGlobs(v, loc)
 		}
 	case "priority":
@@ -1088,7 +1089,7 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 		t.Slurm = p.slurm(v, where+": slurm", loc)
 	}
 	if err == nil && templatedKey(key) && !p.checkTemplates(v, where, key, st) && key == "dependencies" {
-		t.Dependencies = nil // told: not "unknown dependency" as well
+		t.Dependencies, t.DependencyOn = nil, nil // told: not "unknown dependency" as well
 	}
 	return err
 }
