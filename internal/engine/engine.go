@@ -738,6 +738,7 @@ func (ev runningEvent) apply(e *Engine) {
 		a.Start = ev.run.Since
 	}
 	n.setHandle(ev.number, ev.run.Handle)
+	e.stopWanted(n)
 	if n.card >= 0 && ev.run.PID > 0 {
 		e.board.SetPID(n.spec.ID, int(n.card), ev.run.PID)
 	}

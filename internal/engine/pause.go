@@ -172,12 +172,17 @@ func (e *Engine) pause(nodes []*node, stop bool) (done []string, signals []func(
 				e.writeTask(n)
 			}
 			if stopNow {
-				if s := e.signal(n, syscall.SIGSTOP); s != nil {
+				s := e.signal(n, syscall.SIGSTOP)
+				if s != nil {
+					signals = append(signals, s)
+				}
+				if _, can := e.cfg.Runner.(Signaler); s != nil || can {
+					// Without a handle yet (its start not recorded), the
+					// attempt is stopped when its start is: stopWanted.
 					if e.stopped == nil {
 						e.stopped = map[*node]bool{}
 					}
 					e.stopped[n] = true
-					signals = append(signals, s)
 				}
 			}
 			done = append(done, n.spec.ID)
@@ -264,6 +269,22 @@ func (e *Engine) signal(n *node, sig syscall.Signal) func() error {
 			return fmt.Errorf("send %s to task %q (attempt %d): %w", executor.SignalName(sig), id, number, err)
 		}
 		return nil
+	}
+}
+
+// stopWanted sends SIGSTOP to n's attempt, whose start (and handle) is
+// recorded now, when Pause asked to stop it before that: the task runs,
+// and pause --stop must not be told done and leave it running.
+func (e *Engine) stopWanted(n *node) {
+	if !e.stopped[n] {
+		return
+	}
+	if s := e.signal(n, syscall.SIGSTOP); s != nil {
+		e.effects = append(e.effects, func(err error) {
+			if err == nil {
+				_ = s() // gone meanwhile: its end is recorded as any
+			}
+		})
 	}
 }
 
