@@ -40,7 +40,7 @@ func filled(t *testing.T) TaskSpec {
 		case reflect.Interface:
 			f.Set(reflect.ValueOf([]string{"echo", "hi"}))
 		case reflect.Struct:
-			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true}
+			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, GPUs: 2}
 		case reflect.Pointer:
 			if v.Type().Field(i).Name != "Slurm" {
 				t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
@@ -124,7 +124,7 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 		Waiting:   task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: t0.Add(time.Minute)}, Paused: true,
 		Attempts: []task.Attempt{{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: &code, Signal: "SIGKILL", TimedOut: true,
 			Cancelled: true, Interrupted: true, NotCharged: true, Adopted: true, EndReason: "exited", Error: "e", LogPath: "l", PID: 9,
-			GPU: &card, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0,
+			GPU: &card, GPUs: []int{1, 0}, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0,
 			Job: &task.RemoteJob{System: "Slurm", ID: "4242", State: "RUNNING", Node: "n1", Reason: "None"}}}}
 	for _, v := range []reflect.Value{reflect.ValueOf(in), reflect.ValueOf(in.Attempts[0]), reflect.ValueOf(in.Waiting)} {
 		for i := range v.NumField() {
