@@ -20,7 +20,7 @@ func (t *TaskSpec) spec() task.Spec {
 		ID: t.ID, Kind: t.Kind, Dependencies: slices.Clone(t.Dependencies), Payload: t.Payload, Priority: t.Priority,
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive,
 			GPUs: t.Resources.GPUs},
-		Executor:  t.Executor, Slurm: t.Slurm.Over(nil), Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: slices.Clone(t.RetryOnExitCodes),
+		Executor: t.Executor, Slurm: t.Slurm.Over(nil), Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: slices.Clone(t.RetryOnExitCodes),
 		RetryOnTimeout: t.RetryOnTimeout, Env: maps.Clone(t.Env), Dir: t.Dir, Artifacts: slices.Clone(t.Artifacts),
 		HashArtifacts: t.HashArtifacts, OnComplete: slices.Clone(t.OnComplete), CleanEnv: t.CleanEnv, Owner: t.Owner,
 	}
@@ -33,7 +33,7 @@ func publicSpec(sp *task.Spec) *TaskSpec {
 		ID: sp.ID, Kind: sp.Kind, Dependencies: sp.Dependencies, Payload: sp.Payload, Priority: sp.Priority,
 		Resources: ResourceRequest{Device: Device(sp.Resources.Device), MemoryMiB: sp.Resources.MemoryMiB, Exclusive: sp.Resources.Exclusive,
 			GPUs: sp.Resources.GPUs},
-		Executor:  sp.Executor, Slurm: sp.Slurm, Timeout: sp.Timeout, Retries: sp.Retries, RetryDelay: sp.RetryDelay, RetryOnExitCodes: sp.RetryOnExitCodes,
+		Executor: sp.Executor, Slurm: sp.Slurm, Timeout: sp.Timeout, Retries: sp.Retries, RetryDelay: sp.RetryDelay, RetryOnExitCodes: sp.RetryOnExitCodes,
 		RetryOnTimeout: sp.RetryOnTimeout, Env: sp.Env, Dir: sp.Dir, Artifacts: sp.Artifacts,
 		HashArtifacts: sp.HashArtifacts, OnComplete: sp.OnComplete, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
 	}
