@@ -23,6 +23,9 @@ func holds(c *CardView, need Need, task string) bool {
 	return need.MiB <= c.AvailableMiB
 }
 
+// Holds reports whether card c can take need for task now (see Fit).
+func Holds(c *CardView, need Need, task string) bool { return holds(c, need, task) }
+
 // Leaves reports whether need, started on card c, would leave the task c
 // is reserved for the memory it holds there (CardView.ReservedMiB): an
 // exclusive need never does, nor does anything on a card reserved whole.
