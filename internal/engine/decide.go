@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -79,18 +80,21 @@ type OwnerLoad struct {
 	GPUMiB  int64 // GPU memory charged
 }
 
-// Action is a decision to start a ready task, on a card for a GPU task.
+// Action is a decision to start a ready task, on a card for a GPU task
+// (the first of them for a task on several: Plan.Sets has them all).
 type Action struct {
 	TaskID string
 	Card   int // index into View.Cards; -1 for a CPU task
-	// Cards are, for a task on several cards, all of them (indices into
-	// View.Cards) in the order chosen, Card first; nil otherwise.
-	Cards []int
 }
 
 // Plan is decide's answer.
 type Plan struct {
 	Starts []Action
+	// Sets are, for each task started on several cards, all of them
+	// (indices into View.Cards) in the order chosen, Action.Card first;
+	// nil when no such task starts. (Not in Action: a plan of one-card
+	// starts stays as small as it was.)
+	Sets map[string][]int
 	// Reserved maps a card's index (nvidia-smi's) to the starving task that
 	// has it reserved.
 	Reserved map[int]string
@@ -147,7 +151,7 @@ func decide(v View) Plan {
 	if v.Free <= 0 || v.Ready == nil {
 		return Plan{}
 	}
-	d := &decision{free: v.Free, cards: v.Cards, placement: v.Placement, now: v.Now, reserveAfter: v.ReserveAfter, gpuKnown: v.GPUKnown,
+	d := &decision{free: int32(min(v.Free, math.MaxInt32)), cards: v.Cards, placement: v.Placement, now: v.Now, reserveAfter: v.ReserveAfter, gpuKnown: v.GPUKnown,
 		topo: v.Topology, held: v.Reserved}
 	if (v.UserMaxRunning > 0 || v.UserMaxGPUMiB > 0) && len(v.Owners) > 0 {
 		d.caps = &caps{running: v.UserMaxRunning, gpuMiB: v.UserMaxGPUMiB, owners: slices.Clone(v.Owners)}
@@ -222,12 +226,9 @@ func decide(v View) Plan {
 // decision allocates are what its cost grows with).
 type decision struct {
 	p            Plan
-	free         int
 	cards        []gpu.CardView
-	placement    gpu.Placement
 	reserveAfter time.Duration
 	now          time.Time
-	gpuKnown     bool
 	// kept are the positions of the cards reserved or not taking work,
 	// where a task that fits nowhere may have room all the same (few or
 	// none); nil until the first such task. roomReserved and roomResting
@@ -235,12 +236,17 @@ type decision struct {
 	// one cooling or quarantined (-1: none); stale says to find them again.
 	kept                      []int
 	roomReserved, roomResting int64
-	stale                     bool
 	caps                      *caps // nil: no per-user cap
 	// For tasks on several cards: the cards' topology, and the last
 	// decision's reservations.
 	topo *gpu.Topology
 	held map[int]string
+	// The small fields together, in one word: with them the struct stays
+	// in the 192-byte size class it had before tasks on several cards.
+	free      int32 // slots left (View.Free, at most MaxInt32)
+	placement gpu.Placement
+	gpuKnown  bool
+	stale     bool
 }
 
 // several decides for GPU candidate c, which needs several cards: it
@@ -260,7 +266,11 @@ func (d *decision) several(c *Candidate) bool {
 				d.stale = true
 			}
 		}
-		p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: set[0], Cards: set})
+		p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: set[0]})
+		if p.Sets == nil {
+			p.Sets = map[string][]int{}
+		}
+		p.Sets[c.ID] = set
 		d.free--
 		if d.caps != nil {
 			d.caps.count(c.Owner, true, c.Need.MiB*int64(len(set)))

@@ -24,10 +24,10 @@ func starts(v View, p Plan) []string {
 	var out []string
 	for _, a := range p.Starts {
 		s := a.TaskID
-		switch {
-		case len(a.Cards) > 0:
+		switch set := p.Sets[a.TaskID]; {
+		case len(set) > 0:
 			s += "@"
-			for k, i := range a.Cards {
+			for k, i := range set {
 				if k > 0 {
 					s += "+"
 				}
@@ -160,7 +160,7 @@ func TestDecideSeveralCardsNeverOvercommits(t *testing.T) {
 	charged := make([]int64, len(cards))
 	for _, a := range p.Starts {
 		need := q[slices.IndexFunc(q, func(c Candidate) bool { return c.ID == a.TaskID })].Need
-		set := a.Cards
+		set := p.Sets[a.TaskID]
 		if set == nil {
 			set = []int{a.Card}
 		}

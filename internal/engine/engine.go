@@ -515,9 +515,9 @@ func (e *Engine) schedule() {
 	plan := decide(v)
 	for _, a := range plan.Starts {
 		var cards []*gpu.CardView
-		switch {
-		case len(a.Cards) > 0:
-			for _, i := range a.Cards {
+		switch set := plan.Sets[a.TaskID]; {
+		case len(set) > 0:
+			for _, i := range set {
 				cards = append(cards, &v.Cards[i])
 			}
 		case a.Card >= 0:

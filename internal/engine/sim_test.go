@@ -397,7 +397,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			for k, c := range ready {
 				if j < len(p.Starts) && p.Starts[j].TaskID == c.ID {
 					a := p.Starts[j]
-					cis := a.Cards
+					cis := p.Sets[a.TaskID]
 					if cis == nil {
 						cis = []int{a.Card}
 					}
