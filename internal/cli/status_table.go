@@ -77,9 +77,7 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		exit = strconv.Itoa(*r.ExitCode)
 	}
 	if a := r.LastAttempt(); a != nil {
-		if a.GPU != nil {
-			card = strconv.Itoa(*a.GPU)
-		}
+		card = gpuList(a.GPU, a.GPUs)
 		end := a.End
 		if !a.Ended() {
 			end = now
