@@ -64,7 +64,11 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		// with no scheduler running, that view is of the past.
 		GPUsAsOf   *time.Time `json:"gpus_as_of,omitempty"`
 		GPUUnknown string     `json:"gpu_unknown,omitempty"`
-	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown}
+		// GPUTopology is why the cards' topology (nvidia-smi topo -m)
+		// could not be read, when it could not: tasks on several cards
+		// then get cards without regard to how close they are.
+		GPUTopology string `json:"gpu_topology,omitempty"`
+	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown, GPUTopology: v.topology}
 	if v.pid > 0 {
 		out.SchedulerPID = &v.pid
 	}

@@ -67,6 +67,9 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	if v.gpuTasks && (len(v.cards) > 0 || v.unknown != "") {
 		fmt.Fprintln(w)
 		writeCards(w, cardsView{cards: v.cards, unknown: v.unknown, at: v.cardsAt, saved: true, running: v.pid > 0}, now)
+		if v.topology != "" {
+			fmt.Fprintf(w, "note: %s\n", v.topology)
+		}
 	}
 }
 
