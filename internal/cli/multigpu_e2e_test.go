@@ -138,7 +138,7 @@ tasks:
 		t.Errorf("cards' tasks = %v; want pair on 1 and 2, blocker on 3", holders)
 	}
 	for _, tk := range s.Tasks {
-		if tk.ID == "single" && !strings.Contains(tk.Waiting, "needs 13000 MiB") {
+		if tk.ID == "single" && !strings.Contains(tk.Waiting, "needs 13000 MiB; best card 2 has 12064 MiB left (foreign 0, pair holds 12000)") {
 			t.Errorf("single waits for %q", tk.Waiting)
 		}
 	}

@@ -255,7 +255,8 @@ type decision struct {
 // walk goes on.
 func (d *decision) several(c *Candidate) bool {
 	p := &d.p
-	if gpu.CountFits(d.cards, c.Need, c.ID) == c.Need.Cards() {
+	tally := gpu.TallyCards(d.cards, c.Need, c.ID)
+	if tally.Take >= c.Need.Cards() {
 		set := gpu.FitSet(d.cards, c.Need, d.placement, d.topo, c.ID, nil)
 		for _, i := range set {
 			card := &d.cards[i]
@@ -288,9 +289,10 @@ func (d *decision) several(c *Candidate) bool {
 				p.Reserved[d.cards[i].Index] = c.ID
 			}
 			d.kept, d.stale = append(d.kept, set...), true
+			tally = gpu.TallyCards(d.cards, c.Need, c.ID)
 		}
 	}
-	d.pass(c, setWhy(d.cards, c.Need, c.ID))
+	d.pass(c, tallyWhy(tally, c.Need.Cards()))
 	return true
 }
 
@@ -310,27 +312,20 @@ func (d *decision) reserveSet(c *Candidate) []int {
 	return gpu.ReserveSet(d.cards, c.Need, d.topo, c.ID, set)
 }
 
-// setWhy says why a task on several cards that fits on too few waits: the
-// cards reserved for another task would make up the set
+// setWhy says why a task on several cards that fits on too few waits:
+// the cards reserved for another task would make up the set
 // (card-reserved), or those and the cards cooling down or quarantined
 // would (card-unavailable), or even they would not (gpu-memory).
 func setWhy(cards []gpu.CardView, need gpu.Need, id string) task.WaitKind {
-	take, reserved, resting := 0, 0, 0
-	for i := range cards {
-		switch c := &cards[i]; {
-		case gpu.Holds(c, need, id):
-			take++
-		case !gpu.Room(c, need):
-		case c.Takes() && c.ReservedFor != "":
-			reserved++
-		case c.State == gpu.CardCooling || c.State == gpu.CardQuarantined:
-			resting++
-		}
-	}
-	switch k := need.Cards(); {
-	case take+reserved >= k && reserved > 0:
+	return tallyWhy(gpu.TallyCards(cards, need, id), need.Cards())
+}
+
+// tallyWhy is setWhy from the cards counted, for a need of k cards.
+func tallyWhy(t gpu.Tally, k int) task.WaitKind {
+	switch {
+	case t.Take+t.Reserved >= k && t.Reserved > 0:
 		return task.WaitCardReserved
-	case take+reserved+resting >= k && resting > 0:
+	case t.Take+t.Reserved+t.Resting >= k && t.Resting > 0:
 		return task.WaitCardUnavailable
 	}
 	return task.WaitGPUMemory

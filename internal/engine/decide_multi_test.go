@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -178,5 +179,32 @@ func TestDecideSeveralCardsNeverOvercommits(t *testing.T) {
 	}
 	if len(p.Starts) == 0 {
 		t.Error("nothing started")
+	}
+}
+
+// BenchmarkDecide10kWaitingSeveral: one decision with 10,000 waiting tasks
+// on 2, 4 or 8 cards, none of which fits (8 cards with 4-11 GiB left, the
+// tasks want 20 GiB on each): each is looked at (how many cards hold it)
+// and passed over; the first, starving, reserves its cards.
+func BenchmarkDecide10kWaitingSeveral(b *testing.B) {
+	var q sliceQueue
+	for i := range 10_000 {
+		c := wide(fmt.Sprintf("w%05d", i), 2<<(i%3), 20<<10, time.Duration(10_000-i)*time.Second)
+		c.Seq = int64(i)
+		q = append(q, c)
+	}
+	cards := make([]gpu.CardView, simCards)
+	for i := range cards {
+		left := int64(4+i) << 10
+		cards[i] = holding(card(i, simCapMiB, left), "busy", simCapMiB-left)
+	}
+	settled := decide(View{Free: 64, Ready: q, Now: t0, GPUKnown: true, Cards: slices.Clone(cards), ReserveAfter: DefaultReserveAfter})
+	for _, p := range settled.Passed {
+		i := slices.IndexFunc(q, func(c Candidate) bool { return c.ID == p.TaskID })
+		q[i].Waiting = p.Why
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		decide(View{Free: 64, Ready: q, Now: t0, GPUKnown: true, Cards: slices.Clone(cards), ReserveAfter: DefaultReserveAfter})
 	}
 }

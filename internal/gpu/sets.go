@@ -41,6 +41,29 @@ func FitSet(cards []CardView, need Need, p Placement, topo *Topology, task strin
 	return chooseSet(cards, cand, need, p, topo, out)
 }
 
+// Tally counts the cards for a need of several: those that hold it for
+// task now (Take), and of the others, those with room for it that are
+// reserved for another task (Reserved) or cooling down or quarantined
+// (Resting). It fits when Take reaches need.Cards().
+type Tally struct{ Take, Reserved, Resting int }
+
+// TallyCards counts cards for need (see Tally), in one pass.
+func TallyCards(cards []CardView, need Need, task string) Tally {
+	var t Tally
+	for i := range cards {
+		switch c := &cards[i]; {
+		case holds(c, need, task):
+			t.Take++
+		case !Room(c, need):
+		case c.Takes() && c.ReservedFor != "":
+			t.Reserved++
+		case c.State == CardCooling || c.State == CardQuarantined:
+			t.Resting++
+		}
+	}
+	return t
+}
+
 // CountFits returns how many cards hold need for task now, stopping at
 // need.Cards(): need fits when it returns that many.
 func CountFits(cards []CardView, need Need, task string) int {
