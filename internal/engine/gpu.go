@@ -71,10 +71,19 @@ func (e *Engine) checkSubmittedGPU(specs []*task.Spec, r *Reading) error {
 			return task.Invalid(s.ID, "resources.device", "needs a GPU, and this scheduler has no GPU probe")
 		}
 		if err := e.neverFits(s.ID, needOf(s.Resources)); err != "" {
-			return task.Invalid(s.ID, "resources.memory_mib", "%s", err)
+			return task.Invalid(s.ID, neverFitsField(s.Resources), "%s", err)
 		}
 	}
 	return nil
+}
+
+// neverFitsField is the field a request no card can hold is blamed on:
+// its count of cards when it asks for several, else its memory.
+func neverFitsField(r task.ResourceRequest) string {
+	if r.GPUCount() > 1 {
+		return "resources.gpus"
+	}
+	return "resources.memory_mib"
 }
 
 // needOf is what a task with resources r asks of the cards, before any

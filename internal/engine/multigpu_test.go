@@ -253,8 +253,9 @@ func TestSubmitRefusesMoreCardsThanTheMachine(t *testing.T) {
 		} {
 			tt.sp.Normalize()
 			err := h.Submit(Submission{Specs: []*task.Spec{tt.sp}, JSON: [][]byte{[]byte(`{}`)}, Reading: reading(probe)})
-			if !errors.Is(err, task.ErrInvalidTask) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("%s: %v, want it refused saying %q", tt.sp.ID, err, tt.want)
+			var te *task.Error
+			if !errors.As(err, &te) || te.Field != "resources.gpus" || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s: %v, want resources.gpus refused saying %q", tt.sp.ID, err, tt.want)
 			}
 		}
 	})
