@@ -72,7 +72,7 @@ func publicSpec(sp *task.Spec) *TaskSpec {
 // internal copies r into the engine's request; Budget is copied too.
 func (r ResourceRequest) internal() task.ResourceRequest {
 	out := task.ResourceRequest{Device: task.Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
-		MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB}
+		GPUs: r.GPUs, MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB}
 	if r.Budget != nil {
 		b := *r.Budget
 		out.Budget = &b
@@ -83,7 +83,7 @@ func (r ResourceRequest) internal() task.ResourceRequest {
 // publicResources is r as handlers see it; it shares r's Budget.
 func publicResources(r task.ResourceRequest) ResourceRequest {
 	return ResourceRequest{Device: Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
-		MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, Budget: r.Budget}
+		GPUs: r.GPUs, MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, Budget: r.Budget}
 }
 
 // publicRecord converts a record; its slices are its own.

@@ -47,7 +47,7 @@ func filled(t *testing.T) TaskSpec {
 		case reflect.Interface:
 			f.Set(reflect.ValueOf([]string{"echo", "hi"}))
 		case reflect.Struct:
-			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, MemoryAuto: true, MemoryMaxMiB: 40000,
+			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, GPUs: 2, MemoryAuto: true, MemoryMaxMiB: 40000,
 				Budget: &MemoryBudget{Source: BudgetHistory, PeakMiB: 3000, Attempts: 2, Cap: "card", Since: 3}}
 			checkEveryFieldSet(t, reflect.ValueOf(ts.Resources))
 			checkEveryFieldSet(t, reflect.ValueOf(*ts.Resources.Budget))
@@ -169,7 +169,7 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 		Waiting:   task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: t0.Add(time.Minute)}, Paused: true, NotNeeded: true,
 		Attempts: []task.Attempt{{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: &code, Signal: "SIGKILL", TimedOut: true,
 			Cancelled: true, Interrupted: true, NotCharged: true, Adopted: true, EndReason: "exited", Error: "e", LogPath: "l", PID: 9,
-			GPU: &card, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0,
+			GPU: &card, GPUs: []int{1, 0}, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, ReadyAt: t0,
 			Job: &task.RemoteJob{System: "Slurm", ID: "4242", State: "RUNNING", Node: "n1", Reason: "None"}}}}
 	for _, v := range []reflect.Value{reflect.ValueOf(in), reflect.ValueOf(in.Attempts[0]), reflect.ValueOf(in.Waiting)} {
 		for i := range v.NumField() {

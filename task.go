@@ -161,12 +161,18 @@ func (c *DependencyCondition) UnmarshalText(b []byte) error {
 }
 
 // ResourceRequest is what a task needs to start: its device, for a CUDA
-// task a GPU memory budget in MiB (used for admission, not enforced as a
-// limit on the process), and whether it needs a card to itself.
+// task a GPU memory budget in MiB on each of its cards (used for
+// admission, not enforced as a limit on the process), whether it needs its
+// cards to itself, and how many cards it takes at once.
 type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"` // empty means CPU
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	// GPUs is how many cards a CUDA task takes, each with MemoryMiB free
+	// (and to itself when Exclusive), admitted all at once or not at all;
+	// 0 means 1, the most is 64. The task sees them all in
+	// CUDA_VISIBLE_DEVICES, closest cards preferred (docs/gpu.md).
+	GPUs int `json:"gpus,omitempty"`
 	// MemoryAuto has the scheduler choose a CUDA task's GPU memory budget
 	// when the task is submitted, from the peaks the same task reached in
 	// its recent attempts (see docs/gpu.md, "Budgets learned from
@@ -307,11 +313,17 @@ type Attempt struct {
 	// PID is the process id of the attempt's leader, once it started.
 	PID int `json:"pid,omitempty"`
 	// GPU is the index of the card the attempt ran on; nil for CPU tasks.
+	// For an attempt on several cards, the first of them.
 	GPU *int `json:"gpu"`
-	// GPUUUID is that card's UUID.
+	// GPUs are, for an attempt on several cards (ResourceRequest.GPUs),
+	// the indices of all of them in the order CUDA_VISIBLE_DEVICES gives
+	// them, GPU first; nil for an attempt on one card or none.
+	GPUs []int `json:"gpus,omitempty"`
+	// GPUUUID is the UUID of the card GPU names.
 	GPUUUID string `json:"gpu_uuid,omitempty"`
 	// MemRequestedMiB is the GPU memory the attempt was admitted with (the
-	// task's budget, or more after an out-of-memory failure).
+	// task's budget, or more after an out-of-memory failure), on each of
+	// its cards.
 	MemRequestedMiB int64 `json:"mem_requested_mib,omitempty"`
 	// MemPeakMiB is the most GPU memory its processes were seen to use.
 	MemPeakMiB int64 `json:"mem_peak_mib,omitempty"`

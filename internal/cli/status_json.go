@@ -13,14 +13,17 @@ import (
 // "gpusched status --json": the run's tasks and cards for other programs.
 
 type taskJSON struct {
-	ID        string     `json:"id"`
-	State     task.State `json:"state"`
-	Attempts  int        `json:"attempts"`
-	ExitCode  *int       `json:"exit_code"`
-	GPU       *int       `json:"gpu"`
-	Error     string     `json:"error,omitempty"`
-	BlockedBy string     `json:"blocked_by,omitempty"`
-	Waiting   string     `json:"waiting,omitempty"`
+	ID       string     `json:"id"`
+	State    task.State `json:"state"`
+	Attempts int        `json:"attempts"`
+	ExitCode *int       `json:"exit_code"`
+	GPU      *int       `json:"gpu"`
+	// GPUs are, for an attempt on several cards, every one of them in
+	// the order chosen (gpu is the first); absent otherwise.
+	GPUs      []int  `json:"gpus,omitempty"`
+	Error     string `json:"error,omitempty"`
+	BlockedBy string `json:"blocked_by,omitempty"`
+	Waiting   string `json:"waiting,omitempty"`
 	// WaitingKind is the kind of the scheduler's reason ("dependencies",
 	// "slot", "gpu-memory", ...), while a scheduler runs.
 	WaitingKind  task.WaitKind `json:"waiting_kind,omitempty"`
@@ -72,7 +75,11 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		// with no scheduler running, that view is of the past.
 		GPUsAsOf   *time.Time `json:"gpus_as_of,omitempty"`
 		GPUUnknown string     `json:"gpu_unknown,omitempty"`
-	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown}
+		// GPUTopology is why the cards' topology (nvidia-smi topo -m)
+		// could not be read, when it could not: tasks on several cards
+		// then get cards without regard to how close they are.
+		GPUTopology string `json:"gpu_topology,omitempty"`
+	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown, GPUTopology: v.topology}
 	if v.pid > 0 {
 		out.SchedulerPID = &v.pid
 	}
@@ -113,7 +120,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 			t.History = []task.Attempt{}
 		}
 		if a := r.LastAttempt(); a != nil {
-			t.GPU = a.GPU
+			t.GPU, t.GPUs = a.GPU, a.GPUs
 			start := a.Start
 			t.Started = &start
 			if a.Ended() {

@@ -84,6 +84,9 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	if v.gpuTasks && (len(v.cards) > 0 || v.unknown != "") {
 		fmt.Fprintln(w)
 		writeCards(w, cardsView{cards: v.cards, unknown: v.unknown, at: v.cardsAt, saved: true, running: v.pid > 0}, now)
+		if v.topology != "" {
+			fmt.Fprintf(w, "note: %s\n", v.topology)
+		}
 	}
 }
 
@@ -94,9 +97,7 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		exit = strconv.Itoa(*r.ExitCode)
 	}
 	if a := r.LastAttempt(); a != nil {
-		if a.GPU != nil {
-			card = strconv.Itoa(*a.GPU)
-		}
+		card = gpuList(a.GPU, a.GPUs)
 		end := a.End
 		if !a.Ended() {
 			end = now

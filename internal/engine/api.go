@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -227,7 +226,7 @@ func (ev submitEvent) apply(e *Engine) {
 		*n = node{spec: s, specJSON: ev.JSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
 		n.fingerprint = fp
 		if s.Resources.GPU() {
-			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
+			n.need = needOf(s.Resources)
 			n.placed = e.placed(s)
 		}
 		e.nextSeq++

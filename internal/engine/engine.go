@@ -74,11 +74,29 @@ type AttemptRequest struct {
 	Timeout time.Duration
 }
 
-// Assignment is the card an attempt runs on.
+// Assignment is the card an attempt runs on; for an attempt on several
+// cards, the first of them, and all of them in More.
 type Assignment struct {
 	Index     int    // nvidia-smi's index
 	UUID      string // the card's UUID
-	MemoryMiB int64  // the memory it was admitted with
+	MemoryMiB int64  // the memory it was admitted with, on each card
+	// More are, for an attempt on several cards, every one of them in
+	// the order chosen (the first is Index's); nil for one card.
+	More []AssignedCard
+}
+
+// AssignedCard is one of the cards of an attempt on several.
+type AssignedCard struct {
+	Index int    // nvidia-smi's index
+	UUID  string // the card's UUID, when known ("" for an adopted attempt)
+}
+
+// Cards returns every card of the attempt, in the order chosen.
+func (a *Assignment) Cards() []AssignedCard {
+	if len(a.More) > 0 {
+		return a.More
+	}
+	return []AssignedCard{{Index: a.Index, UUID: a.UUID}}
 }
 
 // Outcome is what a Runner reports.
@@ -222,6 +240,7 @@ type Engine struct {
 	tasks     map[string]*node
 	adopted   map[string]*node // tasks adopted at Open that no submission has claimed yet
 	stopped   map[*node]bool   // running attempts sent SIGSTOP by Pause, and no SIGCONT since (kept out of node: its 512 bytes are a size class)
+	multi     map[*node][]int  // running attempts on several cards: their cards' indices, in the order chosen (n.card is the first)
 	ready     *readySet
 	delayed   *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
 	running   int
@@ -242,6 +261,8 @@ type Engine struct {
 	nextPoll       time.Time            // when to probe next while GPU tasks wait or run
 	wake           *time.Timer          // wakes the loop for the next poll or card change
 	reserved       map[int]string       // card index -> starving task, from the last decision
+	topo           *gpu.Topology        // how close the cards are; nil: unknown, no preference
+	topoAsked      bool                 // the topology was asked for (once in the engine's life)
 	gpuUnknownSaid bool                 // the observer was told the GPUs cannot be read
 	cardsDirty     bool                 // the saved view of the cards is out of date
 	fitCheck       bool                 // a reading arrived: check waiting tasks still fit some card
@@ -509,6 +530,7 @@ func (e *Engine) schedule() {
 		v.Cards = e.board.Views(v.Now)
 		v.Placement = e.board.Settings().Placement
 		v.ReserveAfter = e.cfg.GPU.ReserveAfter
+		v.Topology, v.Reserved = e.topo, e.reserved
 		e.ready.gpuMiB = capacityMiB(v.Cards, e.ready.gpuMiB)
 	}
 	e.ready.now = v.Now
@@ -517,11 +539,16 @@ func (e *Engine) schedule() {
 	}
 	plan := decide(v)
 	for _, a := range plan.Starts {
-		var card *gpu.CardView
-		if a.Card >= 0 {
-			card = &v.Cards[a.Card]
+		var cards []*gpu.CardView
+		switch set := plan.Sets[a.TaskID]; {
+		case len(set) > 0:
+			for _, i := range set {
+				cards = append(cards, &v.Cards[i])
+			}
+		case a.Card >= 0:
+			cards = []*gpu.CardView{&v.Cards[a.Card]}
 		}
-		e.start(e.tasks[a.TaskID], card)
+		e.start(e.tasks[a.TaskID], cards)
 	}
 	for _, p := range plan.Passed {
 		n := e.tasks[p.TaskID]
@@ -600,8 +627,9 @@ func (e *Engine) stopAll(why error) {
 }
 
 // start moves a ready task to running and, once that is committed, launches
-// its attempt on a worker goroutine.
-func (e *Engine) start(n *node, card *gpu.CardView) {
+// its attempt on a worker goroutine; a GPU task's on cards, in the order
+// chosen.
+func (e *Engine) start(n *node, cards []*gpu.CardView) {
 	e.unready(n)
 	number := len(n.rec.Attempts) + 1
 	att := task.Attempt{
@@ -615,14 +643,25 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	if n.placed {
 		att.MemRequestedMiB = n.need.MiB // the budget its executor places it by
 	}
-	if card != nil {
-		mib = n.need.MiB
-		idx := card.Index
-		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
-		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
+	if len(cards) > 0 {
+		mib = n.need.MiB * int64(len(cards))
+		idx := cards[0].Index
+		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, cards[0].UUID, n.need.MiB
+		assign = &Assignment{Index: idx, UUID: cards[0].UUID, MemoryMiB: n.need.MiB}
 		n.card = int16(idx)
-		n.foreignAtStart = card.ForeignMiB
-		e.board.Hold(n.spec.ID, idx, n.need)
+		n.foreignAtStart = 0
+		for _, c := range cards {
+			n.foreignAtStart += c.ForeignMiB
+			e.board.Hold(n.spec.ID, c.Index, n.need)
+		}
+		if len(cards) > 1 {
+			att.GPUs = make([]int, len(cards))
+			assign.More = make([]AssignedCard, len(cards))
+			for i, c := range cards {
+				att.GPUs[i], assign.More[i] = c.Index, AssignedCard{Index: c.Index, UUID: c.UUID}
+			}
+			e.setMulti(n, att.GPUs)
+		}
 		if e.cfg.Token != nil {
 			e.board.SetToken(n.spec.ID, e.cfg.Token(n.spec.ID, number))
 		}
@@ -739,8 +778,10 @@ func (ev runningEvent) apply(e *Engine) {
 	}
 	n.setHandle(ev.number, ev.run.Handle)
 	e.stopWanted(n)
-	if n.card >= 0 && ev.run.PID > 0 {
-		e.board.SetPID(n.spec.ID, int(n.card), ev.run.PID)
+	if ev.run.PID > 0 {
+		for _, c := range e.cardsOf(n) {
+			e.board.SetPID(n.spec.ID, c, ev.run.PID)
+		}
 	}
 	e.writeAttempt(n, ev.number)
 	e.jobRuns(n, ev.number) // it no longer waits in a batch system's queue

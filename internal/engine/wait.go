@@ -233,6 +233,12 @@ func (e *Engine) rereadGPU(n *node, cards []gpu.CardView, kept []int) task.WaitR
 	if !e.board.Known() {
 		return e.gpuReason(n, task.WaitGPUUnknown, nil)
 	}
+	if n.need.Count > 1 {
+		if gpu.CountFits(cards, n.need, n.spec.ID) == n.need.Cards() {
+			return task.WaitReason{Kind: task.WaitSlot}
+		}
+		return e.gpuReason(n, setWhy(cards, n.need, n.spec.ID), cards)
+	}
 	if gpu.Fit(cards, n.need, e.board.Settings().Placement, n.spec.ID) >= 0 {
 		return task.WaitReason{Kind: task.WaitSlot}
 	}
@@ -244,7 +250,11 @@ func (e *Engine) rereadGPU(n *node, cards []gpu.CardView, kept []int) task.WaitR
 func (e *Engine) cardViews(now time.Time) []gpu.CardView {
 	views := e.board.Views(now)
 	for i := range views {
-		views[i].ReservedFor = e.reserved[views[i].Index]
+		id := e.reserved[views[i].Index]
+		views[i].ReservedFor = id
+		if n := e.tasks[id]; n != nil && id != "" {
+			views[i].ReservedMiB = gpu.Reservation(n.need)
+		}
 	}
 	return views
 }

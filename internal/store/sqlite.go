@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -375,6 +376,10 @@ var migrations = []string{
 	// cannot meet, with no failure behind it: task.Record.NotNeeded). 0
 	// in rows written before, which no condition could block so.
 	`ALTER TABLE tasks ADD COLUMN not_needed INTEGER NOT NULL DEFAULT 0;`,
+	// 13: every card of an attempt on several (resources.gpus), their
+	// indices comma-separated in the order chosen; '' for an attempt on
+	// one card (gpu says which) or none, and in rows written before.
+	`ALTER TABLE attempts ADD COLUMN gpus TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this build writes.
@@ -435,12 +440,12 @@ ON CONFLICT (id) DO UPDATE SET
 	not_needed = excluded.not_needed`
 }
 
-const attemptColumns = 24
+const attemptColumns = 25
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
 	timed_out, cancelled, interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu,
-	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason, job) VALUES ` +
+	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason, job, gpus) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -451,7 +456,33 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	handle_version = excluded.handle_version, handle = excluded.handle, gpu = excluded.gpu,
 	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
 	ready_at = excluded.ready_at, not_charged = excluded.not_charged, adopted = excluded.adopted,
-	end_reason = excluded.end_reason, job = excluded.job`
+	end_reason = excluded.end_reason, job = excluded.job, gpus = excluded.gpus`
+}
+
+// joinInts writes the cards of an attempt on several as "3,1"; "" for
+// none.
+func joinInts(v []int) string {
+	parts := make([]string, len(v))
+	for i, n := range v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+// splitInts reads what joinInts wrote; nil for "".
+func splitInts(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -538,7 +569,7 @@ func (s *SQLite) apply(b *Batch) error {
 			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), positiveOrNil(int64(a.PID)),
 			w.Handle.Executor, w.Handle.Version, handle, intOrNil(a.GPU),
 			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged,
-			a.Adopted, a.EndReason, job)
+			a.Adopted, a.EndReason, job, joinInts(a.GPUs))
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -821,23 +852,28 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
 		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
-		ready_at, not_charged, adopted, end_reason, job
+		ready_at, not_charged, adopted, end_reason, job, gpus
 		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, logPath, job string
+		var id, logPath, job, gpus string
 		var a task.Attempt
 		var start int64
 		var h executor.Handle
 		var end, exit, pid, gpu, memReq, memPeak, readyAt sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
 			&a.Interrupted, &a.Error, &logPath, &pid, &h.Executor, &h.Version, &h.Data, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt,
-			&a.NotCharged, &a.Adopted, &a.EndReason, &job); err != nil {
+			&a.NotCharged, &a.Adopted, &a.EndReason, &job, &gpus); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
+		cards, err := splitInts(gpus)
+		if err != nil {
+			return nil, fmt.Errorf("read attempts from state db %s: task %s attempt %d: gpus %q: %w", s.path, id, a.Number, gpus, err)
+		}
+		a.GPUs = cards
 		i, ok := byID[id]
 		if !ok {
 			continue // foreign keys forbid this; skip rather than fail a reader

@@ -204,6 +204,10 @@ func (b *Batch) Reset() {
 const (
 	// MetaGPUUnknown holds why the GPU state cannot be read, while it cannot.
 	MetaGPUUnknown = "gpu_unknown"
+	// MetaGPUTopology holds why the cards' topology (nvidia-smi topo -m)
+	// could not be read, when it could not: tasks on several cards then
+	// get cards without regard to how close they are.
+	MetaGPUTopology = "gpu_topology"
 	// MetaSubmitKey prefixes the key of a submitted batch (an idempotency
 	// key); the value is a digest of the batch's task ids.
 	MetaSubmitKey = "submit_key:"

@@ -45,8 +45,13 @@ type Attempt struct {
 	// PID is the process id of the attempt's leader, when it started.
 	PID int `json:"pid,omitempty"`
 	// GPU is the index of the card the attempt ran on; nil for CPU tasks.
+	// For an attempt on several cards, the first of them.
 	GPU *int `json:"gpu"`
-	// GPUUUID is that card's UUID.
+	// GPUs are, for an attempt on several cards (resources.gpus), the
+	// indices of all of them in the order chosen (CUDA_VISIBLE_DEVICES's),
+	// GPU first; nil for an attempt on one card or none (see Cards).
+	GPUs []int `json:"gpus,omitempty"`
+	// GPUUUID is the UUID of the card GPU names.
 	GPUUUID string `json:"gpu_uuid,omitempty"`
 	// MemRequestedMiB is the GPU memory the attempt was admitted with (the
 	// task's budget, or more after an out-of-memory failure).
@@ -83,6 +88,18 @@ type RemoteJob struct {
 
 // Ended reports whether the attempt has finished.
 func (a *Attempt) Ended() bool { return !a.End.IsZero() }
+
+// Cards returns the indices of every card the attempt ran on: GPUs, or
+// GPU alone, or nil for an attempt on no card of this machine.
+func (a *Attempt) Cards() []int {
+	switch {
+	case len(a.GPUs) > 0:
+		return a.GPUs
+	case a.GPU != nil:
+		return []int{*a.GPU}
+	}
+	return nil
+}
 
 // Record is what happened to a task.
 type Record struct {

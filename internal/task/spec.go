@@ -28,8 +28,11 @@ const (
 )
 
 // ResourceRequest is what a task needs to start. For a CUDA task MemoryMiB is
-// the GPU memory budget used for admission; it is not enforced as a hard
-// limit on the process. Exclusive asks for a card no other task shares.
+// the GPU memory budget used for admission, on each of its cards; it is not
+// enforced as a hard limit on the process. Exclusive asks for cards no other
+// task shares. GPUs is how many cards a CUDA task takes, all at once or
+// none: 0 means one (Normalize writes 1 as 0, so that a task that says
+// gpus: 1 has the definition of one that says nothing).
 //
 // With MemoryAuto the budget is learned from the peaks of the task's
 // earlier attempts when it is submitted (package budget): MemoryMiB is
@@ -40,6 +43,7 @@ type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"`
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	GPUs      int    `json:"gpus,omitempty"`
 	// MemoryAuto: the GPU memory budget is learned from history.
 	MemoryAuto bool `json:"memory_auto,omitempty"`
 	// MemoryMaxMiB, with MemoryAuto: the budget when nothing is known yet,
@@ -94,8 +98,20 @@ func (r ResourceRequest) defined() ResourceRequest {
 	return r
 }
 
+// MaxGPUs is the most cards one task may ask for.
+const MaxGPUs = 64
+
 // GPU reports whether the request needs a GPU.
 func (r ResourceRequest) GPU() bool { return r.Device == CUDA }
+
+// GPUCount is how many cards the request takes: 0 for a CPU task, else
+// GPUs, at least 1.
+func (r ResourceRequest) GPUCount() int {
+	if !r.GPU() {
+		return 0
+	}
+	return max(r.GPUs, 1)
+}
 
 // NoTimeout, as a Spec's Timeout, means "no timeout" even when the queue has
 // a default one. NoRetries, as a Spec's Retries, means "no retries" even when
@@ -277,6 +293,12 @@ func (s *Spec) Fingerprint() string {
 	str(string(s.Resources.Device))
 	num(s.Resources.defined().MemoryMiB)
 	num(boolInt(s.Resources.Exclusive))
+	if s.Resources.GPUs > 1 {
+		// Only when several, so that the fingerprints of every task
+		// defined before the field existed stay as they were.
+		str("gpus")
+		num(int64(s.Resources.GPUs))
+	}
 	num(int64(len(s.Artifacts)))
 	for _, a := range s.Artifacts {
 		str(a)
@@ -427,13 +449,17 @@ func badIDChar(id string, i int) string {
 	return fmt.Sprintf("has %s at character %d; %s", strconv.QuoteRune(r), pos, allowed)
 }
 
-// Normalize fills the spec's defaults in place (Kind, Resources.Device).
+// Normalize fills the spec's defaults in place (Kind, Resources.Device),
+// and writes a CUDA task's Resources.GPUs of 1 as 0 (one card either way).
 func (s *Spec) Normalize() {
 	if s.Kind == "" {
 		s.Kind = DefaultKind
 	}
 	if s.Resources.Device == "" {
 		s.Resources.Device = CPU
+	}
+	if s.Resources.GPU() && s.Resources.GPUs == 1 {
+		s.Resources.GPUs = 0
 	}
 }
 
@@ -724,7 +750,13 @@ func (r ResourceRequest) validate(id string) error {
 		if r.Exclusive {
 			return Invalid(id, "resources.exclusive", "is for GPU tasks; set resources.device to %q", CUDA)
 		}
+		if r.GPUs != 0 {
+			return Invalid(id, "resources.gpus", "is for GPU tasks; set resources.device to %q to use it", CUDA)
+		}
 	case CUDA:
+		if r.GPUs < 0 || r.GPUs > MaxGPUs {
+			return Invalid(id, "resources.gpus", "must be from 1 to %d cards (got %d)", MaxGPUs, r.GPUs)
+		}
 		if r.MemoryMiB < 0 {
 			return Invalid(id, "resources.memory_mib", "must not be negative (got %d)", r.MemoryMiB)
 		}

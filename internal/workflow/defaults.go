@@ -184,6 +184,9 @@ func (d *defaults) mergeResources(t *gpusched.TaskSpec, loc *taskLoc) {
 		if given("exclusive") {
 			t.Resources.Exclusive, taken["exclusive"] = d.t.Resources.Exclusive, true
 		}
+		if given("gpus") {
+			t.Resources.GPUs, taken["gpus"] = d.t.Resources.GPUs, true
+		}
 	}
 	d.resourceLines(loc, func(key string) bool { return taken[key] })
 }

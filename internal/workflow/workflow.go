@@ -393,7 +393,7 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 	return task.Spec{
 		ID: t.ID, Kind: t.Kind, Dependencies: t.Dependencies, Payload: t.Payload, Priority: t.Priority,
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive,
-			MemoryAuto: t.Resources.MemoryAuto, MemoryMaxMiB: t.Resources.MemoryMaxMiB, Budget: t.Resources.Budget},
+			GPUs: t.Resources.GPUs, MemoryAuto: t.Resources.MemoryAuto, MemoryMaxMiB: t.Resources.MemoryMaxMiB, Budget: t.Resources.Budget},
 		Executor: t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
 		HashArtifacts: t.HashArtifacts, Inputs: t.Inputs, HashInputs: t.HashInputs, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
@@ -1097,7 +1097,7 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.ResourceRequest {
 	var r gpusched.ResourceRequest
 	where += ": resources"
-	p.fields(n, where, []string{"device", "memory_mib", "memory_mib_max", "exclusive"}, func(key string, k, v *yaml.Node) error {
+	p.fields(n, where, []string{"device", "memory_mib", "memory_mib_max", "exclusive", "gpus"}, func(key string, k, v *yaml.Node) error {
 		loc.fields = append(loc.fields, fieldLine{"resources." + key, k.Line})
 		var err error
 		switch key {
@@ -1113,6 +1113,8 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 			r.MemoryMaxMiB = int64(m)
 		case "exclusive":
 			r.Exclusive, err = p.boolean(v, where+"."+key)
+		case "gpus":
+			r.GPUs, err = p.integer(v, where+"."+key)
 		}
 		return err
 	})
