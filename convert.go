@@ -22,11 +22,42 @@ func (t *TaskSpec) spec() task.Spec {
 		Executor:  t.Executor, Slurm: t.Slurm.Over(nil), Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: slices.Clone(t.RetryOnExitCodes),
 		RetryOnTimeout: t.RetryOnTimeout, Env: maps.Clone(t.Env), Dir: t.Dir, Artifacts: slices.Clone(t.Artifacts),
 		HashArtifacts: t.HashArtifacts, Inputs: slices.Clone(t.Inputs), HashInputs: t.HashInputs, OnComplete: slices.Clone(t.OnComplete), OnFailure: slices.Clone(t.OnFailure), CleanEnv: t.CleanEnv, Owner: t.Owner,
+		DependencyOn: conditions(t.DependencyOn),
 	}
 }
 
+// conditions copies a task's dependency conditions into the engine's,
+// leaving out the default ones: a task without others has none, and is
+// saved as before conditions existed.
+func conditions(on map[string]DependencyCondition) map[string]task.Condition {
+	var out map[string]task.Condition
+	for id, c := range on {
+		if c == AfterSuccess {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]task.Condition, len(on))
+		}
+		out[id] = task.Condition(c)
+	}
+	return out
+}
+
+// publicConditions is conditions the other way.
+func publicConditions(on map[string]task.Condition) map[string]DependencyCondition {
+	if on == nil {
+		return nil
+	}
+	out := make(map[string]DependencyCondition, len(on))
+	for id, c := range on {
+		out[id] = DependencyCondition(c)
+	}
+	return out
+}
+
 // publicSpec is the task definition sp as handlers see it. It shares sp's
-// slices and maps: handlers must not change them.
+// slices and maps (but the conditions' map, of another type): handlers
+// must not change them.
 func publicSpec(sp *task.Spec) *TaskSpec {
 	return &TaskSpec{
 		ID: sp.ID, Kind: sp.Kind, Dependencies: sp.Dependencies, Payload: sp.Payload, Priority: sp.Priority,
@@ -34,13 +65,14 @@ func publicSpec(sp *task.Spec) *TaskSpec {
 		Executor:  sp.Executor, Slurm: sp.Slurm, Timeout: sp.Timeout, Retries: sp.Retries, RetryDelay: sp.RetryDelay, RetryOnExitCodes: sp.RetryOnExitCodes,
 		RetryOnTimeout: sp.RetryOnTimeout, Env: sp.Env, Dir: sp.Dir, Artifacts: sp.Artifacts,
 		HashArtifacts: sp.HashArtifacts, Inputs: sp.Inputs, HashInputs: sp.HashInputs, OnComplete: sp.OnComplete, OnFailure: sp.OnFailure, CleanEnv: sp.CleanEnv, Owner: sp.Owner,
+		DependencyOn: publicConditions(sp.DependencyOn),
 	}
 }
 
 // internal copies r into the engine's request; Budget is copied too.
 func (r ResourceRequest) internal() task.ResourceRequest {
 	out := task.ResourceRequest{Device: task.Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
-		MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB,
+		GPUs: r.GPUs, MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB,
 		CPUs: r.CPUs, MemoryMiBHost: r.MemoryMiBHost, Counters: maps.Clone(r.Counters)}
 	if r.Budget != nil {
 		b := *r.Budget
@@ -53,14 +85,15 @@ func (r ResourceRequest) internal() task.ResourceRequest {
 // Counters.
 func publicResources(r task.ResourceRequest) ResourceRequest {
 	return ResourceRequest{Device: Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
-		MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, Budget: r.Budget,
+		GPUs: r.GPUs, MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, Budget: r.Budget,
 		CPUs: r.CPUs, MemoryMiBHost: r.MemoryMiBHost, Counters: r.Counters}
 }
 
 // publicRecord converts a record; its slices are its own.
 func publicRecord(r task.Record) Record {
 	out := Record{ID: r.ID, State: State(r.State), ExitCode: r.ExitCode, Error: r.Error, BlockedBy: r.BlockedBy,
-		Submitted: r.Submitted, RetryAt: r.RetryAt, Rerun: r.Rerun, Waiting: publicWait(r.Waiting), Paused: r.Paused}
+		Submitted: r.Submitted, RetryAt: r.RetryAt, Rerun: r.Rerun, Waiting: publicWait(r.Waiting), Paused: r.Paused,
+		NotNeeded: r.NotNeeded}
 	out.Attempts = make([]Attempt, len(r.Attempts))
 	for i, a := range r.Attempts {
 		out.Attempts[i] = Attempt(a)
@@ -119,7 +152,7 @@ func publicEvent(ev engine.Event) Event {
 		k = eventKinds[ev.Kind]
 	}
 	return Event{Seq: ev.Seq, Time: ev.Time, Kind: k, TaskID: ev.TaskID, Attempt: Attempt(ev.Attempt), BlockedBy: ev.BlockedBy,
-		Error: ev.Error, Rerun: ev.Rerun, Card: ev.Card, RetryAt: ev.RetryAt, Ended: ev.Ended,
+		NotNeeded: ev.NotNeeded, Error: ev.Error, Rerun: ev.Rerun, Card: ev.Card, RetryAt: ev.RetryAt, Ended: ev.Ended,
 		Submitted: ev.Submitted, Notification: ev.Notification, GaveUp: ev.GaveUp}
 }
 

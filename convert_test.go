@@ -36,11 +36,18 @@ func filled(t *testing.T) TaskSpec {
 				t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
 			}
 		case reflect.Map:
-			f.Set(reflect.ValueOf(map[string]string{"K": "v"}))
+			switch f.Type() {
+			case reflect.TypeFor[map[string]string]():
+				f.Set(reflect.ValueOf(map[string]string{"K": "v"}))
+			case reflect.TypeFor[map[string]DependencyCondition]():
+				f.Set(reflect.ValueOf(map[string]DependencyCondition{"a": AfterAny, "b": AfterFailure}))
+			default:
+				t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())
+			}
 		case reflect.Interface:
 			f.Set(reflect.ValueOf([]string{"echo", "hi"}))
 		case reflect.Struct:
-			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, MemoryAuto: true, MemoryMaxMiB: 40000,
+			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, GPUs: 2, MemoryAuto: true, MemoryMaxMiB: 40000,
 				Budget: &MemoryBudget{Source: BudgetHistory, PeakMiB: 3000, Attempts: 2, Cap: "card", Since: 3},
 				CPUs:   3, MemoryMiBHost: 16000, Counters: map[string]int{"licenses": 1}}
 			checkEveryFieldSet(t, reflect.ValueOf(ts.Resources))
@@ -100,6 +107,30 @@ func TestEveryEventKindIsPublic(t *testing.T) {
 	}
 }
 
+// Dependency conditions keep their names across the border; the default
+// one is left out, so that a task without others is saved as before.
+func TestConditionsCross(t *testing.T) {
+	for c := task.AfterSuccess; c <= task.AfterAny; c++ {
+		var back DependencyCondition
+		if err := back.UnmarshalText([]byte(c.String())); err != nil || back != DependencyCondition(c) || back.String() != c.String() {
+			t.Errorf("condition %s reads back as %v, %v", c, back, err)
+		}
+	}
+	ts := TaskSpec{ID: "t", Dependencies: []string{"a", "b"}, DependencyOn: map[string]DependencyCondition{"a": AfterSuccess}}
+	if sp := ts.spec(); sp.DependencyOn != nil {
+		t.Errorf("conditions %v, want none: success is the default", sp.DependencyOn)
+	}
+	ts.DependencyOn["b"] = AfterFailure
+	sp := ts.spec()
+	if len(sp.DependencyOn) != 1 || sp.On("b") != task.AfterFailure {
+		t.Errorf("conditions %v, want b on failure alone", sp.DependencyOn)
+	}
+	ts.DependencyOn["b"] = AfterAny // the caller's map is not the engine's
+	if sp.On("b") != task.AfterFailure {
+		t.Error("the engine's conditions share the caller's map")
+	}
+}
+
 // States and card states keep their names across the border.
 func TestStatesKeepTheirNames(t *testing.T) {
 	for st := task.Pending; st <= task.Cancelled; st++ {
@@ -136,10 +167,10 @@ func TestRecordConversionKeepsEveryField(t *testing.T) {
 	in := task.Record{ID: "train", State: task.Failed, ExitCode: &code, Error: "exit code 3", BlockedBy: "prep",
 		Submitted: t0, RetryAt: t0.Add(time.Minute), Rerun: "definition changed: args",
 		Artifacts: []task.Artifact{{Path: "out/model.pt", Size: 7, ModTime: t0, SHA256: "ab"}},
-		Waiting:   task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: t0.Add(time.Minute)}, Paused: true,
+		Waiting:   task.WaitReason{Kind: task.WaitRetryDelay, Detail: "exit code 3", Until: t0.Add(time.Minute)}, Paused: true, NotNeeded: true,
 		Attempts: []task.Attempt{{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: &code, Signal: "SIGKILL", TimedOut: true,
 			Cancelled: true, Interrupted: true, NotCharged: true, Adopted: true, EndReason: "exited", Error: "e", LogPath: "l", PID: 9,
-			GPU: &card, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, HostMemRequestedMiB: 5, RSSPeakMiB: 8, ReadyAt: t0,
+			GPU: &card, GPUs: []int{1, 0}, GPUUUID: "GPU-1", MemRequestedMiB: 2, MemPeakMiB: 1, HostMemRequestedMiB: 5, RSSPeakMiB: 8, ReadyAt: t0,
 			Job: &task.RemoteJob{System: "Slurm", ID: "4242", State: "RUNNING", Node: "n1", Reason: "None"}}}}
 	for _, v := range []reflect.Value{reflect.ValueOf(in), reflect.ValueOf(in.Attempts[0]), reflect.ValueOf(in.Waiting)} {
 		for i := range v.NumField() {
@@ -187,7 +218,7 @@ func TestEventConversionKeepsEveryField(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ev := engine.Event{Seq: 42, Time: at, Kind: engine.Retrying, TaskID: "1/a",
 		Attempt:   task.Attempt{Number: 2, Start: at, ExitCode: &code},
-		BlockedBy: "1/b", Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at, Submitted: at, Notification: "webhook", GaveUp: true}
+		BlockedBy: "1/b", NotNeeded: true, Error: "e", Rerun: "r", Card: 1, Ended: true, RetryAt: at, Submitted: at, Notification: "webhook", GaveUp: true}
 	got := publicEvent(ev)
 	v := reflect.ValueOf(got)
 	for i := range v.NumField() {

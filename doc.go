@@ -18,8 +18,11 @@
 // its own process group with its output in a log file under the run
 // directory; a timeout stops the whole group (SIGTERM, then SIGKILL after
 // Scheduling.KillGrace). A task that fails after its retries blocks every
-// task downstream of it; independent branches go on. Run returns when
-// nothing more can run, with every task's Record.
+// task downstream of it; independent branches go on. A dependency may say
+// when it is satisfied instead (TaskSpec.DependencyOn): on the
+// dependency's failure (a clean-up), or whichever way it ends (an
+// aggregate over a partial sweep). Run returns when nothing more can run,
+// with every task's Record.
 //
 // # State
 //

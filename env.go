@@ -19,12 +19,18 @@ func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string
 		// executor, from Job.Token.
 	}
 	if g := req.GPU; g != nil {
-		// Exactly the card it was admitted to, numbered as nvidia-smi does.
+		// Exactly the cards it was admitted to, numbered as nvidia-smi
+		// does, in the order chosen (the closest first).
+		cards := g.Cards()
+		index, uuid := make([]string, len(cards)), make([]string, len(cards))
+		for i, c := range cards {
+			index[i], uuid[i] = strconv.Itoa(c.Index), c.UUID
+		}
 		vars = append(vars,
-			"CUDA_VISIBLE_DEVICES="+strconv.Itoa(g.Index),
+			"CUDA_VISIBLE_DEVICES="+strings.Join(index, ","),
 			"CUDA_DEVICE_ORDER=PCI_BUS_ID",
-			"GPUSCHED_GPU_INDEX="+strconv.Itoa(g.Index),
-			"GPUSCHED_GPU_UUID="+g.UUID,
+			"GPUSCHED_GPU_INDEX="+strings.Join(index, ","),
+			"GPUSCHED_GPU_UUID="+strings.Join(uuid, ","),
 			"GPUSCHED_GPU_MEMORY_MIB="+strconv.FormatInt(g.MemoryMiB, 10),
 		)
 	} else {

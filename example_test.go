@@ -71,6 +71,42 @@ func Example_failure() {
 	// lint: complete after 1 attempt(s)
 }
 
+// A dependency's condition: an aggregate runs on a partial sweep (after
+// each run ends, whichever way), a clean-up runs when a run fails, and the
+// clean-up of a run that succeeded is not needed, which is no failure.
+func Example_dependencyConditions() {
+	runDir, _ := os.MkdirTemp("", "gpusched-example-")
+	defer os.RemoveAll(runDir)
+	s, err := gpusched.New(runDir, gpusched.Scheduling{MaxParallelTasks: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	err = s.SubmitMany([]gpusched.TaskSpec{
+		{ID: "train-1", Payload: []string{"true"}},
+		{ID: "train-2", Payload: []string{"false"}},
+		{ID: "aggregate", Payload: []string{"true"}, Dependencies: []string{"train-1", "train-2"},
+			DependencyOn: map[string]gpusched.DependencyCondition{"train-1": gpusched.AfterAny, "train-2": gpusched.AfterAny}},
+		{ID: "clean-1", Payload: []string{"true"}, Dependencies: []string{"train-1"},
+			DependencyOn: map[string]gpusched.DependencyCondition{"train-1": gpusched.AfterFailure}},
+		{ID: "clean-2", Payload: []string{"true"}, Dependencies: []string{"train-2"},
+			DependencyOn: map[string]gpusched.DependencyCondition{"train-2": gpusched.AfterFailure}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	records, _ := s.Run(context.Background())
+	for _, r := range records {
+		fmt.Printf("%s: %s %s (ok: %v)\n", r.ID, r.State, r.Error, r.OK())
+	}
+	// Output:
+	// train-1: complete  (ok: true)
+	// train-2: failed exit code 1 (ok: false)
+	// aggregate: complete  (ok: true)
+	// clean-1: blocked not needed: dependency "train-1" completed; this task runs on its failure (ok: true)
+	// clean-2: complete  (ok: true)
+}
+
 // SubmitMany rejects a bad batch as a whole, with errors to test by kind.
 func ExampleScheduler_SubmitMany_cycle() {
 	runDir, _ := os.MkdirTemp("", "gpusched-example-")

@@ -104,9 +104,13 @@ func CheckGPUs(ctx context.Context, s Scheduling, tasks []TaskSpec) error {
 		if !localGPU(t) {
 			continue
 		}
-		need := gpu.Need{MiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive}
+		need := gpu.Need{MiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive, Count: uint8(min(max(t.Resources.GPUs, 1), task.MaxGPUs))}
 		if why := gpu.NeverFits(cards, need, len(s.VisibleGPUs) > 0); why != "" {
-			return task.Invalid(t.ID, "resources.memory_mib", "%s", why)
+			field := "resources.memory_mib"
+			if need.Cards() > 1 {
+				field = "resources.gpus"
+			}
+			return task.Invalid(t.ID, field, "%s", why)
 		}
 	}
 	return nil

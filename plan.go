@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gpusched/gpusched/internal/budget"
 	"github.com/gpusched/gpusched/internal/dag"
@@ -23,8 +24,16 @@ type PlanItem struct {
 	Run bool `json:"run"`
 	// Why, for a person: "never ran", "failed before", "definition changed:
 	// args", "artifact missing: out/model.pt", "artifact changed: out/x.bin
-	// (size 10 -> 12)", "upstream prepare reruns", or "complete, kept".
+	// (size 10 -> 12)", "upstream prepare reruns", or "complete, kept";
+	// followed by "(only if prepare fails)" for a task that runs on the
+	// failure of a task that runs; or, for a task not needed, "not needed:
+	// prepare completes, and it runs on its failure".
 	Why string `json:"why"`
+	// NotNeeded is true when the task would not run because a
+	// dependency's condition cannot be met with no failure behind it (it
+	// runs on the failure of a task that is kept complete): the run
+	// blocks it as not needed (Record.NotNeeded). Run is false then.
+	NotNeeded bool `json:"not_needed,omitempty"`
 	// Adopt is true when the task's attempt, left running by a scheduler
 	// that died, still runs under its supervisor: it would be adopted,
 	// not started again (Why: "adopt (running since ...)").
@@ -50,7 +59,10 @@ type PlanItem struct {
 // Plan says, task by task and in the given order, what running tasks on
 // runDir would run and why, without running anything or taking the run
 // directory's lock: the same checks and the same rules as Run. A run
-// directory that does not exist yet means everything runs.
+// directory that does not exist yet means everything runs. Plan cannot
+// know how tasks that run will end: a task it says runs may be blocked,
+// by a failure, or as not needed when it runs on the failure of a task
+// that then completes (its Why says so).
 func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 	return PlanWith(runDir, tasks, SubmitOptions{})
 }
@@ -106,6 +118,7 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 	items := make([]PlanItem, len(specs))
 	own := make([]bool, len(specs)) // runs on its own account, not only for a task upstream
 	runs := map[string]bool{}
+	notNeeded := map[string]string{} // task not needed -> the kept task that makes it so
 	index := map[string]int{}
 	for i, sp := range specs {
 		index[sp.ID] = i
@@ -165,6 +178,9 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 		case !it.Run && !it.Adopt && (!seen || r.State != task.Running):
 			it.Why = "complete, kept"
 		}
+		if it.Run && !it.Adopt {
+			planConditions(sp, runs, notNeeded, &it)
+		}
 		runs[sp.ID] = it.Run || it.Adopt || seen && r.State == task.Running
 		if auto, _ := budget.GPUMemory.Requested(&sp.Resources); it.Run && auto {
 			in := budgetInput(budget.GPUMemory, sp, r)
@@ -177,6 +193,7 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 	for i := range specs {
 		visit(i)
 	}
+
 	if failed != nil {
 		return nil, failed
 	}
@@ -204,4 +221,40 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 		items = out
 	}
 	return items, nil
+}
+
+// planConditions completes the plan item of task sp, which would run, with
+// what its dependencies' conditions say, as the run judges them: a task
+// that runs on the failure of a task kept complete, or after a task not
+// needed (but with on: any), is not needed; one that runs on the failure
+// of a task that runs runs only if that one fails. runs and notNeeded are
+// what was planned for the tasks it depends on; a task not needed is
+// added to notNeeded, with the kept task that makes it so.
+func planConditions(sp *task.Spec, runs map[string]bool, notNeeded map[string]string, it *PlanItem) {
+	if sp.DependencyOn == nil && len(notNeeded) == 0 {
+		return // the common case: nothing to say
+	}
+	var onlyIf []string
+	for _, d := range sp.Dependencies {
+		on := sp.On(d)
+		root, skipped := notNeeded[d]
+		switch {
+		case on == task.AfterAny:
+		case skipped:
+			it.Run, it.NotNeeded = false, true
+			it.Why = fmt.Sprintf("not needed: %s is not needed (%s completes)", d, root)
+			notNeeded[sp.ID] = root
+			return
+		case !runs[d] && on == task.AfterFailure:
+			it.Run, it.NotNeeded = false, true
+			it.Why = fmt.Sprintf("not needed: %s completes, and it runs on its failure", d)
+			notNeeded[sp.ID] = d
+			return
+		case on == task.AfterFailure:
+			onlyIf = append(onlyIf, d)
+		}
+	}
+	if len(onlyIf) > 0 {
+		it.Why += fmt.Sprintf(" (only if %s fails)", strings.Join(onlyIf, " and "))
+	}
 }

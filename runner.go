@@ -119,13 +119,9 @@ func (r runner) job(req engine.AttemptRequest) executor.Job {
 }
 
 // gpus is how many whole GPUs sp asks of an executor that places work
-// itself: one for a GPU task.
-func gpus(sp *task.Spec) int {
-	if sp.Resources.GPU() {
-		return 1
-	}
-	return 0
-}
+// itself: resources.gpus (one when it says nothing) for a GPU task, none
+// for a CPU task.
+func gpus(sp *task.Spec) int { return sp.Resources.GPUCount() }
 
 // runAs is whom sp's attempts run as: nil for the scheduler's own user
 // (sp has no Owner, or it is the scheduler's), else its owner's account,

@@ -27,8 +27,18 @@ type TaskSpec struct {
 	// Kind selects the Handler that turns the task into a command; empty
 	// means "command" (CommandHandler).
 	Kind string `json:"kind,omitempty"`
-	// Dependencies are the ids of tasks that must complete first.
+	// Dependencies are the ids of tasks that must end first: complete,
+	// unless DependencyOn says otherwise.
 	Dependencies []string `json:"dependencies,omitempty"`
+	// DependencyOn gives, by dependency id, when a dependency is satisfied
+	// if not by its completion: AfterFailure (a clean-up that runs when
+	// it fails) or AfterAny (an aggregate that runs on a partial sweep).
+	// Each id must be one of Dependencies; one it does not name is
+	// AfterSuccess. A task whose condition can no longer be met is
+	// blocked, and says why (Record.Error, BlockedBy, NotNeeded). Like
+	// Dependencies, conditions are not part of the task's definition:
+	// changing one does not make a completed task run again.
+	DependencyOn map[string]DependencyCondition `json:"dependency_on,omitempty"`
 	// Payload is the handler's input. For "command": the argv, a []string,
 	// run without a shell.
 	Payload any `json:"payload,omitempty"`
@@ -118,17 +128,55 @@ type TaskSpec struct {
 	Owner string `json:"owner,omitempty"`
 }
 
+// DependencyCondition says when a dependency is satisfied (see
+// TaskSpec.DependencyOn): Slurm's afterok, afternotok and afterany. It is
+// written and read as its name: "success", "failure" or "any".
+type DependencyCondition uint8
+
+// The conditions.
+const (
+	// AfterSuccess, the default: the dependency must complete. If it
+	// fails, is cancelled or is blocked, the task is blocked.
+	AfterSuccess = DependencyCondition(task.AfterSuccess)
+	// AfterFailure: the dependency must end without succeeding: fail for
+	// good (its retries spent), be cancelled, or be blocked by a failure
+	// upstream. If it completes, the task is not needed: it is blocked,
+	// with Record.NotNeeded set, which is no failure of the run.
+	AfterFailure = DependencyCondition(task.AfterFailure)
+	// AfterAny: the dependency must end, whichever way.
+	AfterAny = DependencyCondition(task.AfterAny)
+)
+
+// String returns the condition's name: "success", "failure" or "any".
+func (c DependencyCondition) String() string { return task.Condition(c).String() }
+
+// MarshalText writes the condition's name.
+func (c DependencyCondition) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// UnmarshalText reads a condition's name.
+func (c *DependencyCondition) UnmarshalText(b []byte) error {
+	v, err := task.ParseCondition(string(b))
+	*c = DependencyCondition(v)
+	return err
+}
+
 // ResourceRequest is what a task needs to start: its device, for a CUDA
-// task a GPU memory budget in MiB (used for admission, not enforced as a
-// limit on the process), and whether it needs a card to itself; and what
-// it takes of the machine while it runs (see docs/workflow.md, "CPU,
-// memory and custom resources"). None of these is a limit on the process.
-// Only the device and the GPU keys are part of the task's definition:
-// changing the others does not make a completed task run again.
+// task a GPU memory budget in MiB on each of its cards (used for
+// admission, not enforced as a limit on the process), whether it needs its
+// cards to itself, and how many cards it takes at once; and what it takes
+// of the machine while it runs (see docs/workflow.md, "CPU, memory and
+// custom resources"), none of which is a limit on the process either.
+// The cores, host memory and custom resources are not part of the task's
+// definition: changing them does not make a completed task run again.
 type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"` // empty means CPU
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	// GPUs is how many cards a CUDA task takes, each with MemoryMiB free
+	// (and to itself when Exclusive), admitted all at once or not at all;
+	// 0 means 1, the most is 64. The task sees them all in
+	// CUDA_VISIBLE_DEVICES, closest cards preferred (docs/gpu.md).
+	GPUs int `json:"gpus,omitempty"`
 	// MemoryAuto has the scheduler choose a CUDA task's GPU memory budget
 	// when the task is submitted, from the peaks the same task reached in
 	// its recent attempts (see docs/gpu.md, "Budgets learned from
@@ -189,6 +237,12 @@ type Record struct {
 	// runs on, and waits paused if it is to run again. A task that
 	// finishes is no longer paused.
 	Paused bool `json:"paused,omitempty"`
+	// NotNeeded: the task is blocked because the condition of one of its
+	// dependencies can no longer be met and no failure is behind that: it
+	// runs on the failure of a dependency that completed (BlockedBy), or
+	// after one that was not needed either. It is not a failure of the
+	// run (OK).
+	NotNeeded bool `json:"not_needed,omitempty"`
 	// Attempts lists every attempt, oldest first, including those of earlier
 	// runs on the same run directory.
 	Attempts []Attempt `json:"attempts"`
@@ -196,7 +250,8 @@ type Record struct {
 	ExitCode *int `json:"exit_code"`
 	// Error says why the task failed, was blocked or was cancelled.
 	Error string `json:"error,omitempty"`
-	// BlockedBy names the failed or cancelled task that blocked this one.
+	// BlockedBy names the failed or cancelled task that blocked this one;
+	// for a task not needed, the task that completed.
 	BlockedBy string `json:"blocked_by,omitempty"`
 	// Submitted is when the task was (last) submitted.
 	Submitted time.Time `json:"submitted,omitzero"`
@@ -214,6 +269,13 @@ type Record struct {
 	// decided it; for a running task, WaitQueued while its attempt waits
 	// in the batch system that runs it; the zero value otherwise.
 	Waiting WaitReason `json:"waiting,omitzero"`
+}
+
+// OK reports whether the task ended as its run wants: it completed, or it
+// was blocked as not needed (NotNeeded). A run whose tasks are all OK
+// succeeded.
+func (r Record) OK() bool {
+	return r.State == StateComplete || r.State == StateBlocked && r.NotNeeded
 }
 
 // LastAttempt returns the most recent attempt, or nil if none ran.
@@ -266,11 +328,17 @@ type Attempt struct {
 	// PID is the process id of the attempt's leader, once it started.
 	PID int `json:"pid,omitempty"`
 	// GPU is the index of the card the attempt ran on; nil for CPU tasks.
+	// For an attempt on several cards, the first of them.
 	GPU *int `json:"gpu"`
-	// GPUUUID is that card's UUID.
+	// GPUs are, for an attempt on several cards (ResourceRequest.GPUs),
+	// the indices of all of them in the order CUDA_VISIBLE_DEVICES gives
+	// them, GPU first; nil for an attempt on one card or none.
+	GPUs []int `json:"gpus,omitempty"`
+	// GPUUUID is the UUID of the card GPU names.
 	GPUUUID string `json:"gpu_uuid,omitempty"`
 	// MemRequestedMiB is the GPU memory the attempt was admitted with (the
-	// task's budget, or more after an out-of-memory failure).
+	// task's budget, or more after an out-of-memory failure), on each of
+	// its cards.
 	MemRequestedMiB int64 `json:"mem_requested_mib,omitempty"`
 	// MemPeakMiB is the most GPU memory its processes were seen to use.
 	MemPeakMiB int64 `json:"mem_peak_mib,omitempty"`
@@ -312,9 +380,10 @@ type Artifact struct {
 type State uint8
 
 // The task states. A task starts pending, is running while an attempt runs,
-// and ends complete, failed (its retries spent), blocked (a dependency
-// failed or was cancelled, so it never started) or cancelled. Between the
-// attempts of a retried task it is pending again.
+// and ends complete, failed (its retries spent), blocked (the condition of
+// a dependency can no longer be met: usually it failed or was cancelled;
+// so it never started) or cancelled. Between the attempts of a retried
+// task it is pending again.
 const (
 	StatePending   = State(task.Pending)
 	StateRunning   = State(task.Running)
@@ -444,10 +513,15 @@ type Event struct {
 	// EventRetrying, EventFailed, and EventCancelled of a running task).
 	// Its Number is 0 otherwise.
 	Attempt Attempt
-	// BlockedBy, for EventBlocked, names the failed or cancelled task.
+	// BlockedBy, for EventBlocked, names the failed or cancelled task, or
+	// for a task not needed the one that completed.
 	BlockedBy string
-	// Error says why: a task that failed without an attempt, a completion
-	// handler that failed, a card quarantined, the GPUs unreadable.
+	// NotNeeded, for EventBlocked: the task is not needed
+	// (Record.NotNeeded), which is no failure.
+	NotNeeded bool
+	// Error says why: a task that failed without an attempt, a task
+	// blocked, a completion handler that failed, a card quarantined, the
+	// GPUs unreadable.
 	Error string
 	// Rerun, for EventStarted, says why a task that ran before runs again.
 	Rerun string
@@ -482,7 +556,7 @@ const (
 	EventRetrying                       // an attempt failed; the task runs again
 	EventComplete                       // the task completed
 	EventFailed                         // the task failed for good
-	EventBlocked                        // a dependency failed or was cancelled
+	EventBlocked                        // a dependency's condition can no longer be met (it failed or was cancelled; or NotNeeded)
 	EventCancelled                      // the task was cancelled
 	// EventDeliveryFailed: a notification could not be delivered (a
 	// completion or failure handler failed, on_run_end, a webhook); it

@@ -31,9 +31,12 @@ type Command struct {
 	GPUMiB    int64 // a GPU memory budget; 0 with Exclusive false: a CPU task
 	Exclusive bool
 	After     []string // daemon ids that must complete first
-	Priority  int
-	Timeout   time.Duration
-	Retries   *int // nil: the daemon's default
+	// AfterOn gives, by an id of After, when it is satisfied if not by
+	// completion: "failure" or "any" (Task.AfterOn).
+	AfterOn  map[string]string
+	Priority int
+	Timeout  time.Duration
+	Retries  *int // nil: the daemon's default
 	// Key makes the submission harmless to repeat (RunRequest.Key).
 	Key string
 }
@@ -45,7 +48,7 @@ func (c *Client) Submit(ctx context.Context, cmd Command) (Submitted, error) {
 		name = path.Base(cmd.Args[0])
 	}
 	return c.submit(ctx, RunRequest{Kind: KindCommand, Name: name, Dir: cmd.Dir, Env: cmd.Env, Key: cmd.Key,
-		Tasks: []Task{{Command: cmd.Args, After: cmd.After, Priority: cmd.Priority, GPUMiB: cmd.GPUMiB,
+		Tasks: []Task{{Command: cmd.Args, After: cmd.After, AfterOn: cmd.AfterOn, Priority: cmd.Priority, GPUMiB: cmd.GPUMiB,
 			Exclusive: cmd.Exclusive, Timeout: Duration(cmd.Timeout), Retries: cmd.Retries}}})
 }
 

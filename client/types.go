@@ -49,13 +49,22 @@ type Task struct {
 	ID string `json:"id,omitempty"`
 	// Command is the argv, run without a shell.
 	Command []string `json:"command"`
-	// Dependencies name tasks of the same run that must complete first.
+	// Dependencies name tasks of the same run that must end first:
+	// complete, unless DependencyOn says otherwise.
 	Dependencies []string `json:"dependencies,omitempty"`
+	// DependencyOn gives, by dependency (as Dependencies names it), when
+	// it is satisfied if not by its completion: "failure" (it fails, is
+	// cancelled or blocked) or "any" (it ends, whichever way); "success"
+	// is the default.
+	DependencyOn map[string]string `json:"dependency_on,omitempty"`
 	// After names tasks of other runs, by the daemon's ids ("12",
 	// "13/train"; a run's id means all its tasks), that must complete
 	// first.
-	After    []string `json:"after,omitempty"`
-	Priority int      `json:"priority,omitempty"` // higher starts first
+	After []string `json:"after,omitempty"`
+	// AfterOn gives, by an id of After as given, when it is satisfied if
+	// not by completion: "failure" or "any", as DependencyOn.
+	AfterOn  map[string]string `json:"after_on,omitempty"`
+	Priority int               `json:"priority,omitempty"` // higher starts first
 	// GPUMiB is a GPU memory budget: the task needs a card with that much
 	// free. Exclusive asks for a card to itself. Neither: a CPU task.
 	GPUMiB    int64 `json:"gpu_mib,omitempty"`
@@ -139,6 +148,7 @@ type TaskInfo struct {
 	Paused    bool       `json:"paused,omitempty"`
 	Error     string     `json:"error,omitempty"`
 	BlockedBy string     `json:"blocked_by,omitempty"`
+	NotNeeded bool       `json:"not_needed,omitempty"` // blocked, as not needed (a clean-up after a success): no failure
 	Submitted time.Time  `json:"submitted"`
 	Started   *time.Time `json:"started,omitempty"` // the last attempt's start
 	Ended     *time.Time `json:"ended,omitempty"`   // the last attempt's end
@@ -268,6 +278,7 @@ type Event struct {
 	// of memory); 0 when it has no card.
 	GPUMiB    int64  `json:"gpu_mib,omitempty"`
 	BlockedBy string `json:"blocked_by,omitempty"`
+	NotNeeded bool   `json:"not_needed,omitempty"` // blocked, as not needed: no failure
 	Error     string `json:"error,omitempty"`
 }
 

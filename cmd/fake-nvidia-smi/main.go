@@ -1,9 +1,14 @@
-// Command fake-nvidia-smi answers the two nvidia-smi queries gpusched asks,
+// Command fake-nvidia-smi answers the nvidia-smi questions gpusched asks,
 // from the fake GPU state file named by $FAKE_GPU_STATE (see package
 // fakegpu), so that tests can run the real probe on machines without a GPU:
 //
 //	fake-nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used,memory.free --format=csv
 //	fake-nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv
+//	fake-nvidia-smi topo -m
+//
+// topo -m prints the state's topology as it is (a real capture, say), or
+// a matrix of its cards in which every pair is PHB apart
+// (fakegpu.State.TopologyText).
 //
 // --format takes csv with optional noheader and nounits, as nvidia-smi
 // does. Memory is reported as nvidia-smi would: used = the card's foreign
@@ -45,6 +50,7 @@ const (
 
 // query is a parsed command line.
 type query struct {
+	topo     bool     // topo -m: the topology matrix
 	apps     bool     // --query-compute-apps rather than --query-gpu
 	fields   []string // as given, trimmed
 	noheader bool
@@ -65,6 +71,12 @@ var (
 )
 
 func parseArgs(args []string) (query, error) {
+	if len(args) > 0 && args[0] == "topo" {
+		if len(args) != 2 || (args[1] != "-m" && args[1] != "--matrix") {
+			return query{}, fmt.Errorf("only topo -m is faked, not %q", strings.Join(args, " "))
+		}
+		return query{topo: true}, nil
+	}
 	fs := flag.NewFlagSet("fake-nvidia-smi", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are printed once, by run
 	gpu := fs.String("query-gpu", "", "comma-separated gpu fields")
@@ -142,6 +154,10 @@ func run(args []string, statePath string, stdout, stderr io.Writer) int {
 		for {
 			time.Sleep(time.Hour)
 		}
+	}
+	if q.topo {
+		fmt.Fprint(stdout, s.TopologyText())
+		return exitOK
 	}
 	s.DropDead()
 	return report(s, q, stdout, stderr)

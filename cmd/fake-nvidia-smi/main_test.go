@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/gpu/fakegpu"
+	"github.com/gpusched/gpusched/internal/gpu/nvidiasmi"
 )
 
 func writeState(t *testing.T, s fakegpu.State) string {
@@ -167,6 +169,26 @@ func TestRun(t *testing.T) {
 			wantStatus: 2,
 		},
 		{
+			name:       "topo -m of a state that gives one, as it is",
+			args:       []string{"topo", "-m"},
+			state:      writeState(t, fakegpu.State{Cards: machine.Cards, Topology: "\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\t X \n"}),
+			wantOut:    "\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1\tNV4\t X \n",
+			wantStatus: 0,
+		},
+		{
+			name:       "topo -m in driver failure mode",
+			args:       []string{"topo", "-m"},
+			state:      writeState(t, fakegpu.State{Mode: fakegpu.ModeDriverFailure}),
+			wantOut:    fakegpu.DriverFailureMessage + "\n",
+			wantStatus: 9,
+		},
+		{
+			name:       "topo without -m",
+			args:       []string{"topo", "-p2p", "r"},
+			wantErr:    "fake-nvidia-smi: only topo -m is faked, not \"topo -p2p r\"\n",
+			wantStatus: 2,
+		},
+		{
 			name:       "positional argument",
 			args:       []string{gpuQuery, "--format=csv", "extra"},
 			wantStatus: 2,
@@ -201,5 +223,22 @@ func TestRunCorruptState(t *testing.T) {
 	var out, errb bytes.Buffer
 	if status := run([]string{gpuQuery, "--format=csv"}, path, &out, &errb); status != 1 || out.Len() != 0 {
 		t.Errorf("status %d, stdout %q, stderr %q", status, out.String(), errb.String())
+	}
+}
+
+// Without a topology in the state, topo -m prints a matrix of the cards,
+// every pair PHB apart, that the real probe's parser reads.
+func TestTopoDefaultParses(t *testing.T) {
+	var out, errb bytes.Buffer
+	state := writeState(t, fakegpu.State{Cards: []fakegpu.Card{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}, {Index: 2, UUID: "GPU-c"}}})
+	if status := run([]string{"topo", "-m"}, state, &out, &errb); status != 0 {
+		t.Fatalf("status %d, stderr %q", status, errb.String())
+	}
+	topo, err := nvidiasmi.ParseTopo(out.Bytes())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if topo.Cards() != 3 || topo.Link(0, 2) != gpu.LinkPHB || topo.Link(1, 1) != gpu.LinkSelf {
+		t.Errorf("topology:\n%s", topo)
 	}
 }

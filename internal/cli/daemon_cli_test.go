@@ -96,6 +96,18 @@ func TestDaemonTasks(t *testing.T) {
 	if b := tasks[1]; b.Retries != nil || strings.Join(b.Dependencies, ",") != "a" {
 		t.Errorf("b: %+v", b)
 	}
+	w2, err := workflow.ParseWith("/w/wf.yaml", []byte("tasks:\n  - {id: a, args: [x]}\n  - {id: b, args: [x]}\n"+
+		"  - {id: c, args: [x], dependencies: [a, {id: b, on: failure}, {id: a2, on: success}]}\n  - {id: a2, args: [x]}\n"), workflow.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond, err := daemonTasks(w2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cond[2]; len(c.DependencyOn) != 1 || c.DependencyOn["b"] != "failure" || strings.Join(c.Dependencies, ",") != "a,b,a2" {
+		t.Errorf("c: dependencies %q on %v; want b on failure alone", c.Dependencies, c.DependencyOn)
+	}
 	w.Tasks[1].Executor = "slurm"
 	if _, err := daemonTasks(w); err == nil || !strings.Contains(err.Error(), `"b"`) || exitCode(err) != ExitInvalid {
 		t.Errorf("another executor: %v", err)

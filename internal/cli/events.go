@@ -20,7 +20,7 @@ const (
 	evComplete        = "complete"         // the task completed
 	evRetrying        = "retrying"         // the attempt failed; the task will run again
 	evFailed          = "failed"           // the task failed for good
-	evBlocked         = "blocked"          // a task it depends on failed or was cancelled
+	evBlocked         = "blocked"          // the condition of a dependency can no longer be met (it failed or was cancelled; or "not_needed")
 	evCancelled       = "cancelled"        // the task was cancelled (Ctrl-C, SIGTERM)
 	evCardQuarantined = "card-quarantined" // a GPU was put in quarantine
 	evEventFailed     = "event-failed"     // a completion handler (on_complete) failed; it is retried
@@ -33,16 +33,22 @@ const (
 // eventJSONLine is one line of --events. Fields that do not apply to an
 // event are left out, except that "time" and "event" are always there.
 type eventJSONLine struct {
-	Time      time.Time  `json:"time"`
-	Event     string     `json:"event"`
-	Task      string     `json:"task,omitempty"`
-	Attempt   int        `json:"attempt,omitempty"`
-	Card      *int       `json:"card,omitempty"`
-	MemoryMiB int64      `json:"memory_mib,omitempty"`
-	ExitCode  *int       `json:"exit_code,omitempty"`
-	Signal    string     `json:"signal,omitempty"`
-	Error     string     `json:"error,omitempty"`
-	BlockedBy string     `json:"blocked_by,omitempty"`
+	Time    time.Time `json:"time"`
+	Event   string    `json:"event"`
+	Task    string    `json:"task,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Card    *int      `json:"card,omitempty"`
+	// Cards are, for an attempt on several cards, every one of them in
+	// the order chosen ("card" is the first); absent otherwise.
+	Cards     []int  `json:"cards,omitempty"`
+	MemoryMiB int64  `json:"memory_mib,omitempty"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
+	Signal    string `json:"signal,omitempty"`
+	Error     string `json:"error,omitempty"`
+	BlockedBy string `json:"blocked_by,omitempty"`
+	// NotNeeded, with "blocked": the task is not needed (a clean-up whose
+	// dependency completed), which is no failure.
+	NotNeeded bool       `json:"not_needed,omitempty"`
 	RetryAt   *time.Time `json:"retry_at,omitempty"` // retrying: the next attempt starts no earlier
 	Log       string     `json:"log,omitempty"`
 	Rerun     string     `json:"rerun,omitempty"`
@@ -70,7 +76,7 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 		}
 		l := base
 		l.Event = evAttemptEnded
-		l.Card, l.ExitCode, l.Signal, l.Error, l.Log, l.Job = a.GPU, a.ExitCode, a.Signal, a.Error, a.LogPath, a.Job
+		l.Card, l.Cards, l.ExitCode, l.Signal, l.Error, l.Log, l.Job = a.GPU, a.GPUs, a.ExitCode, a.Signal, a.Error, a.LogPath, a.Job
 		d := math.Round(a.End.Sub(a.Start).Seconds()*1000) / 1000 // to the millisecond
 		l.Duration = &d
 		out = append(out, l)
@@ -79,7 +85,7 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 	switch ev.Kind {
 	case gpusched.EventStarted:
 		l.Event = evStarted
-		l.Card, l.Log, l.Rerun = a.GPU, a.LogPath, ev.Rerun
+		l.Card, l.Cards, l.Log, l.Rerun = a.GPU, a.GPUs, a.LogPath, ev.Rerun
 		if a.GPU != nil {
 			l.MemoryMiB = a.MemRequestedMiB
 		}
@@ -100,7 +106,7 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 			l.Error, l.Log = a.Error, a.LogPath
 		}
 	case gpusched.EventBlocked:
-		l.Event, l.BlockedBy = evBlocked, ev.BlockedBy
+		l.Event, l.BlockedBy, l.NotNeeded, l.Error = evBlocked, ev.BlockedBy, ev.NotNeeded, ev.Error
 	case gpusched.EventCancelled:
 		ended()
 		l.Event = evCancelled
@@ -114,7 +120,7 @@ func eventJSONLines(ev gpusched.Event) []eventJSONLine {
 	case gpusched.EventGPUKnown:
 		l.Event = evGPUKnown
 	case gpusched.EventAdopted:
-		l.Event, l.Card, l.Log, l.Job = evAdopted, a.GPU, a.LogPath, a.Job
+		l.Event, l.Card, l.Cards, l.Log, l.Job = evAdopted, a.GPU, a.GPUs, a.LogPath, a.Job
 		if a.GPU != nil {
 			l.MemoryMiB = a.MemRequestedMiB
 		}

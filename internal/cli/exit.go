@@ -10,7 +10,7 @@ import (
 
 // Exit codes.
 const (
-	ExitOK      = 0 // every task completed (or the command did what it was asked)
+	ExitOK      = 0 // every task completed or was not needed (or the command did what it was asked)
 	ExitFailed  = 1 // a task failed, was blocked or cancelled; the run was interrupted; or an operational error
 	ExitInvalid = 2 // the workflow or the command line is invalid; nothing ran
 )

@@ -125,7 +125,7 @@ func loadSavedCards(dir string, mustExist bool) (*savedCards, error) {
 	}
 	s := &savedCards{dir: dir, pid: schedulerPID(dir)}
 	err := withState(dir, func(st *store.SQLite) (err error) {
-		s.cards, s.at, s.unknown, err = loadCards(st)
+		s.cards, s.at, s.unknown, _, err = loadCards(st)
 		return err
 	})
 	if err != nil || (len(s.cards) == 0 && s.unknown == "") {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -49,6 +50,33 @@ func isTerminal(w io.Writer) bool {
 // ---------------------------------------------------------------------------
 // Plain lines
 
+// cardsText says on which card an attempt runs and with how much memory
+// ("card 2, 4000 MiB"), or, on several, which and how much on each
+// ("cards 3,1, 20000 MiB each").
+func cardsText(a *gpusched.Attempt) string {
+	if len(a.GPUs) > 1 {
+		return fmt.Sprintf("cards %s, %d MiB each", gpuList(a.GPU, a.GPUs), a.MemRequestedMiB)
+	}
+	return fmt.Sprintf("card %d, %d MiB", *a.GPU, a.MemRequestedMiB)
+}
+
+// gpuList is the cards of an attempt (its gpu and gpus) as the status
+// table's gpu column shows them: "3,1" for several, "2" for one, "-" for
+// none.
+func gpuList(gpu *int, gpus []int) string {
+	switch {
+	case len(gpus) > 0:
+		parts := make([]string, len(gpus))
+		for i, c := range gpus {
+			parts[i] = strconv.Itoa(c)
+		}
+		return strings.Join(parts, ",")
+	case gpu != nil:
+		return strconv.Itoa(*gpu)
+	}
+	return "-"
+}
+
 // eventLine formats a transition as one timestamped line, or "" for none.
 // Its format is stable: people and scripts read it in CI logs.
 func eventLine(ev gpusched.Event) string {
@@ -58,7 +86,7 @@ func eventLine(ev gpusched.Event) string {
 	case gpusched.EventStarted:
 		detail := fmt.Sprintf("attempt %d", a.Number)
 		if a.GPU != nil {
-			detail += fmt.Sprintf(", card %d, %d MiB", *a.GPU, a.MemRequestedMiB)
+			detail += ", " + cardsText(&a)
 		}
 		if ev.Rerun != "" {
 			detail += "; runs again: " + ev.Rerun
@@ -78,6 +106,9 @@ func eventLine(ev gpusched.Event) string {
 		}
 		return fmt.Sprintf("%s failed    %s: attempt %d %s; log %s", ts, ev.TaskID, a.Number, a.Error, a.LogPath)
 	case gpusched.EventBlocked:
+		if ev.NotNeeded {
+			return fmt.Sprintf("%s skipped   %s (not needed: %s completed)", ts, ev.TaskID, ev.BlockedBy)
+		}
 		return fmt.Sprintf("%s blocked   %s (by %s)", ts, ev.TaskID, ev.BlockedBy)
 	case gpusched.EventCancelled:
 		return fmt.Sprintf("%s cancelled %s", ts, ev.TaskID)
@@ -110,7 +141,7 @@ func eventLine(ev gpusched.Event) string {
 			detail += fmt.Sprintf(", pid %d", a.PID)
 		}
 		if a.GPU != nil {
-			detail += fmt.Sprintf(", card %d, %d MiB", *a.GPU, a.MemRequestedMiB)
+			detail += ", " + cardsText(&a)
 		}
 		if j := jobText(a.Job); j != "" {
 			detail += ", " + j

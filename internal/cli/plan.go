@@ -39,6 +39,12 @@ A completed task whose artifacts were changed since it completed (edited
 by hand) and that would run again is said after the table: running it
 overwrites them, unless --keep-edited keeps it (its action is then keep).
 
+A task that runs on the failure of another (dependencies: [{id: prepare,
+on: failure}]) says "(only if prepare fails)" when that one runs, and is
+skipped when that one is kept complete:
+
+  not needed: prepare completes, and it runs on its failure
+
 Nothing runs and nothing is written; the run directory is not locked, so
 this works while a run is going. Same as "gpusched run --dry-run".
 
@@ -98,7 +104,7 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 	for _, it := range items {
 		action := "keep"
 		switch {
-		case it.Skipped:
+		case it.Skipped || it.NotNeeded:
 			action = "skip"
 		case it.Adopt:
 			action = "adopt"

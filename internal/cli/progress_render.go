@@ -21,6 +21,7 @@ type progressFrame struct {
 	now, start time.Time
 	total      int
 	counts     [gpusched.StateCancelled + 1]int
+	notNeeded  int // of the blocked, those not needed
 	kept       int
 	ended      int
 	running    []runningTask    // oldest first
@@ -33,7 +34,7 @@ type progressFrame struct {
 
 func (s *progressState) frame(now, start time.Time) progressFrame {
 	f := progressFrame{now: now, start: start, total: s.total, counts: s.counts, kept: s.kept, ended: s.ended, stopping: s.stopping,
-		gpuUnknown: s.gpuUnknown}
+		gpuUnknown: s.gpuUnknown, notNeeded: len(s.notNeeded)}
 	f.running = make([]runningTask, 0, len(s.running))
 	for _, t := range s.running {
 		f.running = append(f.running, t)
@@ -62,9 +63,9 @@ const (
 //
 // The bar has three parts: █ the tasks done (complete or failed: they ran
 // to their end), ▒ those that will not run in this run (blocked by a
-// failure, or cancelled), ░ those still to run (pending or running). The
-// count is of the tasks done; the estimate of the time left is for those
-// still to run, at the pace tasks have ended so far.
+// failure or not needed, or cancelled), ░ those still to run (pending or
+// running). The count is of the tasks done; the estimate of the time left
+// is for those still to run, at the pace tasks have ended so far.
 func (f progressFrame) render(width, height int) string {
 	var b strings.Builder
 	c := f.counts
@@ -101,8 +102,11 @@ func (f progressFrame) render(width, height int) string {
 		complete += fmt.Sprintf(" (%d kept)", f.kept)
 	}
 	parts := []string{complete, fmt.Sprintf("failed %d", c[gpusched.StateFailed])}
-	if n := c[gpusched.StateBlocked]; n > 0 {
+	if n := c[gpusched.StateBlocked] - f.notNeeded; n > 0 {
 		parts = append(parts, fmt.Sprintf("blocked %d", n))
+	}
+	if f.notNeeded > 0 {
+		parts = append(parts, fmt.Sprintf("not needed %d", f.notNeeded))
 	}
 	if n := c[gpusched.StateCancelled]; n > 0 {
 		parts = append(parts, fmt.Sprintf("cancelled %d", n))

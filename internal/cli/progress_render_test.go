@@ -77,6 +77,8 @@ func TestProgressBar(t *testing.T) {
 			"████████████▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒▒ 4/10 tasks, 6 won't run  elapsed 1m00s"},
 		{"cancelled is not done", map[gpusched.State]int{gpusched.StateComplete: 5, gpusched.StateCancelled: 2, gpusched.StatePending: 3},
 			"███████████████▒▒▒▒▒▒░░░░░░░░░ 5/10 tasks, 2 won't run  elapsed 1m00s  left ~36s"},
+		{"not needed will not run", map[gpusched.State]int{gpusched.StateComplete: 8, gpusched.StateBlocked: 2},
+			"████████████████████████▒▒▒▒▒▒ 8/10 tasks, 2 won't run  elapsed 1m00s"},
 		{"nothing done", map[gpusched.State]int{gpusched.StateCancelled: 1, gpusched.StatePending: 9},
 			"▒▒▒░░░░░░░░░░░░░░░░░░░░░░░░░░░ 0/10 tasks, 1 won't run  elapsed 1m00s  left ?"},
 	} {
@@ -213,5 +215,24 @@ func TestJobEventLines(t *testing.T) {
 		Attempt: gpusched.Attempt{Number: 1, Start: now, End: now, ExitCode: new(int), Job: &task.RemoteJob{ID: "4242", Node: "node7"}}}
 	if l := eventJSONLines(end); len(l) != 2 || l[0].Event != "attempt-ended" || l[0].Job == nil || l[0].Job.Node != "node7" {
 		t.Errorf("--events lines of the end = %+v, want attempt-ended with its job", l)
+	}
+}
+
+// The counts line tells the blocked tasks not needed apart, from the
+// records and from the events; one taken up again leaves the count.
+func TestProgressNotNeeded(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	s := newProgressState(0)
+	s.reset([]gpusched.Record{{ID: "prep", State: gpusched.StateComplete}, {ID: "clean", State: gpusched.StateBlocked, NotNeeded: true},
+		{ID: "bad", State: gpusched.StateFailed}, {ID: "after-bad", State: gpusched.StateBlocked}, {ID: "clean2", State: gpusched.StatePending}})
+	s.apply(gpusched.Event{Kind: gpusched.EventBlocked, TaskID: "clean2", BlockedBy: "prep", NotNeeded: true})
+	counts := func() string { return strings.Split(s.frame(now, now.Add(-time.Minute)).render(0, 20), "\n")[1] }
+	if got, want := counts(), "complete 1 (1 kept) · failed 1 · blocked 1 · not needed 2 · running 0 · waiting 0"; got != want {
+		t.Errorf("counts line:\n got %q\nwant %q", got, want)
+	}
+	s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: "clean", Attempt: gpusched.Attempt{Number: 1, Start: now}})
+	if got, want := counts(), "complete 1 (1 kept) · failed 1 · blocked 1 · not needed 1 · running 1 · waiting 0"; got != want {
+		t.Errorf("counts line after clean started:\n got %q\nwant %q", got, want)
 	}
 }

@@ -31,6 +31,9 @@ type progressState struct {
 	// gpuUnknown is why the GPUs cannot be read, while they cannot (GPU
 	// tasks wait).
 	gpuUnknown string
+	// notNeeded holds the blocked tasks that are not needed (counted
+	// blocked too).
+	notNeeded map[string]bool
 	// line formats an event as a line above the display; nil: eventLine.
 	line func(gpusched.Event) string
 }
@@ -48,13 +51,14 @@ type runningTask struct {
 }
 
 func newProgressState(total int) progressState {
-	return progressState{total: total, state: map[string]gpusched.State{}, running: map[string]runningTask{}}
+	return progressState{total: total, state: map[string]gpusched.State{}, running: map[string]runningTask{}, notNeeded: map[string]bool{}}
 }
 
 func (s *progressState) set(id string, st gpusched.State) {
 	if old, ok := s.state[id]; ok {
 		s.counts[old]--
 	}
+	delete(s.notNeeded, id)
 	s.state[id] = st
 	s.counts[st]++
 }
@@ -65,8 +69,12 @@ func (s *progressState) reset(records []gpusched.Record) {
 	s.total = len(records)
 	s.state = make(map[string]gpusched.State, len(records))
 	s.counts = [len(s.counts)]int{}
+	clear(s.notNeeded)
 	for _, r := range records {
 		s.set(r.ID, r.State)
+		if r.NotNeeded {
+			s.notNeeded[r.ID] = true
+		}
 	}
 	s.kept = s.counts[gpusched.StateComplete]
 }
@@ -90,6 +98,9 @@ func (s *progressState) apply(ev gpusched.Event) {
 		s.ended++
 	case gpusched.EventBlocked:
 		s.set(ev.TaskID, gpusched.StateBlocked)
+		if ev.NotNeeded {
+			s.notNeeded[ev.TaskID] = true
+		}
 	case gpusched.EventCancelled:
 		s.set(ev.TaskID, gpusched.StateCancelled)
 		delete(s.running, ev.TaskID)

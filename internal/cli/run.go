@@ -57,7 +57,8 @@ log's path.
 line, for other programs (FILE is truncated first; "-" is stdout, and the
 human output then goes to stderr). Every line has "time" (RFC 3339) and
 "event", one of started, attempt-ended, complete, retrying, failed,
-blocked, cancelled, card-quarantined, event-failed, gpu-unknown (nvidia-smi
+blocked (with "not_needed": true for a task not needed), cancelled,
+card-quarantined, event-failed, gpu-unknown (nvidia-smi
 fails or hangs; GPU tasks wait), gpu-known; then, where they apply,
 "task", "attempt" (from 1), "card" (GPU index), "memory_mib" (the GPU
 memory an attempt was admitted with), "exit_code", "signal" (e.g. SIGKILL),
@@ -111,9 +112,10 @@ earlier one).
 
 ` + rerunHelp + `
 
-Exit codes: 0 every task completed; 1 a task failed, was blocked or was
-cancelled, or the run was interrupted; 2 the workflow or the command line
-is invalid (nothing ran).`,
+Exit codes: 0 every task completed (or was not needed: a clean-up that
+runs on: failure of a task that completed); 1 a task failed, was blocked
+or was cancelled, or the run was interrupted; 2 the workflow or the
+command line is invalid (nothing ran).`,
 		Args: exactArgs(1, "one workflow file"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts, err := executorOptions(c, executor)
@@ -342,7 +344,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		fmt.Fprintf(human, "%d event(s) not delivered yet (on_complete, on_failure, on_run_end, webhook; see gpusched status); they are delivered again on the next run\n", n)
 	}
 	for _, r := range records {
-		if r.State != gpusched.StateComplete {
+		if !r.OK() { // complete, or not needed
 			return errUnfinished
 		}
 	}

@@ -225,7 +225,7 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 		return &interruptedError{}
 	}
 	for _, t := range res.tasks {
-		if t.State != "complete" {
+		if t.State != "complete" && !t.NotNeeded {
 			return errUnfinished
 		}
 	}
@@ -351,10 +351,14 @@ func writeDaemonSummary(ctx context.Context, w io.Writer, cl *client.Client, tas
 	sortByRank(sorted, rank)
 	counts := map[string]int{}
 	for _, t := range sorted {
+		if t.NotNeeded {
+			counts["not needed"]++ // blocked, and nothing went wrong
+			continue
+		}
 		counts[t.State]++
 	}
 	var parts []string
-	for _, st := range []string{"complete", "failed", "blocked", "cancelled", "pending"} {
+	for _, st := range []string{"complete", "failed", "blocked", "not needed", "cancelled", "pending"} {
 		if counts[st] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
 		}
@@ -377,6 +381,9 @@ func writeDaemonSummary(ctx context.Context, w io.Writer, cl *client.Client, tas
 				writeDaemonLogTail(ctx, w, cl, t.ID)
 			}
 		case "blocked":
+			if t.NotNeeded {
+				break // counted above
+			}
 			if blocked++; blocked <= maxSummaryBlocked {
 				fmt.Fprintf(w, "  blocked %s: by %s\n", t.ID, t.BlockedBy)
 			}

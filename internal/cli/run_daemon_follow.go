@@ -147,7 +147,7 @@ func (f *daemonFollower) pass(ev client.Event) {
 	if !ok {
 		return
 	}
-	out := gpusched.Event{Time: ev.Time, Kind: kind, TaskID: ev.Task, BlockedBy: ev.BlockedBy, Error: ev.Error}
+	out := gpusched.Event{Time: ev.Time, Kind: kind, TaskID: ev.Task, BlockedBy: ev.BlockedBy, NotNeeded: ev.NotNeeded, Error: ev.Error}
 	if ev.Attempt > 0 {
 		a := gpusched.Attempt{Number: ev.Attempt, GPU: ev.GPU, ExitCode: ev.ExitCode, Start: ev.Time, End: ev.Time}
 		if kind == gpusched.EventStarted {

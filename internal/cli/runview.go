@@ -32,6 +32,7 @@ type runView struct {
 	cards     []gpu.CardView
 	cardsAt   time.Time
 	unknown   string            // why the GPU state cannot be read
+	topology  string            // why the cards' topology could not be read, if it could not
 	waiting   map[string]string // pending task -> why it does not start
 	gpuTasks  bool              // the run has GPU tasks
 	taskIndex map[string]int
@@ -89,7 +90,7 @@ func (v *runView) read(st *store.SQLite) (err error) {
 	if v.rows, err = st.Load(); err != nil {
 		return err
 	}
-	if v.cards, v.cardsAt, v.unknown, err = loadCards(st); err != nil {
+	if v.cards, v.cardsAt, v.unknown, v.topology, err = loadCards(st); err != nil {
 		return err
 	}
 	events, err := st.Events()
@@ -112,14 +113,15 @@ func (v *runView) read(st *store.SQLite) (err error) {
 	return nil
 }
 
-// loadCards reads the saved view of the cards, when it was saved, and why
-// the GPU state is unknown, if it is.
-func loadCards(st *store.SQLite) (cards []gpu.CardView, at time.Time, unknown string, err error) {
+// loadCards reads the saved view of the cards, when it was saved, why
+// the GPU state is unknown, if it is, and why the cards' topology could
+// not be read, if it could not.
+func loadCards(st *store.SQLite) (cards []gpu.CardView, at time.Time, unknown, topology string, err error) {
 	if cards, at, err = st.LoadCards(); err != nil {
-		return nil, at, "", err
+		return nil, at, "", "", err
 	}
 	meta, err := st.LoadMeta()
-	return cards, at, meta[store.MetaGPUUnknown], err
+	return cards, at, meta[store.MetaGPUUnknown], meta[store.MetaGPUTopology], err
 }
 
 // pendingEvents counts the completion events not delivered yet.

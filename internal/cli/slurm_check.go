@@ -148,7 +148,7 @@ func checkTasks(w *workflow.Workflow) ([]slurm.CheckTask, []slurm.Finding) {
 	for _, sp := range specs {
 		t := slurm.CheckTask{ID: sp.ID, Slurm: sp.Slurm, Dir: sp.Dir}
 		if sp.Resources.GPU() {
-			t.GPUs = 1
+			t.GPUs = max(sp.Resources.GPUs, 1)
 			t.GPUType, t.LaterGPUTypes = gpuTypesOf(sp)
 		}
 		timeout := sp.Timeout

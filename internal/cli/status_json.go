@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -12,14 +13,17 @@ import (
 // "gpusched status --json": the run's tasks and cards for other programs.
 
 type taskJSON struct {
-	ID        string     `json:"id"`
-	State     task.State `json:"state"`
-	Attempts  int        `json:"attempts"`
-	ExitCode  *int       `json:"exit_code"`
-	GPU       *int       `json:"gpu"`
-	Error     string     `json:"error,omitempty"`
-	BlockedBy string     `json:"blocked_by,omitempty"`
-	Waiting   string     `json:"waiting,omitempty"`
+	ID       string     `json:"id"`
+	State    task.State `json:"state"`
+	Attempts int        `json:"attempts"`
+	ExitCode *int       `json:"exit_code"`
+	GPU      *int       `json:"gpu"`
+	// GPUs are, for an attempt on several cards, every one of them in
+	// the order chosen (gpu is the first); absent otherwise.
+	GPUs      []int  `json:"gpus,omitempty"`
+	Error     string `json:"error,omitempty"`
+	BlockedBy string `json:"blocked_by,omitempty"`
+	Waiting   string `json:"waiting,omitempty"`
 	// WaitingKind is the kind of the scheduler's reason ("dependencies",
 	// "slot", "gpu-memory", ...), while a scheduler runs.
 	WaitingKind  task.WaitKind `json:"waiting_kind,omitempty"`
@@ -41,6 +45,12 @@ type taskJSON struct {
 	// has its own.
 	Job     *task.RemoteJob `json:"job,omitempty"`
 	History []task.Attempt  `json:"history"`
+	// DependencyOn gives the conditions of the dependencies that need
+	// not complete: {"train-3": "any", "prep": "failure"}.
+	DependencyOn map[string]gpusched.DependencyCondition `json:"dependency_on,omitempty"`
+	// NotNeeded: blocked because a dependency's condition can no longer
+	// be met, with no failure behind it (a clean-up after a success).
+	NotNeeded bool `json:"not_needed,omitempty"`
 }
 
 // eventJSON is an event of the task's not yet delivered.
@@ -65,7 +75,11 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		// with no scheduler running, that view is of the past.
 		GPUsAsOf   *time.Time `json:"gpus_as_of,omitempty"`
 		GPUUnknown string     `json:"gpu_unknown,omitempty"`
-	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown}
+		// GPUTopology is why the cards' topology (nvidia-smi topo -m)
+		// could not be read, when it could not: tasks on several cards
+		// then get cards without regard to how close they are.
+		GPUTopology string `json:"gpu_topology,omitempty"`
+	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown, GPUTopology: v.topology}
 	if v.pid > 0 {
 		out.SchedulerPID = &v.pid
 	}
@@ -80,8 +94,8 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		spec := v.specs[r.ID]
 		t := taskJSON{
 			ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
-			Error: r.Error, BlockedBy: r.BlockedBy, Waiting: v.waiting[r.ID], WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
-			Dependencies: spec.Dependencies, Priority: spec.Priority, History: r.Attempts,
+			Error: r.Error, BlockedBy: r.BlockedBy, NotNeeded: r.NotNeeded, Waiting: v.waiting[r.ID], WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
+			Dependencies: spec.Dependencies, DependencyOn: spec.DependencyOn, Priority: spec.Priority, History: r.Attempts,
 		}
 		if spec.Resources.GPU() {
 			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
@@ -106,7 +120,7 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 			t.History = []task.Attempt{}
 		}
 		if a := r.LastAttempt(); a != nil {
-			t.GPU = a.GPU
+			t.GPU, t.GPUs = a.GPU, a.GPUs
 			start := a.Start
 			t.Started = &start
 			if a.Ended() {

@@ -44,13 +44,22 @@ func eventNote(evs []store.EventWrite) string {
 // are cut in the middle.
 func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	counts := map[task.State]int{}
+	notNeeded := 0
 	for _, r := range v.rows {
 		counts[r.State]++
+		if r.State == task.Blocked && r.NotNeeded {
+			notNeeded++
+		}
 	}
 	var parts []string
 	for _, st := range []task.State{task.Complete, task.Running, task.Pending, task.Failed, task.Blocked, task.Cancelled} {
-		if counts[st] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+		switch n := counts[st]; {
+		case st == task.Blocked && notNeeded > 0 && n > notNeeded:
+			parts = append(parts, fmt.Sprintf("%d %s (%d not needed)", n, st, notNeeded))
+		case st == task.Blocked && notNeeded > 0:
+			parts = append(parts, fmt.Sprintf("%d %s (not needed)", n, st))
+		case n > 0:
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}
 	}
 	fmt.Fprintf(w, "%d tasks: %s\n", len(v.rows), strings.Join(parts, ", "))
@@ -75,6 +84,9 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	if v.gpuTasks && (len(v.cards) > 0 || v.unknown != "") {
 		fmt.Fprintln(w)
 		writeCards(w, cardsView{cards: v.cards, unknown: v.unknown, at: v.cardsAt, saved: true, running: v.pid > 0}, now)
+		if v.topology != "" {
+			fmt.Fprintf(w, "note: %s\n", v.topology)
+		}
 	}
 }
 
@@ -85,9 +97,7 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		exit = strconv.Itoa(*r.ExitCode)
 	}
 	if a := r.LastAttempt(); a != nil {
-		if a.GPU != nil {
-			card = strconv.Itoa(*a.GPU)
-		}
+		card = gpuList(a.GPU, a.GPUs)
 		end := a.End
 		if !a.Ended() {
 			end = now

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,8 @@ type submitFlags struct {
 	gpuMiB    int64
 	exclusive bool
 	after     []string
+	afterAny  []string // --after-any
+	afterFail []string // --after-failure
 	priority  int
 	timeout   time.Duration
 	retries   int
@@ -32,7 +35,7 @@ type submitFlags struct {
 func newSubmitCmd() *cobra.Command {
 	var f submitFlags
 	c := &cobra.Command{
-		Use:   "submit [--gpu-mib N] [--exclusive] [--after ID]... [--priority P] [--timeout D] [--retries N] [--name NAME] [--dir D] [--json] -- CMD [ARG]... | submit WORKFLOW.yaml",
+		Use:   "submit [--gpu-mib N] [--exclusive] [--after ID]... [--after-any ID]... [--after-failure ID]... [--priority P] [--timeout D] [--retries N] [--name NAME] [--dir D] [--json] -- CMD [ARG]... | submit WORKFLOW.yaml",
 		Short: "Queue a command, or a workflow, on the daemon",
 		Long: `Queue one command on the daemon and return at once, printing its id (a
 run of one task, e.g. 12), or with --json {"id", "run", "tasks"}. It runs
@@ -48,6 +51,9 @@ daemon's to decide and are ignored.
 --gpu-mib N asks for a card with N MiB of GPU memory free (a CUDA task),
 --exclusive for a card to itself. --after ID (repeatable) waits for a task
 or a whole run to complete first; if it fails, this one is blocked.
+--after-any ID waits for it to end, whichever way (Slurm's afterany);
+--after-failure ID runs only if it fails, is cancelled or is blocked
+(afternotok), and is not needed (blocked, no failure) if it completes.
 --priority P: higher starts first. --timeout D bounds each attempt (90s,
 2h). --retries N: extra attempts if it fails (default: the daemon's).
 
@@ -72,6 +78,8 @@ says so on stderr; its output goes to daemon.log in its state directory.`,
 	fl.Int64Var(&f.gpuMiB, "gpu-mib", 0, "GPU memory budget in MiB: run on a card with that much free")
 	fl.BoolVar(&f.exclusive, "exclusive", false, "run on a card of its own")
 	fl.StringArrayVar(&f.after, "after", nil, "a task or run that must complete first (repeatable)")
+	fl.StringArrayVar(&f.afterAny, "after-any", nil, "a task or run that must end first, whichever way (repeatable)")
+	fl.StringArrayVar(&f.afterFail, "after-failure", nil, "a task or run whose failure this one handles: it runs only if that fails (repeatable)")
 	fl.IntVar(&f.priority, "priority", 0, "higher starts first")
 	fl.DurationVar(&f.timeout, "timeout", 0, "time limit of each attempt")
 	fl.IntVar(&f.retries, "retries", 0, "extra attempts if it fails (default: the daemon's)")
@@ -97,12 +105,28 @@ func submitCommand(c *cobra.Command, args []string, f submitFlags) error {
 	case f.retries < 0:
 		return inputf("--retries must not be negative, got %d", f.retries)
 	}
+	after := slices.Concat(f.after, f.afterAny, f.afterFail)
+	var afterOn map[string]string
+	for i, id := range after {
+		if slices.Contains(after[:i], id) {
+			return inputf("%s is given twice to --after, --after-any or --after-failure: give it once", id)
+		}
+		if i >= len(f.after) {
+			if afterOn == nil {
+				afterOn = map[string]string{}
+			}
+			afterOn[id] = gpusched.AfterFailure.String()
+			if i < len(f.after)+len(f.afterAny) {
+				afterOn[id] = gpusched.AfterAny.String()
+			}
+		}
+	}
 	dir, err := submitDir(f.dir)
 	if err != nil {
 		return err
 	}
 	cmd := client.Command{Args: args, Name: f.name, Dir: dir, Env: environMap(), GPUMiB: f.gpuMiB, Exclusive: f.exclusive,
-		After: f.after, Priority: f.priority, Timeout: f.timeout}
+		After: after, AfterOn: afterOn, Priority: f.priority, Timeout: f.timeout}
 	if c.Flags().Changed("retries") {
 		cmd.Retries = &f.retries
 	}
@@ -124,7 +148,7 @@ func submitError(what string, err error) error {
 }
 
 func submitWorkflow(c *cobra.Command, path string, f submitFlags) error {
-	for _, name := range []string{"gpu-mib", "exclusive", "after", "priority", "timeout", "retries", "dir"} {
+	for _, name := range []string{"gpu-mib", "exclusive", "after", "after-any", "after-failure", "priority", "timeout", "retries", "dir"} {
 		if c.Flags().Changed(name) {
 			return inputf("--%s is for a command; a workflow's tasks say their own", name)
 		}
@@ -185,6 +209,15 @@ func daemonTasks(w *workflow.Workflow) ([]client.Task, error) {
 		if t.Retries != 0 {
 			r := t.Retries
 			ct.Retries = &r
+		}
+		for dep, on := range t.DependencyOn {
+			if on == gpusched.AfterSuccess {
+				continue
+			}
+			if ct.DependencyOn == nil {
+				ct.DependencyOn = map[string]string{}
+			}
+			ct.DependencyOn[dep] = on.String()
 		}
 		out[i] = ct
 	}

@@ -12,18 +12,24 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// The summary that ends "gpusched run": the counts by state, the time
-// taken, the failed tasks with the last lines of their logs, the blocked
-// ones, and how many were left not started.
+// The summary that ends "gpusched run": the counts by state (the blocked
+// tasks that were not needed apart), the time taken, the failed tasks with
+// the last lines of their logs, the blocked ones, and how many were left
+// not started.
 
 // writeSummary writes the summary of a run that ended with records;
 // completedNow of the complete ones completed in this run.
 func writeSummary(w io.Writer, records []gpusched.Record, completedNow int, took time.Duration, runDir string) {
 	counts := map[gpusched.State]int{}
 	state := make(map[string]gpusched.State, len(records))
+	notNeeded := 0
 	for _, r := range records {
-		counts[r.State]++
 		state[r.ID] = r.State
+		if r.State == gpusched.StateBlocked && r.NotNeeded {
+			notNeeded++
+			continue
+		}
+		counts[r.State]++
 	}
 	var parts []string
 	if kept := counts[gpusched.StateComplete] - completedNow; kept > 0 {
@@ -33,6 +39,9 @@ func writeSummary(w io.Writer, records []gpusched.Record, completedNow int, took
 	for _, st := range []gpusched.State{gpusched.StateComplete, gpusched.StateFailed, gpusched.StateBlocked, gpusched.StateCancelled, gpusched.StatePending} {
 		if counts[st] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[st], st))
+		}
+		if st == gpusched.StateBlocked && notNeeded > 0 {
+			parts = append(parts, fmt.Sprintf("%d not needed", notNeeded))
 		}
 	}
 	fmt.Fprintf(w, "\n%d tasks in %s: %s\n", len(records), round(took), strings.Join(parts, ", "))
@@ -51,6 +60,9 @@ func writeSummary(w io.Writer, records []gpusched.Record, completedNow int, took
 				writeLogTail(w, a.LogPath, summaryTailLines)
 			}
 		case gpusched.StateBlocked:
+			if r.NotNeeded {
+				break // counted above; nothing went wrong
+			}
 			if state[r.BlockedBy] == gpusched.StateCancelled {
 				left.blocked++ // by a task stopped with the run: not started, as pending ones
 				break

@@ -108,3 +108,25 @@ func TestHostMemoryOverIsReported(t *testing.T) {
 		t.Errorf("status note of a task within its budget: %q", note)
 	}
 }
+
+// Tasks not needed are counted apart from the blocked ones and named in
+// no line: nothing went wrong with them.
+func TestSummaryNotNeeded(t *testing.T) {
+	t.Parallel()
+	recs := []gpusched.Record{
+		{ID: "prep", State: gpusched.StateComplete},
+		{ID: "cleanup", State: gpusched.StateBlocked, NotNeeded: true, BlockedBy: "prep",
+			Error: `not needed: dependency "prep" completed; this task runs on its failure`},
+		{ID: "bad", State: gpusched.StateFailed, Error: "exit code 1"},
+		{ID: "after-bad", State: gpusched.StateBlocked, BlockedBy: "bad", Error: `blocked: dependency "bad" failed`},
+	}
+	var b strings.Builder
+	writeSummary(&b, recs, 2, time.Second, "/r")
+	out := b.String()
+	if !strings.Contains(out, "4 tasks in 1s: 1 complete, 1 failed, 1 blocked, 1 not needed\n") {
+		t.Errorf("counts line wrong:\n%s", out)
+	}
+	if strings.Contains(out, "cleanup") || !strings.Contains(out, "  blocked after-bad: ") {
+		t.Errorf("want after-bad named, cleanup not:\n%s", out)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // Retrying a task the scheduler no longer holds.
@@ -71,33 +72,45 @@ func (d *Daemon) submitAgain(ctx context.Context, ids []string) ([]string, error
 			if _, ok := tasks[dep]; ok || held(d, dep) {
 				continue
 			}
-			if rec, ok := d.stored(dep); !ok || rec.State != gpusched.StateBlocked {
-				continue
+			if rec, ok := d.stored(dep); !ok || rec.State != gpusched.StateBlocked || rec.NotNeeded {
+				continue // a task not needed is, whatever these do
 			}
 			if _, err := add(dep); err != nil {
 				return nil, err
 			}
 		}
 	}
-	// Their definitions, each dependency outside the set met or refused.
+	// Their definitions, each dependency outside the set met (by the
+	// condition the task depends on it with) or refused.
 	specs := make([]gpusched.TaskSpec, 0, len(set))
 	for _, id := range set {
 		sp := tasks[id].Spec
-		sp.Dependencies = nil
+		sp.Dependencies, sp.DependencyOn = nil, nil
 		for _, dep := range tasks[id].Spec.Dependencies {
+			on := tasks[id].Spec.DependencyOn[dep]
 			if _, ok := tasks[dep]; ok || held(d, dep) {
 				sp.Dependencies = append(sp.Dependencies, dep)
+				if on != gpusched.AfterSuccess {
+					if sp.DependencyOn == nil {
+						sp.DependencyOn = map[string]gpusched.DependencyCondition{}
+					}
+					sp.DependencyOn[dep] = on
+				}
 				continue
 			}
 			rec, ok := d.stored(dep)
-			if ok && rec.State == gpusched.StateComplete {
-				continue // met
+			if !ok {
+				return nil, errorf(http.StatusConflict, "task %s: it depends on %s, which is gone; retry that too", d.show(id), d.show(dep))
 			}
-			state := "gone"
-			if ok {
-				state = rec.State.String()
+			switch task.Condition(on).Judge(task.State(rec.State), rec.NotNeeded) {
+			case task.Met:
+				continue
+			case task.NotNeeded:
+				return nil, errorf(http.StatusConflict, "task %s: it is not needed: it depends on %s%s, which is complete or not needed",
+					d.show(id), d.show(dep), task.Condition(on).Phrase())
+			case task.Unmet, task.Unsettled:
 			}
-			return nil, errorf(http.StatusConflict, "task %s: it depends on %s, which is %s; retry that too", d.show(id), d.show(dep), state)
+			return nil, errorf(http.StatusConflict, "task %s: it depends on %s, which is %s; retry that too", d.show(id), d.show(dep), rec.State)
 		}
 		specs = append(specs, sp)
 	}

@@ -212,7 +212,7 @@ func (d *Daemon) runOf(id string) (*run, string, bool) {
 
 // event is an event as the daemon's clients see it.
 func (d *Daemon) event(ev gpusched.Event) client.Event {
-	out := client.Event{Seq: ev.Seq, Time: ev.Time, Kind: ev.Kind.String(), Error: ev.Error}
+	out := client.Event{Seq: ev.Seq, Time: ev.Time, Kind: ev.Kind.String(), Error: ev.Error, NotNeeded: ev.NotNeeded}
 	if ev.TaskID != "" {
 		out.Task = d.show(ev.TaskID)
 	}

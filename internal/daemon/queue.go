@@ -177,6 +177,7 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, sh *shown, rec *gpusched.Rec
 	if sh.blockedBy != "" {
 		t.BlockedBy = d.show(sh.blockedBy)
 	}
+	t.NotNeeded = sh.notNeeded
 	if rec != nil {
 		if rec.State == gpusched.StatePending {
 			t.Waiting, t.WaitingKind = d.waitingReason(rec, m, recs)
@@ -203,7 +204,9 @@ func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[strin
 		}
 		var after []string
 		for _, dep := range m.deps {
-			if st, ok := d.stateOf(recs, dep); ok && st != gpusched.StateComplete {
+			// One that ended met the task's condition on it: else the
+			// task would be blocked.
+			if st, ok := d.stateOf(recs, dep); ok && !st.Terminal() {
 				after = append(after, d.show(dep))
 			}
 		}

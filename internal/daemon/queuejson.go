@@ -75,6 +75,9 @@ func appendTaskInfo(b []byte, t *client.TaskInfo) []byte {
 		b = append(b, `,"blocked_by":`...)
 		b = appendString(b, t.BlockedBy)
 	}
+	if t.NotNeeded {
+		b = append(b, `,"not_needed":true`...)
+	}
 	b = append(b, `,"submitted":`...)
 	b = appendTime(b, t.Submitted)
 	if t.Started != nil {

@@ -20,7 +20,7 @@ func TestQueueJSONIsEncodingJSONs(t *testing.T) {
 		{},
 		{ID: "12", Run: "12", Kind: "command", Name: "sh", Owner: "alice", UID: 1000, State: "pending", Submitted: plain},
 		{ID: "13/train", Run: "13", Kind: "workflow", Name: tricky, Owner: tricky, UID: 1001, State: "failed", Attempts: 2,
-			ExitCode: &code, GPU: &card, Waiting: tricky, WaitingKind: "gpu-memory", Paused: true, Error: tricky, BlockedBy: "13/prep", Submitted: at, Started: &at, Ended: &plain,
+			ExitCode: &code, GPU: &card, Waiting: tricky, WaitingKind: "gpu-memory", Paused: true, Error: tricky, BlockedBy: "13/prep", NotNeeded: true, Submitted: at, Started: &at, Ended: &plain,
 			Command: []string{"python", tricky, ""}, Dir: "/home/a b"},
 	}
 	full := reflect.ValueOf(tasks[2])

@@ -123,10 +123,16 @@ func (d *Daemon) restore() error {
 		m.command, m.dir, m.deps = commandOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
 		// Its Owner is part of its definition, kept as it was submitted.
 		sp := st.Spec
-		sp.Dependencies = nil
+		sp.Dependencies, sp.DependencyOn = nil, nil
 		for _, dep := range st.Spec.Dependencies {
 			if unfinished[dep] != nil {
 				sp.Dependencies = append(sp.Dependencies, dep)
+				if on, ok := st.Spec.DependencyOn[dep]; ok {
+					if sp.DependencyOn == nil {
+						sp.DependencyOn = map[string]gpusched.DependencyCondition{}
+					}
+					sp.DependencyOn[dep] = on
+				}
 			}
 		}
 		again = append(again, sp)

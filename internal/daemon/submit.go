@@ -4,11 +4,13 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/client"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // submit serves POST /v1/runs: a run made of the request's tasks.
@@ -176,45 +178,89 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 		for _, dep := range t.Dependencies {
 			sp.Dependencies = append(sp.Dependencies, qualify(nr.id, dep))
 		}
-		after, err := d.after(t.After)
+		on, err := conditionsOf(nr.id, m.inner, t.DependencyOn)
+		if err != nil {
+			return nil, err
+		}
+		after, afterOn, err := d.after(t.After, t.AfterOn)
 		if err != nil {
 			return nil, err
 		}
 		sp.Dependencies = append(sp.Dependencies, after...)
+		for id, c := range afterOn {
+			if on == nil {
+				on = map[string]gpusched.DependencyCondition{}
+			}
+			on[id] = c
+		}
+		sp.DependencyOn = on
 		m.deps = sp.Dependencies
 		specs[i] = sp
 	}
 	return specs, nil
 }
 
+// conditionsOf reads the conditions of a task's dependencies, by their
+// ids in run runID, as the scheduler's task inner's.
+func conditionsOf(runID int64, inner string, on map[string]string) (map[string]gpusched.DependencyCondition, error) {
+	if len(on) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]gpusched.DependencyCondition, len(on))
+	for dep, name := range on {
+		var c gpusched.DependencyCondition
+		if err := c.UnmarshalText([]byte(name)); err != nil {
+			return nil, errorf(http.StatusBadRequest, "task %q: dependency_on %q: %v", inner, dep, err)
+		}
+		out[qualify(runID, dep)] = c
+	}
+	return out, nil
+}
+
 // after resolves the daemon ids a task must come after to the
-// scheduler's tasks. A finished task the scheduler no longer holds
-// (retired, or finished before this daemon started) is met if it
-// completed and refused otherwise (it will never complete).
-func (d *Daemon) after(ids []string) ([]string, error) {
+// scheduler's tasks, each with the condition on gives it (by the id as
+// given; none: success). A finished task the scheduler no longer holds
+// (retired, or finished before this daemon started) is met if it ended as
+// the condition asks, and refused otherwise (the task would never run).
+func (d *Daemon) after(ids []string, on map[string]string) ([]string, map[string]gpusched.DependencyCondition, error) {
 	var deps []string
+	var conds map[string]gpusched.DependencyCondition
+	for id := range on {
+		if !slices.Contains(ids, id) {
+			return nil, nil, errorf(http.StatusBadRequest, "after_on %q: after does not list it", id)
+		}
+	}
 	for _, id := range ids {
+		var c gpusched.DependencyCondition
+		if name, ok := on[id]; ok {
+			if err := c.UnmarshalText([]byte(name)); err != nil {
+				return nil, nil, errorf(http.StatusBadRequest, "after %s: %v", id, err)
+			}
+		}
 		ts, err := d.resolve(id)
 		if err != nil {
 			var he *httpError
 			if errors.As(err, &he) {
 				he.msg = "after " + he.msg
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		for _, t := range ts {
-			if _, held := d.sched.Record(t.id); held {
-				deps = append(deps, t.id)
-				continue
-			}
-			if rec, ok := d.stored(t.id); ok {
-				if rec.State != gpusched.StateComplete {
-					return nil, errorf(http.StatusBadRequest, "after %s: task %s %s, so a task after it would never run", id, t.show, rec.State)
+			if rec, ok := d.stored(t.id); ok && !held(d, t.id) {
+				if task.Condition(c).Judge(task.State(rec.State), rec.NotNeeded) != task.Met {
+					return nil, nil, errorf(http.StatusBadRequest, "after %s: task %s %s, so a task after it%s would never run",
+						id, t.show, rec.State, task.Condition(c).Phrase())
 				}
 				continue
 			}
 			deps = append(deps, t.id)
+			if c != gpusched.AfterSuccess {
+				if conds == nil {
+					conds = map[string]gpusched.DependencyCondition{}
+				}
+				conds[t.id] = c
+			}
 		}
 	}
-	return deps, nil
+	return deps, conds, nil
 }

@@ -47,8 +47,9 @@ type summary struct {
 type summaryText struct{ err, blockedBy string }
 
 const (
-	known   uint8 = 1 << iota // the fields besides state are known
-	hasExit                   // exit is the exit code
+	known     uint8 = 1 << iota // the fields besides state are known
+	hasExit                     // exit is the exit code
+	notNeeded                   // blocked as not needed (gpusched.Record.NotNeeded)
 )
 
 // full reports whether sm holds all the queue shows, not only an end state.
@@ -56,7 +57,7 @@ func (sm summary) full() bool { return sm.flags&known != 0 }
 
 // summaryOf is what the queue shows of rec.
 func summaryOf(rec *gpusched.Record) summary {
-	return makeSummary(rec.State, len(rec.Attempts), rec.ExitCode, rec.Error, rec.BlockedBy, rec.Submitted, rec.LastAttempt())
+	return makeSummary(rec.State, len(rec.Attempts), rec.ExitCode, rec.Error, rec.BlockedBy, rec.NotNeeded, rec.Submitted, rec.LastAttempt())
 }
 
 // summaryOfEvent is what the queue shows of the task whose end ev reports,
@@ -67,7 +68,7 @@ func summaryOfEvent(ev *gpusched.Event, st gpusched.State) summary {
 		return summary{state: st} // blocked, cancelled or failed before it ran again
 	}
 	a := ev.Attempt
-	return makeSummary(st, a.Number, a.ExitCode, a.Error, "", ev.Submitted, &a)
+	return makeSummary(st, a.Number, a.ExitCode, a.Error, "", false, ev.Submitted, &a)
 }
 
 // summaryOfStored is the summary the state database gave.
@@ -76,11 +77,14 @@ func summaryOfStored(s *store.Summary) summary {
 	if s.Last != nil {
 		last = &gpusched.Attempt{Number: s.Last.Number, Start: s.Last.Start, End: s.Last.End, GPU: s.Last.GPU}
 	}
-	return makeSummary(gpusched.State(s.State), s.Attempts, s.ExitCode, s.Error, s.BlockedBy, s.Submitted, last)
+	return makeSummary(gpusched.State(s.State), s.Attempts, s.ExitCode, s.Error, s.BlockedBy, s.NotNeeded, s.Submitted, last)
 }
 
-func makeSummary(st gpusched.State, attempts int, exit *int, errText, blockedBy string, submitted time.Time, last *gpusched.Attempt) summary {
+func makeSummary(st gpusched.State, attempts int, exit *int, errText, blockedBy string, unneeded bool, submitted time.Time, last *gpusched.Attempt) summary {
 	sm := summary{state: st, attempts: int32(attempts), gpu: -1, flags: known, submitted: nanos(submitted)}
+	if unneeded {
+		sm.flags |= notNeeded
+	}
 	if exit != nil {
 		sm.exit, sm.flags = int32(*exit), sm.flags|hasExit
 	}
@@ -121,6 +125,7 @@ type shown struct {
 	exitCode   *int
 	err        string
 	blockedBy  string
+	notNeeded  bool
 	submitted  time.Time
 	gpu        *int
 	start, end *time.Time
@@ -129,7 +134,7 @@ type shown struct {
 // shownOf is what the queue shows of rec.
 func shownOf(rec *gpusched.Record) shown {
 	s := shown{state: rec.State, attempts: len(rec.Attempts), exitCode: rec.ExitCode, err: rec.Error, blockedBy: rec.BlockedBy,
-		submitted: rec.Submitted}
+		notNeeded: rec.NotNeeded, submitted: rec.Submitted}
 	if a := rec.LastAttempt(); a != nil {
 		s.gpu = a.GPU
 		start := a.Start
@@ -144,7 +149,7 @@ func shownOf(rec *gpusched.Record) shown {
 
 // shown reads sm back as shownOf would give its record.
 func (sm summary) shown() shown {
-	s := shown{state: sm.state, attempts: int(sm.attempts), submitted: timeOf(sm.submitted)}
+	s := shown{state: sm.state, attempts: int(sm.attempts), submitted: timeOf(sm.submitted), notNeeded: sm.flags&notNeeded != 0}
 	if sm.flags&hasExit != 0 {
 		code := int(sm.exit)
 		s.exitCode = &code

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
-	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -62,6 +61,12 @@ func (e *Engine) recoverOrphans(rows []store.Row) []adoption {
 			req.GPUMiB = cmp.Or(a.MemRequestedMiB, max(sp.Resources.MemoryMiB, r.GPURequestMiB))
 		case a.GPU != nil:
 			req.GPU = &Assignment{Index: *a.GPU, UUID: a.GPUUUID, MemoryMiB: a.MemRequestedMiB}
+			if len(a.GPUs) > 1 {
+				for _, c := range a.GPUs {
+					req.GPU.More = append(req.GPU.More, AssignedCard{Index: c})
+				}
+				req.GPU.More[0].UUID = a.GPUUUID
+			}
 		}
 		id, number := r.ID, a.Number
 		progress := func(p executor.Progress) { e.send(progressEvent{id: id, number: number, p: p}) }
@@ -148,26 +153,33 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 	}
 	var mib int64 // GPU memory charged to its owner
 	if sp.Resources.GPU() {
-		n.need = gpu.Need{MiB: sp.Resources.MemoryMiB, Exclusive: sp.Resources.Exclusive}
+		n.need = needOf(sp.Resources)
 		if r.GPURequestMiB > n.need.MiB {
 			n.need.MiB = r.GPURequestMiB
 		}
-		if a.GPU != nil && !n.placed {
-			n.card = int16(*a.GPU)
+		if cards := a.Cards(); len(cards) > 0 && !n.placed {
+			// Every card it runs on is charged, before anything else
+			// is admitted.
+			n.card = int16(cards[0])
+			if len(cards) > 1 {
+				e.setMulti(n, slices.Clone(cards))
+			}
 			held := n.need
 			if a.MemRequestedMiB > 0 {
 				held.MiB = a.MemRequestedMiB
 			}
-			e.board.Hold(sp.ID, int(n.card), held)
+			for _, c := range cards {
+				e.board.Hold(sp.ID, c, held)
+				if a.PID > 0 {
+					e.board.SetPID(sp.ID, c, a.PID)
+				}
+			}
 			if e.cfg.Token != nil {
 				e.board.SetToken(sp.ID, e.cfg.Token(sp.ID, number))
 			}
-			if a.PID > 0 {
-				e.board.SetPID(sp.ID, int(n.card), a.PID)
-			}
 			e.gpuRunning++
 			e.cardsDirty = true
-			mib = held.MiB
+			mib = held.MiB * int64(len(cards))
 		}
 	}
 	e.running++

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -231,7 +230,7 @@ func (ev submitEvent) apply(e *Engine) {
 		*n = node{spec: s, specJSON: ev.JSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
 		n.fingerprint = fp
 		if s.Resources.GPU() {
-			n.need = gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}
+			n.need = needOf(s.Resources)
 			n.placed = e.placed(s)
 		}
 		if !s.Resources.GPU() {
@@ -252,6 +251,8 @@ func (ev submitEvent) apply(e *Engine) {
 				n.need.MiB = p.GPURequestMiB // it ran out of memory before
 			}
 			switch {
+			case p.NotNeeded:
+				n.rec.Rerun = "was not needed"
 			case p.State != task.Complete:
 				n.rec.Rerun = "was " + p.State.String()
 			case ev.Resume != nil && !ev.Resume[i].Intact:
@@ -323,25 +324,30 @@ func (ev submitEvent) apply(e *Engine) {
 	e.effects = append(e.effects, func(err error) { ev.reply <- err })
 }
 
-// admit sets a new task's first state from its dependencies'. Dependencies
-// are admitted before their dependents.
+// admit sets a new task's first state from its dependencies', each judged
+// by the condition the task depends on it with. Dependencies are admitted
+// before their dependents. A task that completed in an earlier run stays
+// complete while nothing it depends on runs again, whatever its conditions
+// say (they decide whether it runs, and it ran).
 func (e *Engine) admit(n *node) {
-	var blockedBy *node
+	var blockedBy, via *node // what blocks it, and through which dependency
+	notNeeded := false       // and no failure is behind that
 	allKept := true
 	var rerunning *node // a dependency of a kept task that runs again
-	for _, d := range n.deps {
-		switch d.rec.State {
-		case task.Complete:
-		case task.Failed, task.Cancelled, task.Blocked:
-			if blockedBy == nil {
-				blockedBy = d
-				if d.rec.State == task.Blocked {
-					if b := e.blocker(d.rec.BlockedBy); b != nil {
-						blockedBy = b
-					}
-				}
+	ids := n.spec.Dependencies
+	for j, d := range n.deps {
+		switch n.spec.On(ids[j]).Judge(d.rec.State, d.rec.NotNeeded) {
+		case task.Met:
+		case task.Unmet:
+			if blockedBy == nil || notNeeded {
+				// A failure upstream says more than a task not needed.
+				blockedBy, via, notNeeded = e.rootOf(d), d, false
 			}
-		case task.Pending, task.Running:
+		case task.NotNeeded:
+			if blockedBy == nil {
+				blockedBy, via, notNeeded = e.rootOf(d), d, true
+			}
+		case task.Unsettled:
 			n.waiting++
 		}
 		if !d.kept && rerunning == nil {
@@ -350,14 +356,14 @@ func (e *Engine) admit(n *node) {
 		allKept = allKept && d.kept
 	}
 	switch {
-	case blockedBy != nil:
-		n.kept = false
-		e.block(n, blockedBy)
-		return
 	case n.kept && (allKept || n.pinned):
 		// Completed in an earlier run, and nothing it depends on reruns
 		// (or its caller keeps it all the same).
 		n.rec.State = task.Complete
+	case blockedBy != nil:
+		n.kept = false
+		e.block(n, blockedBy, via, notNeeded)
+		return
 	default:
 		if n.kept {
 			n.rec.Rerun = fmt.Sprintf("upstream %s reruns", rerunning.spec.ID)
@@ -409,7 +415,7 @@ func (ev cancelEvent) apply(e *Engine) {
 		n.rec.State, n.rec.Error = task.Cancelled, "cancelled before it started"
 		e.writeTask(n)
 		e.notify(Event{Kind: TaskCancelled, TaskID: n.spec.ID, Submitted: n.rec.Submitted})
-		e.blockDownstream(n)
+		e.settle(n)
 		e.effects = append(e.effects, func(err error) { ev.reply <- err })
 	case task.Complete, task.Failed, task.Blocked, task.Cancelled:
 		ev.reply <- nil // finished: nothing to cancel
@@ -460,7 +466,7 @@ const (
 	Retrying                             // an attempt failed; the task will run again
 	Completed                            // the task completed
 	Failed                               // the task failed, retries spent
-	TaskBlocked                          // a dependency failed or was cancelled
+	TaskBlocked                          // the condition of a dependency can no longer be met (it failed or was cancelled; or NotNeeded)
 	TaskCancelled                        // the task was cancelled
 	DeliveryFailed                       // a completion event's handler failed; it will be retried
 	CardQuarantined                      // a GPU went into quarantine (Card, Error say which and why)
@@ -493,10 +499,13 @@ type Event struct {
 	Kind      EventKind
 	TaskID    string
 	Attempt   task.Attempt // the attempt concerned, for Started..Failed, a running task's cancellation, Adopted and JobChanged
-	BlockedBy string       // for TaskBlocked
-	Error     string       // for Failed without an attempt: why it could not run
+	BlockedBy string       // for TaskBlocked: the task that failed or was cancelled, or (NotNeeded) that completed
+	Error     string       // for Failed without an attempt: why it could not run; for TaskBlocked: why it is blocked
 	Rerun     string       // for Started: why a task that ran before runs again
 	Card      int          // for CardQuarantined: the card's index
+	// NotNeeded, for TaskBlocked: the task is not needed (a condition
+	// it cannot meet, with no failure behind it; task.Record.NotNeeded).
+	NotNeeded bool
 	// Ended, for Adopted: the attempt had ended while no scheduler
 	// watched; its end is recorded next, from its result.
 	Ended bool

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -58,10 +59,17 @@ type View struct {
 	Cards []gpu.CardView
 	// Placement chooses among cards a task fits on.
 	Placement gpu.Placement
+	// Topology is how close the cards are, for a task on several cards;
+	// nil: no set of cards is preferred to another.
+	Topology *gpu.Topology
 	// ReserveAfter: a GPU task ready for this long that still does not
-	// fit reserves a card, which then takes no other task until it fits.
-	// Negative: never.
+	// fit reserves a card (a task on several cards, as many), which then
+	// takes only tasks that leave it the room it holds. Negative: never.
 	ReserveAfter time.Duration
+	// Reserved are the last decision's reservations (card index to
+	// task): a task on several cards that still starves keeps the cards it
+	// had while they can still be reserved, so that they drain.
+	Reserved map[int]string
 
 	// Per-user caps (0: none). A task whose owner is at one is passed
 	// over (task.WaitUserCap): UserMaxRunning attempts running, or, for
@@ -99,7 +107,8 @@ type OwnerLoad struct {
 	GPUMiB  int64 // GPU memory charged
 }
 
-// Action is a decision to start a ready task, on a card for a GPU task.
+// Action is a decision to start a ready task, on a card for a GPU task
+// (the first of them for a task on several: Plan.Sets has them all).
 type Action struct {
 	TaskID string
 	Card   int // index into View.Cards; -1 for a CPU task
@@ -108,6 +117,11 @@ type Action struct {
 // Plan is decide's answer.
 type Plan struct {
 	Starts []Action
+	// Sets are, for each task started on several cards, all of them
+	// (indices into View.Cards) in the order chosen, Action.Card first;
+	// nil when no such task starts. (Not in Action: a plan of one-card
+	// starts stays as small as it was.)
+	Sets map[string][]int
 	// Reserved maps a card's index (nvidia-smi's) to the starving task that
 	// has it reserved.
 	Reserved map[int]string
@@ -116,21 +130,18 @@ type Plan struct {
 	// did not pass over waits for a slot, or keeps the reason the last
 	// decision that looked at it gave.
 	Passed []Pass
-	// host is what decide has left of the machine's resources, with the
-	// task it holds them for (HostHeldFor); nil without View.Host. (Here,
-	// not in decision: a decision is one allocation of a size class that
-	// one more field would take it out of.)
-	host *hostFree
 }
 
 // HostHeldFor names the task the machine's cores, memory and custom
 // resources are held for: ready for View.Host.ReserveAfter, it still did
-// not fit. "" when none is.
+// not fit (its Pass says Holds). "" when none is.
 func (p *Plan) HostHeldFor() string {
-	if p.host == nil {
-		return ""
+	for i := range p.Passed {
+		if p.Passed[i].Holds {
+			return p.Passed[i].TaskID
+		}
 	}
-	return p.host.heldFor
+	return ""
 }
 
 // Pass is a ready task passed over, and why.
@@ -140,6 +151,10 @@ type Pass struct {
 	// Held: a host resource (Why: cpus, host-memory or resource) would
 	// have room for it but for what is held for Plan.HostHeldFor.
 	Held bool
+	// Holds: what it needs of the machine's resources is held for it
+	// (Plan.HostHeldFor names it). Such a pass is in every plan that
+	// holds them, whether its reason changed or not.
+	Holds bool
 }
 
 // decide returns the tasks to start now, best first, and the cards held
@@ -151,11 +166,23 @@ type Pass struct {
 // nowhere is passed over, so smaller tasks behind it may start (backfill).
 // But once it has been ready for ReserveAfter, the first such task in the
 // queue reserves the card closest to holding it, and no task after it in
-// the queue starts there; as tasks on that card finish, it fits. One card
-// at most is reserved at a time: reserving a card for every waiting big
-// task would stop backfilling everywhere (the simulation in sim_test.go
-// measures this). A CPU-only queue is walked only as far as tasks start, so
-// choosing costs nothing like the number of ready tasks.
+// the queue starts there unless it leaves the reserved task its memory
+// (which, on that card, it cannot: the task would have fitted); as tasks
+// on that card finish, it fits. One task at most has cards reserved at a
+// time: reserving a card for every waiting big task would stop
+// backfilling everywhere (the simulation in sim_test.go measures this). A
+// CPU-only queue is walked only as far as tasks start, so choosing costs
+// nothing like the number of ready tasks.
+//
+// A task on several cards (Need.Count > 1) starts when that many cards
+// hold it now, on the closest set of them (gpu.FitSet, by View.Topology);
+// else it is passed over like a task that fits nowhere. When it is the
+// first starving task, it reserves that many cards (gpu.ReserveSet: the
+// closest, then those with the most memory left; the same cards as in the
+// last decision while they can still be reserved): tasks behind it start
+// on them only if they leave it its memory, so cards that already have its
+// room keep working while the others drain, and none is held idle beyond
+// the memory it will take.
 //
 // The queue comes in the fair order (priority, then the owner's usage,
 // then submission: readySet). A task whose owner is at a per-user cap
@@ -182,20 +209,24 @@ func decide(v View) Plan {
 	if v.Free <= 0 || v.Ready == nil {
 		return Plan{}
 	}
-	d := &decision{free: v.Free, cards: v.Cards, placement: v.Placement, now: v.Now, reserveAfter: v.ReserveAfter, gpuKnown: v.GPUKnown}
+	d := &decision{free: int32(min(v.Free, math.MaxInt32)), cards: v.Cards, placement: v.Placement, now: v.Now, reserveAfter: v.ReserveAfter, gpuKnown: v.GPUKnown,
+		topo: v.Topology, held: v.Reserved}
 	if (v.UserMaxRunning > 0 || v.UserMaxGPUMiB > 0) && len(v.Owners) > 0 {
-		d.caps = &caps{running: v.UserMaxRunning, gpuMiB: v.UserMaxGPUMiB, owners: slices.Clone(v.Owners)}
+		d.caps = &limits{caps: caps{running: v.UserMaxRunning, gpuMiB: v.UserMaxGPUMiB, owners: slices.Clone(v.Owners)}}
 	}
 	if h := v.Host; h != nil {
-		d.p.host = &hostFree{cpus: h.CPUs, mib: h.MemoryMiB, counters: h.Counters, reserveAfter: h.ReserveAfter}
+		if d.caps == nil {
+			d.caps = &limits{} // no per-user cap: a zero caps holds no one back
+		}
+		d.caps.host = hostFree{on: true, cpus: h.CPUs, mib: h.MemoryMiB, counters: h.Counters, reserveAfter: h.ReserveAfter}
 	}
 	v.Ready.Ascend(func(c Candidate) bool {
 		p := &d.p
-		if d.caps != nil && d.caps.held(c.Owner, c.GPU, c.Need.MiB) {
+		if d.caps != nil && d.caps.held(c.Owner, c.GPU, c.Need.MiB*int64(c.Need.Cards())) {
 			d.pass(&c, task.WaitUserCap)
 			return true
 		}
-		if d.p.host != nil && !d.hostFits(&c) {
+		if d.caps != nil && d.caps.host.on && !d.hostFits(&c) {
 			return true
 		}
 		if !c.GPU {
@@ -210,6 +241,9 @@ func decide(v View) Plan {
 		if !d.gpuKnown {
 			d.pass(&c, task.WaitGPUUnknown)
 			return true
+		}
+		if c.Need.Count > 1 {
+			return d.several(&c)
 		}
 		if i := gpu.Fit(d.cards, c.Need, d.placement, c.ID); i >= 0 {
 			card := &d.cards[i]
@@ -232,7 +266,7 @@ func decide(v View) Plan {
 		}
 		if p.Reserved == nil && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
 			if i := gpu.Reserve(d.cards, c.Need); i >= 0 {
-				d.cards[i].ReservedFor = c.ID
+				d.cards[i].ReservedFor, d.cards[i].ReservedMiB = c.ID, gpu.Reservation(c.Need)
 				p.Reserved = map[int]string{d.cards[i].Index: c.ID}
 				d.kept, d.stale = append(d.kept, i), true
 			}
@@ -261,13 +295,9 @@ func decide(v View) Plan {
 // decision allocates are what its cost grows with).
 type decision struct {
 	p            Plan
-	free         int
 	cards        []gpu.CardView
-	placement    gpu.Placement
 	reserveAfter time.Duration
 	now          time.Time
-	gpuKnown     bool
-	stale        bool // see kept
 	// kept are the positions of the cards reserved or not taking work,
 	// where a task that fits nowhere may have room all the same (few or
 	// none); nil until the first such task. roomReserved and roomResting
@@ -275,7 +305,100 @@ type decision struct {
 	// one cooling or quarantined (-1: none); stale says to find them again.
 	kept                      []int
 	roomReserved, roomResting int64
-	caps                      *caps // nil: no per-user cap
+	caps                      *limits // nil: no per-user cap and no host view
+	// For tasks on several cards: the cards' topology, and the last
+	// decision's reservations.
+	topo *gpu.Topology
+	held map[int]string
+	// The small fields together, in one word: with them the struct stays
+	// in the 192-byte size class it had before tasks on several cards.
+	free      int32 // slots left (View.Free, at most MaxInt32)
+	placement gpu.Placement
+	gpuKnown  bool
+	stale     bool
+}
+
+// several decides for GPU candidate c, which needs several cards: it
+// starts on the closest set that holds it, or is passed over, reserving
+// cards first when it is the first starving task. It returns whether the
+// walk goes on.
+func (d *decision) several(c *Candidate) bool {
+	p := &d.p
+	tally := gpu.TallyCards(d.cards, c.Need, c.ID)
+	if tally.Take >= c.Need.Cards() {
+		set := gpu.FitSet(d.cards, c.Need, d.placement, d.topo, c.ID, nil)
+		for _, i := range set {
+			card := &d.cards[i]
+			gpu.Charge(card, c.Need, c.ID)
+			if card.ReservedFor == c.ID {
+				card.ReservedFor, card.ReservedMiB = "", 0
+				delete(p.Reserved, card.Index)
+				d.stale = true
+			}
+		}
+		p.Starts = append(p.Starts, Action{TaskID: c.ID, Card: set[0]})
+		if p.Sets == nil {
+			p.Sets = map[string][]int{}
+		}
+		p.Sets[c.ID] = set
+		d.took(c)
+		d.free--
+		if d.caps != nil {
+			d.caps.count(c.Owner, true, c.Need.MiB*int64(len(set)))
+		}
+		return d.free > 0
+	}
+	if d.kept == nil {
+		d.kept, d.stale = keptCards(make([]int, 0), d.cards), true
+	}
+	if p.Reserved == nil && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
+		if set := d.reserveSet(c); set != nil {
+			p.Reserved = make(map[int]string, len(set))
+			for _, i := range set {
+				d.cards[i].ReservedFor, d.cards[i].ReservedMiB = c.ID, gpu.Reservation(c.Need)
+				p.Reserved[d.cards[i].Index] = c.ID
+			}
+			d.kept, d.stale = append(d.kept, set...), true
+			tally = gpu.TallyCards(d.cards, c.Need, c.ID)
+		}
+	}
+	d.pass(c, tallyWhy(tally, c.Need.Cards()))
+	return true
+}
+
+// reserveSet is the cards starving candidate c reserves: those it had in
+// the last decision, while they can all still be reserved for it, else
+// gpu.ReserveSet's choice; nil if not enough cards can be.
+func (d *decision) reserveSet(c *Candidate) []int {
+	var set []int
+	for i := range d.cards {
+		if d.held[d.cards[i].Index] == c.ID && gpu.Reservable(&d.cards[i], c.Need, c.ID) {
+			set = append(set, i)
+		}
+	}
+	if len(set) == c.Need.Cards() {
+		return set
+	}
+	return gpu.ReserveSet(d.cards, c.Need, d.topo, c.ID, set)
+}
+
+// setWhy says why a task on several cards that fits on too few waits:
+// the cards reserved for another task would make up the set
+// (card-reserved), or those and the cards cooling down or quarantined
+// would (card-unavailable), or even they would not (gpu-memory).
+func setWhy(cards []gpu.CardView, need gpu.Need, id string) task.WaitKind {
+	return tallyWhy(gpu.TallyCards(cards, need, id), need.Cards())
+}
+
+// tallyWhy is setWhy from the cards counted, for a need of k cards.
+func tallyWhy(t gpu.Tally, k int) task.WaitKind {
+	switch {
+	case t.Take+t.Reserved >= k && t.Reserved > 0:
+		return task.WaitCardReserved
+	case t.Take+t.Reserved+t.Resting >= k && t.Resting > 0:
+		return task.WaitCardUnavailable
+	}
+	return task.WaitGPUMemory
 }
 
 // caps are the per-user caps, and what each owner holds as decide starts
@@ -284,6 +407,15 @@ type caps struct {
 	running int
 	gpuMiB  int64
 	owners  []OwnerLoad
+}
+
+// limits are what decide counts besides slots and cards, in one
+// allocation when there is any (a decision stays in its 192-byte size
+// class with one pointer for both): the per-user caps (zero: none), and
+// the machine's resources (host.on: with View.Host).
+type limits struct {
+	caps
+	host hostFree
 }
 
 // held reports whether owner is at a cap that its task (a GPU task
@@ -373,14 +505,15 @@ func passedWhy(cards []gpu.CardView, kept []int, need gpu.Need) task.WaitKind {
 // custom resources as it starts tasks, and what it holds for a starving
 // task.
 type hostFree struct {
+	on           bool // counted: decide has a View.Host
 	cpus         int
 	mib          int64
 	counters     map[string]int // View.Host's until the first change, then decide's copy
 	copied       bool
 	reserveAfter time.Duration
-	// What is held for the task heldFor (Plan.HostHeldFor), already
-	// taken from the free figures above.
-	heldFor      string
+	// What is held for a task (holding: Plan.HostHeldFor), already taken
+	// from the free figures above.
+	holding      bool
 	heldCPUs     int
 	heldMiB      int64
 	heldCounters map[string]int
@@ -448,28 +581,29 @@ func (h *hostFree) take(cpus int, mib int64, counters map[string]int) {
 // what is free. One that does not is passed over; the first that has
 // waited ReserveAfter has what it needs held for it.
 func (d *decision) hostFits(c *Candidate) bool {
-	h := d.p.host
+	h := &d.caps.host
 	cpus, mib, counters := hostNeed(c)
 	why := h.short(cpus, mib, counters, false)
 	if why == task.NotWaiting {
 		return true
 	}
-	held := h.heldFor != "" && h.short(cpus, mib, counters, true) == task.NotWaiting
-	if h.heldFor == "" && h.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= h.reserveAfter {
-		h.heldFor = c.ID
+	held := h.holding && h.short(cpus, mib, counters, true) == task.NotWaiting
+	holds := false
+	if !h.holding && h.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= h.reserveAfter {
+		h.holding, holds = true, true
 		h.heldCPUs, h.heldMiB = cpus, mib
 		h.heldCounters = counters
 		h.take(cpus, mib, counters)
 	}
-	if c.Waiting != why {
-		d.p.Passed = append(d.p.Passed, Pass{TaskID: c.ID, Why: why, Held: held})
+	if c.Waiting != why || holds {
+		d.p.Passed = append(d.p.Passed, Pass{TaskID: c.ID, Why: why, Held: held, Holds: holds})
 	}
 	return false
 }
 
 // took counts a task decide starts against the machine's resources.
 func (d *decision) took(c *Candidate) {
-	if d.p.host != nil {
-		d.p.host.take(hostNeed(c))
+	if d.caps != nil && d.caps.host.on {
+		d.caps.host.take(hostNeed(c))
 	}
 }

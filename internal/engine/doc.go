@@ -18,6 +18,13 @@
 //	                      ├──no retry left──▶ failed ──▶ dependents blocked
 //	                      └──cancelled──────▶ cancelled ──▶ dependents blocked
 //
+// "Dependents blocked" is the default condition's rule. Each dependency
+// has a condition (task.Condition: success, failure, any), and settle
+// judges each pending dependent's by it when the dependency ends: met, it
+// waits for one dependency less; no longer possible, it is blocked,
+// naming the failure upstream, or (task.Record.NotNeeded) the task that
+// completed when it runs on a failure.
+//
 // # The engine as a service
 //
 // Run schedules what was submitted until nothing more can run, then

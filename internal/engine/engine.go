@@ -74,11 +74,29 @@ type AttemptRequest struct {
 	Timeout time.Duration
 }
 
-// Assignment is the card an attempt runs on.
+// Assignment is the card an attempt runs on; for an attempt on several
+// cards, the first of them, and all of them in More.
 type Assignment struct {
 	Index     int    // nvidia-smi's index
 	UUID      string // the card's UUID
-	MemoryMiB int64  // the memory it was admitted with
+	MemoryMiB int64  // the memory it was admitted with, on each card
+	// More are, for an attempt on several cards, every one of them in
+	// the order chosen (the first is Index's); nil for one card.
+	More []AssignedCard
+}
+
+// AssignedCard is one of the cards of an attempt on several.
+type AssignedCard struct {
+	Index int    // nvidia-smi's index
+	UUID  string // the card's UUID, when known ("" for an adopted attempt)
+}
+
+// Cards returns every card of the attempt, in the order chosen.
+func (a *Assignment) Cards() []AssignedCard {
+	if len(a.More) > 0 {
+		return a.More
+	}
+	return []AssignedCard{{Index: a.Index, UUID: a.UUID}}
 }
 
 // Outcome is what a Runner reports.
@@ -228,6 +246,7 @@ type Engine struct {
 	tasks     map[string]*node
 	adopted   map[string]*node // tasks adopted at Open that no submission has claimed yet
 	stopped   map[*node]bool   // running attempts sent SIGSTOP by Pause, and no SIGCONT since (kept out of node: its 512 bytes are a size class)
+	multi     map[*node][]int  // running attempts on several cards: their cards' indices, in the order chosen (n.card is the first)
 	ready     *readySet
 	delayed   *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
 	running   int
@@ -248,6 +267,8 @@ type Engine struct {
 	nextPoll       time.Time            // when to probe next while GPU tasks wait or run
 	wake           *time.Timer          // wakes the loop for the next poll or card change
 	reserved       map[int]string       // card index -> starving task, from the last decision
+	topo           *gpu.Topology        // how close the cards are; nil: unknown, no preference
+	topoAsked      bool                 // the topology was asked for (once in the engine's life)
 	gpuUnknownSaid bool                 // the observer was told the GPUs cannot be read
 	cardsDirty     bool                 // the saved view of the cards is out of date
 	fitCheck       bool                 // a reading arrived: check waiting tasks still fit some card
@@ -522,6 +543,7 @@ func (e *Engine) schedule() {
 		v.Cards = e.board.Views(v.Now)
 		v.Placement = e.board.Settings().Placement
 		v.ReserveAfter = e.cfg.GPU.ReserveAfter
+		v.Topology, v.Reserved = e.topo, e.reserved
 		e.ready.gpuMiB = capacityMiB(v.Cards, e.ready.gpuMiB)
 	}
 	e.ready.now = v.Now
@@ -531,11 +553,20 @@ func (e *Engine) schedule() {
 	v.Host = e.hostView()
 	plan := decide(v)
 	for _, a := range plan.Starts {
-		var card *gpu.CardView
-		if a.Card >= 0 {
-			card = &v.Cards[a.Card]
+		var cards []*gpu.CardView
+		switch set := plan.Sets[a.TaskID]; {
+		case len(set) > 0:
+			for _, i := range set {
+				cards = append(cards, &v.Cards[i])
+			}
+		case a.Card >= 0:
+			cards = []*gpu.CardView{&v.Cards[a.Card]}
 		}
-		e.start(e.tasks[a.TaskID], card)
+		e.start(e.tasks[a.TaskID], cards)
+	}
+	heldFor := ""
+	if e.host.on {
+		heldFor = plan.HostHeldFor()
 	}
 	for _, p := range plan.Passed {
 		n := e.tasks[p.TaskID]
@@ -543,7 +574,7 @@ func (e *Engine) schedule() {
 		case p.Why == task.WaitUserCap:
 			e.setWait(n, e.capReason(n))
 		case hostKind(p.Why):
-			e.setWait(n, e.hostReason(n, p, plan.HostHeldFor()))
+			e.setWait(n, e.hostReason(n, p, heldFor))
 		default:
 			e.setWait(n, e.gpuReason(n, p.Why, v.Cards))
 		}
@@ -617,8 +648,9 @@ func (e *Engine) stopAll(why error) {
 }
 
 // start moves a ready task to running and, once that is committed, launches
-// its attempt on a worker goroutine.
-func (e *Engine) start(n *node, card *gpu.CardView) {
+// its attempt on a worker goroutine; a GPU task's on cards, in the order
+// chosen.
+func (e *Engine) start(n *node, cards []*gpu.CardView) {
 	e.unready(n)
 	number := len(n.rec.Attempts) + 1
 	att := task.Attempt{
@@ -635,14 +667,25 @@ func (e *Engine) start(n *node, card *gpu.CardView) {
 	if !n.placed {
 		att.HostMemRequestedMiB = n.spec.Resources.MemoryMiBHost
 	}
-	if card != nil {
-		mib = n.need.MiB
-		idx := card.Index
-		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, card.UUID, n.need.MiB
-		assign = &Assignment{Index: idx, UUID: card.UUID, MemoryMiB: n.need.MiB}
+	if len(cards) > 0 {
+		mib = n.need.MiB * int64(len(cards))
+		idx := cards[0].Index
+		att.GPU, att.GPUUUID, att.MemRequestedMiB = &idx, cards[0].UUID, n.need.MiB
+		assign = &Assignment{Index: idx, UUID: cards[0].UUID, MemoryMiB: n.need.MiB}
 		n.card = int16(idx)
-		n.foreignAtStart = card.ForeignMiB
-		e.board.Hold(n.spec.ID, idx, n.need)
+		n.foreignAtStart = 0
+		for _, c := range cards {
+			n.foreignAtStart += c.ForeignMiB
+			e.board.Hold(n.spec.ID, c.Index, n.need)
+		}
+		if len(cards) > 1 {
+			att.GPUs = make([]int, len(cards))
+			assign.More = make([]AssignedCard, len(cards))
+			for i, c := range cards {
+				att.GPUs[i], assign.More[i] = c.Index, AssignedCard{Index: c.Index, UUID: c.UUID}
+			}
+			e.setMulti(n, att.GPUs)
+		}
 		if e.cfg.Token != nil {
 			e.board.SetToken(n.spec.ID, e.cfg.Token(n.spec.ID, number))
 		}
@@ -759,8 +802,11 @@ func (ev runningEvent) apply(e *Engine) {
 		a.Start = ev.run.Since
 	}
 	n.setHandle(ev.number, ev.run.Handle)
-	if n.card >= 0 && ev.run.PID > 0 {
-		e.board.SetPID(n.spec.ID, int(n.card), ev.run.PID)
+	e.stopWanted(n)
+	if ev.run.PID > 0 {
+		for _, c := range e.cardsOf(n) {
+			e.board.SetPID(n.spec.ID, c, ev.run.PID)
+		}
 	}
 	e.writeAttempt(n, ev.number)
 	e.jobRuns(n, ev.number) // it no longer waits in a batch system's queue
@@ -863,24 +909,15 @@ func (ev exitEvent) apply(e *Engine) {
 	// Then what follows for the tasks that depend on it.
 	switch ended.Kind {
 	case Completed:
-		for _, d := range n.dependents {
-			d.waiting--
-			switch {
-			case d.rec.State != task.Pending:
-			case d.waiting == 0:
-				e.makeReady(d)
-			default:
-				e.staleDeps(d) // its reason names what it still waits for
-			}
-		}
+		e.settle(n)
 	case TaskCancelled:
 		// Stopped because the run stops (Ctrl-C, Close), what depends on
 		// it never started and stays pending, for the next run.
 		if n.userCancelled {
-			e.blockDownstream(n)
+			e.settle(n)
 		}
 	case Failed:
-		e.blockDownstream(n)
+		e.settle(n)
 		if f := e.cfg.OnFailure; f != nil {
 			spec, rec := n.spec, n.record()
 			e.effects = append(e.effects, func(err error) {
@@ -1075,28 +1112,84 @@ func (e *Engine) unready(n *node) {
 	}
 }
 
-// blockDownstream marks every pending task that depends, directly or not, on
-// root (failed or cancelled) as blocked by it.
-func (e *Engine) blockDownstream(root *node) {
-	queue := slices.Clone(root.dependents)
-	for len(queue) > 0 {
-		d := queue[len(queue)-1]
-		queue = queue[:len(queue)-1]
-		if d.rec.State != task.Pending {
-			continue
+// settle tells the tasks that depend on n, which has just ended (or was
+// blocked), what that means to them, by the condition each depends on it
+// with (task.Condition.Judge): a pending task whose condition is met waits
+// for one dependency less, and is ready once it waits for none; one whose
+// condition can no longer be met is blocked, and what depends on it is
+// told in turn. Every task blocked so names the same blocker (BlockedBy):
+// the task that failed or was cancelled, or, for tasks not needed, the one
+// that completed.
+func (e *Engine) settle(n *node) {
+	type ended struct{ n, root *node } // root: the blocker of n if blocked, else n; nil until needed
+	var queue []ended                  // tasks blocked on the way, whose dependents are still to tell
+	m := ended{n: n}
+	for {
+		for _, d := range m.n.dependents {
+			switch v := d.spec.On(m.n.spec.ID).Judge(m.n.rec.State, m.n.rec.NotNeeded); v {
+			case task.Met:
+				d.waiting--
+				switch {
+				case d.rec.State != task.Pending:
+				case d.waiting == 0:
+					e.makeReady(d)
+				default:
+					e.staleDeps(d) // its reason names what it still waits for
+				}
+			case task.Unmet, task.NotNeeded:
+				if d.rec.State != task.Pending {
+					continue
+				}
+				if m.root == nil {
+					m.root = e.rootOf(m.n)
+				}
+				e.block(d, m.root, m.n, v == task.NotNeeded)
+				queue = append(queue, ended{d, m.root})
+			case task.Unsettled:
+				// Cannot be: m has ended.
+			}
 		}
-		e.block(d, root)
-		queue = append(queue, d.dependents...)
+		if len(queue) == 0 {
+			return
+		}
+		m = queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
 	}
 }
 
-func (e *Engine) block(d, by *node) {
+// rootOf returns the task that blocked n, in memory or retired, when n is
+// blocked (n itself when that task cannot be found); else n.
+func (e *Engine) rootOf(n *node) *node {
+	if n.rec.State == task.Blocked && n.rec.BlockedBy != "" && n.rec.BlockedBy != n.spec.ID {
+		if b := e.blocker(n.rec.BlockedBy); b != nil {
+			return b
+		}
+	}
+	return n
+}
+
+// block marks pending task d blocked: the condition it depends on dep
+// with can no longer be met, as a failure's consequence or, with
+// notNeeded, not (task.NotNeeded). root is what blocked dep, or dep itself
+// (see settle).
+func (e *Engine) block(d, root, dep *node, notNeeded bool) {
 	e.unready(d)
 	d.rec.State = task.Blocked
-	d.rec.BlockedBy = by.spec.ID
-	d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", by.spec.ID, by.rec.State)
+	d.rec.BlockedBy = root.spec.ID
+	d.rec.NotNeeded = notNeeded
+	switch {
+	case !notNeeded:
+		d.rec.Error = fmt.Sprintf("blocked: dependency %q %s", root.spec.ID, root.rec.State)
+	case dep.rec.State == task.Complete:
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q completed; this task runs on its failure", dep.spec.ID)
+	case root != dep:
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q was not needed (%q completed)", dep.spec.ID, root.spec.ID)
+	default: // what made dep not needed cannot be found
+		d.rec.Error = fmt.Sprintf("not needed: dependency %q was not needed", dep.spec.ID)
+	}
 	e.writeTask(d)
-	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: by.spec.ID, Submitted: d.rec.Submitted})
+	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: root.spec.ID, Error: d.rec.Error, NotNeeded: d.rec.NotNeeded,
+		Submitted: d.rec.Submitted})
 }
 
 // writeTask queues the task's row, as it is now, for the next commit. A
@@ -1120,7 +1213,7 @@ func (e *Engine) writeTask(n *node) {
 		ID: n.spec.ID, Seq: n.seq, Kind: n.spec.Kind, Spec: n.specJSON, GPURequestMiB: grown, Submitted: n.rec.Submitted,
 		Fingerprint: n.fingerprint, Rerun: n.rec.Rerun, RetryAt: n.rec.RetryAt,
 		State: n.rec.State, ExitCode: n.rec.ExitCode, Error: n.rec.Error, BlockedBy: n.rec.BlockedBy,
-		Paused: n.rec.Paused,
+		Paused: n.rec.Paused, NotNeeded: n.rec.NotNeeded,
 	}
 	if n.rec.Waiting.Waiting() {
 		wr := n.waitReason()

@@ -88,6 +88,7 @@ type gpuStart struct {
 	card      int
 	requested int64
 	at        time.Time
+	cards     []int // every card of the attempt, in the order given
 }
 
 func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, hooks executor.Hooks) Outcome {
@@ -130,7 +131,11 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, hooks executor
 	f.pids++
 	pid := 40000 + f.pids
 	if req.GPU != nil {
-		f.gpuStarts = append(f.gpuStarts, gpuStart{id, req.GPU.Index, req.GPU.MemoryMiB, time.Now()})
+		var cards []int
+		for _, c := range req.GPU.Cards() {
+			cards = append(cards, c.Index)
+		}
+		f.gpuStarts = append(f.gpuStarts, gpuStart{id, req.GPU.Index, req.GPU.MemoryMiB, time.Now(), cards})
 	}
 	f.mu.Unlock()
 	hooks.Running(executor.Running{Handle: local.EncodeHandle(executor.Process{PID: pid, PGID: pid, StartTicks: 7}), Since: time.Now(), PID: pid})
@@ -140,11 +145,13 @@ func (f *fakeRunner) Run(ctx context.Context, req AttemptRequest, hooks executor
 	res := executor.Result{Started: true, Start: time.Now()}
 	if req.GPU != nil && f.gpus != nil {
 		use := cmp.Or(st.use, req.GPU.MemoryMiB)
-		if err := f.gpus.take(pid, req.GPU.UUID, use); err != nil {
-			res.ExitCode, res.End = 1, time.Now()
-			return Outcome{Result: res, Verdict: err, OOM: true}
-		}
 		defer f.gpus.release(pid)
+		for _, c := range req.GPU.Cards() { // as much on each of its cards
+			if err := f.gpus.take(pid, c.UUID, use); err != nil {
+				res.ExitCode, res.End = 1, time.Now()
+				return Outcome{Result: res, Verdict: err, OOM: true}
+			}
+		}
 	}
 	if st.oomAt > 0 {
 		select {

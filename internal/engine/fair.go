@@ -259,10 +259,12 @@ func chargedMiB(n *node) int64 {
 	if n.card < 0 || len(n.rec.Attempts) == 0 {
 		return 0
 	}
-	if m := n.rec.Attempts[len(n.rec.Attempts)-1].MemRequestedMiB; m > 0 {
-		return m
+	a := &n.rec.Attempts[len(n.rec.Attempts)-1]
+	cards := int64(max(len(a.GPUs), 1))
+	if m := a.MemRequestedMiB; m > 0 {
+		return m * cards
 	}
-	return n.need.MiB
+	return n.need.MiB * cards
 }
 
 // saveUsage queues the owners' usage for the turn's commit, once an

@@ -70,11 +70,46 @@ func (e *Engine) checkSubmittedGPU(specs []*task.Spec, r *Reading) error {
 		if e.cfg.GPU.Probe == nil {
 			return task.Invalid(s.ID, "resources.device", "needs a GPU, and this scheduler has no GPU probe")
 		}
-		if err := e.neverFits(s.ID, gpu.Need{MiB: s.Resources.MemoryMiB, Exclusive: s.Resources.Exclusive}); err != "" {
-			return task.Invalid(s.ID, "resources.memory_mib", "%s", err)
+		if err := e.neverFits(s.ID, needOf(s.Resources)); err != "" {
+			return task.Invalid(s.ID, neverFitsField(s.Resources), "%s", err)
 		}
 	}
 	return nil
+}
+
+// neverFitsField is the field a request no card can hold is blamed on:
+// its count of cards when it asks for several, else its memory.
+func neverFitsField(r task.ResourceRequest) string {
+	if r.GPUCount() > 1 {
+		return "resources.gpus"
+	}
+	return "resources.memory_mib"
+}
+
+// needOf is what a task with resources r asks of the cards, before any
+// growth after running out of memory.
+func needOf(r task.ResourceRequest) gpu.Need {
+	return gpu.Need{MiB: r.MemoryMiB, Exclusive: r.Exclusive, Count: uint8(min(r.GPUCount(), task.MaxGPUs))}
+}
+
+// cardsOf returns the indices of the cards of n's running attempt, in the
+// order chosen; nil when it holds none here.
+func (e *Engine) cardsOf(n *node) []int {
+	if cs := e.multi[n]; cs != nil {
+		return cs
+	}
+	if n.card >= 0 {
+		return []int{int(n.card)}
+	}
+	return nil
+}
+
+// setMulti records the cards of n's running attempt on several.
+func (e *Engine) setMulti(n *node, cards []int) {
+	if e.multi == nil {
+		e.multi = map[*node][]int{}
+	}
+	e.multi[n] = cards
 }
 
 // placed reports whether GPU task s runs where its executor places it,
@@ -125,11 +160,21 @@ func (e *Engine) noticeQuarantines() {
 	}
 }
 
-type snapshotEvent struct{ Reading }
+type snapshotEvent struct {
+	Reading
+	// topo answers the topology question when it was asked with this
+	// reading (asked: the first good reading of the engine's life).
+	asked   bool
+	topo    *gpu.Topology
+	topoErr error
+}
 
 func (ev snapshotEvent) apply(e *Engine) {
 	e.polling = false
 	e.nextPoll = e.cfg.Now().Add(e.cfg.GPU.PollInterval)
+	if ev.asked {
+		e.applyTopology(ev.topo, ev.topoErr)
+	}
 	e.applyReading(ev.Reading)
 	e.fitCheck = true
 	if ev.Err == nil {
@@ -182,9 +227,19 @@ func (e *Engine) pollGPUs() time.Time {
 	if !e.polling && !now.Before(e.nextPoll) {
 		e.polling = true
 		probe, ctx := e.cfg.GPU.Probe, e.pollCtx
+		tr, askTopo := probe.(gpu.TopologyReader)
+		askTopo = askTopo && !e.topoAsked
 		go func() {
+			ev := snapshotEvent{}
 			snap, err := probe.Snapshot(ctx)
-			e.send(snapshotEvent{Reading{Snap: snap, Err: err}})
+			ev.Reading = Reading{Snap: snap, Err: err}
+			if err == nil && askTopo {
+				// Once, at the first good reading: how the cards are
+				// connected does not change while the machine runs.
+				ev.asked = true
+				ev.topo, ev.topoErr = tr.Topology(ctx)
+			}
+			e.send(ev)
 		}()
 	}
 	var next time.Time
@@ -195,6 +250,24 @@ func (e *Engine) pollGPUs() time.Time {
 		next = c
 	}
 	return next
+}
+
+// applyTopology takes the answer to the topology question, asked once:
+// the cards' topology, or why it cannot be read, in which case no set of
+// cards is preferred to another. Either way it is saved with the run
+// (store.MetaGPUTopology), where status shows a failure.
+func (e *Engine) applyTopology(t *gpu.Topology, err error) {
+	e.topoAsked = true
+	e.topo = t
+	why := ""
+	if err != nil {
+		e.topo = nil
+		why = "cannot read how the cards are connected (" + err.Error() + "): tasks on several cards get the cards with the most room, not the closest"
+	}
+	if e.batch.Meta == nil {
+		e.batch.Meta = map[string]string{}
+	}
+	e.batch.Meta[store.MetaGPUTopology] = why
 }
 
 // arm sets the loop's wake-up to the earliest of the times given (zero
@@ -265,35 +338,47 @@ type oomCase struct {
 	wanted int64 // what it would have grown to without the limit
 }
 
-// releaseGPU ends an attempt's charge on its card. A failed attempt makes
-// the task avoid that card next time; one that ran out of memory by its
-// own growth makes it ask for more, while one that ran out because
-// another process took the card's memory keeps its request, and such a
-// failure does not count towards the card's quarantine.
+// releaseGPU ends an attempt's charge on its cards. A failed attempt makes
+// the task avoid those cards next time; one that ran out of memory by its
+// own growth makes it ask for more (on each card: its peak is the most
+// one of its cards was seen to hold), while one that ran out because
+// another process took its cards' memory keeps its request, and such a
+// failure does not count towards the cards' quarantine.
 func (e *Engine) releaseGPU(n *node, failed bool, out Outcome) oomCase {
 	now := e.cfg.Now()
+	cards := e.cardsOf(n)
 	oc := oomCase{oom: failed && out.OOM, tried: out.OOMTriedMiB, request: n.need.MiB}
 	if oc.oom {
-		if held, ok := e.board.Holding(n.spec.ID, int(n.card)); ok {
-			oc.peak, oc.request = held.PeakMiB, held.RequestMiB
-			foreignNow, othersOver := e.cardPressure(n)
+		found := false
+		for _, c := range cards {
+			if held, ok := e.board.Holding(n.spec.ID, c); ok {
+				oc.peak, oc.request, found = max(oc.peak, held.PeakMiB), held.RequestMiB, true
+			}
+		}
+		if found {
+			foreignNow, othersOver := e.cardPressure(n, cards)
 			oc.foreign = [2]int64{n.foreignAtStart, foreignNow}
-			oc.contention = held.PeakMiB+oc.tried <= held.RequestMiB && (foreignNow > n.foreignAtStart || othersOver > 0)
+			oc.contention = oc.peak+oc.tried <= oc.request && (foreignNow > n.foreignAtStart || othersOver > 0)
 		}
 	}
-	h := e.board.Release(n.spec.ID, int(n.card), failed && !oc.contention, now)
+	var peak int64
+	for _, c := range cards {
+		h := e.board.Release(n.spec.ID, c, failed && !oc.contention, now)
+		peak = max(peak, h.PeakMiB)
+		if failed && !oc.contention && !slices.Contains(n.need.Avoid, c) {
+			n.need.Avoid = append(n.need.Avoid, c)
+		}
+	}
 	e.noticeQuarantines()
-	n.rec.Attempts[len(n.rec.Attempts)-1].MemPeakMiB = h.PeakMiB
+	n.rec.Attempts[len(n.rec.Attempts)-1].MemPeakMiB = peak
 	e.gpuRunning--
 	e.cardsDirty = true
 	e.nextPoll = now // read the cards again right away
-	if failed && !oc.contention && !slices.Contains(n.need.Avoid, int(n.card)) {
-		n.need.Avoid = append(n.need.Avoid, int(n.card))
-	}
 	n.card = -1
+	delete(e.multi, n)
 	n.outgrown = ""
 	if oc.oom && !oc.contention {
-		n.need.MiB = gpu.GrowAfterOOM(n.need.MiB, h.PeakMiB, out.OOMTriedMiB, e.board.Settings().SafetyMarginMiB)
+		n.need.MiB = gpu.GrowAfterOOM(n.need.MiB, peak, out.OOMTriedMiB, e.board.Settings().SafetyMarginMiB)
 		oc.grownTo = n.need.MiB
 		n.outgrown = e.neverFits(n.spec.ID, n.need)
 	}
@@ -318,11 +403,12 @@ func (e *Engine) growPlaced(n *node, out Outcome) oomCase {
 	return oc
 }
 
-// cardPressure returns, for the card task n runs on, the memory foreign
-// to us now and how far our other tasks there are above their requests.
-func (e *Engine) cardPressure(n *node) (foreign, othersOver int64) {
+// cardPressure returns, for the cards task n runs on, the memory foreign
+// to us now and how far our other tasks there are above their requests,
+// added up over the cards.
+func (e *Engine) cardPressure(n *node, cards []int) (foreign, othersOver int64) {
 	for _, v := range e.board.Views(e.cfg.Now()) {
-		if v.Index != int(n.card) {
+		if !slices.Contains(cards, v.Index) {
 			continue
 		}
 		for _, h := range v.Holders {
@@ -330,9 +416,9 @@ func (e *Engine) cardPressure(n *node) (foreign, othersOver int64) {
 				othersOver += max(0, h.ObservedMiB-h.RequestMiB)
 			}
 		}
-		return v.ForeignMiB, othersOver
+		foreign += v.ForeignMiB
 	}
-	return 0, 0
+	return foreign, othersOver
 }
 
 // describe says what the out-of-memory failure means for the task, to be
@@ -399,6 +485,6 @@ func (e *Engine) checkGPUWaits() {
 		n.rec.State = task.Failed
 		e.writeTask(n)
 		e.notify(Event{Kind: Failed, TaskID: n.spec.ID, Error: n.rec.Error, Submitted: n.rec.Submitted})
-		e.blockDownstream(n)
+		e.settle(n)
 	}
 }

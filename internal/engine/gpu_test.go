@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -22,14 +24,14 @@ type fakeProbe struct {
 	mu      sync.Mutex // guards the fields below
 	cards   []gpu.Card
 	foreign map[int]int64 // by card index: memory held by processes not ours
-	procs   map[int]gpu.Proc
+	procs   map[procKey]gpu.Proc
 	err     error
 	calls   int
 	ooms    []string // attempts that found no room: over-commits
 }
 
 func newFakeProbe(totals ...int64) *fakeProbe {
-	p := &fakeProbe{foreign: map[int]int64{}, procs: map[int]gpu.Proc{}}
+	p := &fakeProbe{foreign: map[int]int64{}, procs: map[procKey]gpu.Proc{}}
 	for i, t := range totals {
 		p.cards = append(p.cards, gpu.Card{Index: i, UUID: fmt.Sprintf("GPU-%d", i), Name: "Fake", TotalMiB: t})
 	}
@@ -62,7 +64,7 @@ func (p *fakeProbe) Snapshot(ctx context.Context) (gpu.Snapshot, error) {
 	for _, pr := range p.procs {
 		s.Procs = append(s.Procs, pr)
 	}
-	slices.SortFunc(s.Procs, func(a, b gpu.Proc) int { return a.PID - b.PID })
+	slices.SortFunc(s.Procs, func(a, b gpu.Proc) int { return cmp.Or(a.PID-b.PID, strings.Compare(a.GPUUUID, b.GPUUUID)) })
 	return s, nil
 }
 
@@ -76,16 +78,23 @@ func (p *fakeProbe) take(pid int, uuid string, mib int64) error {
 				p.ooms = append(p.ooms, fmt.Sprintf("pid %d wanted %d MiB on %s, %d free", pid, mib, uuid, free))
 				return fmt.Errorf("CUDA out of memory: tried %d MiB, %d free", mib, free)
 			}
-			p.procs[pid] = gpu.Proc{PID: pid, GPUUUID: uuid, UsedMiB: mib, PGID: pid}
+			p.procs[procKey{pid, uuid}] = gpu.Proc{PID: pid, GPUUUID: uuid, UsedMiB: mib, PGID: pid}
 			return nil
 		}
 	}
 	return fmt.Errorf("no card %s", uuid)
 }
 
+// procKey names a process's use of one card: a process may use several.
+type procKey struct {
+	pid  int
+	uuid string
+}
+
+// release gives back everything pid holds, on every card.
 func (p *fakeProbe) release(pid int) {
 	p.mu.Lock()
-	delete(p.procs, pid)
+	maps.DeleteFunc(p.procs, func(k procKey, _ gpu.Proc) bool { return k.pid == pid })
 	p.mu.Unlock()
 }
 

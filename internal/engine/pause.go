@@ -59,10 +59,12 @@ func (e *Engine) Resume(ids []string) ([]string, error) {
 // Retry makes each failed, cancelled or blocked task ids names pending
 // again, its retries renewed, together with the tasks it blocked,
 // directly or not. All or nothing: a task pending, running or complete,
-// or one depending on a failed, cancelled or blocked task outside those
-// retried, fails the call (ErrNotRetryable), as does an unknown id. It
-// returns every task made pending, the named ones first, once that is
-// committed.
+// one whose dependency outside those retried fails its condition (a
+// failed, cancelled or blocked task it needs to complete), or a task named
+// that is not needed, fails the call (ErrNotRetryable), as does an unknown
+// id. A task it takes up that turns out not needed stays blocked, as not
+// needed. It returns every task made pending, the named ones first, once
+// that is committed.
 func (e *Engine) Retry(ids []string) ([]string, error) {
 	return e.control(controlEvent{op: opRetry, ids: ids})
 }
@@ -170,12 +172,17 @@ func (e *Engine) pause(nodes []*node, stop bool) (done []string, signals []func(
 				e.writeTask(n)
 			}
 			if stopNow {
-				if s := e.signal(n, syscall.SIGSTOP); s != nil {
+				s := e.signal(n, syscall.SIGSTOP)
+				if s != nil {
+					signals = append(signals, s)
+				}
+				if _, can := e.cfg.Runner.(Signaler); s != nil || can {
+					// Without a handle yet (its start not recorded), the
+					// attempt is stopped when its start is: stopWanted.
 					if e.stopped == nil {
 						e.stopped = map[*node]bool{}
 					}
 					e.stopped[n] = true
-					signals = append(signals, s)
 				}
 			}
 			done = append(done, n.spec.ID)
@@ -215,6 +222,34 @@ func (e *Engine) resume(nodes []*node) (done []string, signals []func() error) {
 	return done, signals
 }
 
+// recount counts again the dependencies pending task d waits for, one of
+// which went back to pending (Retry): it waits for that one's new end.
+func (e *Engine) recount(d *node) {
+	d.waiting = 0
+	for j, dep := range d.deps {
+		if d.spec.On(d.spec.Dependencies[j]).Judge(dep.rec.State, dep.rec.NotNeeded) == task.Unsettled {
+			d.waiting++
+		}
+	}
+	if d.waiting == 0 {
+		return
+	}
+	e.unready(d)
+	if !d.rec.Paused {
+		e.setWait(d, task.WaitReason{Kind: task.WaitDependencies})
+	}
+	e.staleDeps(d)
+}
+
+// notNeededState says how a dependency ended that a task it makes not
+// needed depends on: "complete", or "not needed" itself.
+func notNeededState(d *node) string {
+	if d.rec.NotNeeded {
+		return "not needed"
+	}
+	return d.rec.State.String()
+}
+
 // signal returns a function that sends sig to the processes of n's running
 // attempt, or nil when that cannot be done: the Runner cannot signal, or
 // the attempt has no handle yet.
@@ -234,6 +269,22 @@ func (e *Engine) signal(n *node, sig syscall.Signal) func() error {
 			return fmt.Errorf("send %s to task %q (attempt %d): %w", executor.SignalName(sig), id, number, err)
 		}
 		return nil
+	}
+}
+
+// stopWanted sends SIGSTOP to n's attempt, whose start (and handle) is
+// recorded now, when Pause asked to stop it before that: the task runs,
+// and pause --stop must not be told done and leave it running.
+func (e *Engine) stopWanted(n *node) {
+	if !e.stopped[n] {
+		return
+	}
+	if s := e.signal(n, syscall.SIGSTOP); s != nil {
+		e.effects = append(e.effects, func(err error) {
+			if err == nil {
+				_ = s() // gone meanwhile: its end is recorded as any
+			}
+		})
 	}
 }
 
@@ -266,41 +317,61 @@ func (e *Engine) retry(nodes []*node) ([]string, error) {
 			set = append(set, n)
 		}
 	}
-	// The tasks they blocked, directly or not.
+	// The tasks they blocked, directly or not (not those blocked as not
+	// needed: they are, whatever these do).
 	for i := 0; i < len(set); i++ {
 		for _, d := range set[i].dependents {
-			if d.rec.State == task.Blocked && !in[d] && e.tasks[d.spec.ID] == d {
+			if d.rec.State == task.Blocked && !d.rec.NotNeeded && !in[d] && e.tasks[d.spec.ID] == d {
 				in[d] = true
 				set = append(set, d)
 			}
 		}
 	}
-	for _, n := range set {
-		for _, d := range n.deps {
-			switch d.rec.State {
-			case task.Failed, task.Cancelled, task.Blocked:
-				if !in[d] {
+	// What the tasks outside the set that they depend on mean to them, by
+	// their conditions: one that failed there refuses the retry (retry
+	// that too); a task named that is not needed is refused too, and one
+	// taken up with them that is not needed stays blocked, as not needed
+	// now (it was blocked by a failure too), with what depends on it.
+	named := len(nodes)
+	spared := map[*node]*node{} // a task taken up that is not needed -> the dependency that says so
+	for i, n := range set {
+		for j, d := range n.deps {
+			if in[d] {
+				continue // pending again with n
+			}
+			on := n.spec.On(n.spec.Dependencies[j])
+			switch on.Judge(d.rec.State, d.rec.NotNeeded) {
+			case task.Unmet:
+				return nil, &task.Error{TaskID: n.spec.ID, Kind: ErrNotRetryable,
+					Reason: fmt.Sprintf("it depends on %s, which is %s; retry that too", d.spec.ID, d.rec.State)}
+			case task.NotNeeded:
+				if i < named {
 					return nil, &task.Error{TaskID: n.spec.ID, Kind: ErrNotRetryable,
-						Reason: fmt.Sprintf("it depends on %s, which is %s; retry that too", d.spec.ID, d.rec.State)}
+						Reason: fmt.Sprintf("it is not needed: it depends on %s%s, which is %s", d.spec.ID, on.Phrase(), notNeededState(d))}
 				}
-			case task.Pending, task.Running, task.Complete:
+				if spared[n] == nil {
+					spared[n] = d
+				}
+			case task.Met, task.Unsettled:
 			}
 		}
 	}
-	ids := make([]string, len(set))
-	for i, n := range set {
-		was := n.rec.State
-		n.rec.State, n.rec.Error, n.rec.BlockedBy = task.Pending, "", ""
+	for _, n := range set {
+		was, rerun := n.rec.State, n.rec.Rerun
+		n.rec.State, n.rec.Error, n.rec.BlockedBy, n.rec.NotNeeded = task.Pending, "", "", false
 		n.rec.Rerun = "retried (was " + was.String() + ")"
+		if spared[n] != nil {
+			n.rec.Rerun = rerun // blocked again below: it does not run
+		}
 		n.failures, n.envFaults = 0, 0 // its retries renewed
 		n.cancelled, n.userCancelled = false, false
-		ids[i] = n.spec.ID
 	}
-	// Dependencies first: each counts those not complete now.
+	// Dependencies first: each counts those that have not ended now (the
+	// others meet its conditions, but for the spared ones).
 	for _, n := range set {
 		n.waiting = 0
-		for _, d := range n.deps {
-			if d.rec.State != task.Complete {
+		for j, d := range n.deps {
+			if n.spec.On(n.spec.Dependencies[j]).Judge(d.rec.State, d.rec.NotNeeded) == task.Unsettled {
 				n.waiting++
 			}
 		}
@@ -310,6 +381,27 @@ func (e *Engine) retry(nodes []*node) ([]string, error) {
 			e.setWait(n, task.WaitReason{Kind: task.WaitDependencies})
 		}
 		e.writeTask(n)
+	}
+	for _, n := range set {
+		if d := spared[n]; d != nil && n.rec.State == task.Pending {
+			e.block(n, e.rootOf(d), d, true)
+			e.settle(n)
+		}
+	}
+	// A pending task outside the set whose condition one of them met as
+	// it ended (on: any, on: failure) waits for its new end.
+	for _, n := range set {
+		for _, d := range n.dependents {
+			if !in[d] && d.rec.State == task.Pending && e.tasks[d.spec.ID] == d {
+				e.recount(d)
+			}
+		}
+	}
+	ids := make([]string, 0, len(set))
+	for _, n := range set {
+		if n.rec.State == task.Pending {
+			ids = append(ids, n.spec.ID)
+		}
 	}
 	return slices.Clip(ids), nil
 }

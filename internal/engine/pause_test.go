@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/local"
@@ -216,6 +217,35 @@ func TestPauseStopSignalsTheRunningAttempt(t *testing.T) {
 		}
 		if b := recs["b"]; b.State != task.Pending || b.Waiting.Kind != task.WaitPaused {
 			t.Errorf("b = %s waiting %v, want pending, paused", b.State, b.Waiting)
+		}
+	})
+}
+
+// Pause with stop of a task whose attempt has not started yet (no handle
+// recorded: it waits in a batch system's queue, or its start is not
+// applied yet) stops it when it starts: pause --stop is not answered done
+// while the task goes on running.
+func TestPauseStopBeforeTheStartStopsAtTheStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &signalRunner{fakeRunner: &fakeRunner{}}
+		h := newHarness(t, Config{MaxParallel: 1, Runner: r}, nil)
+		defer h.Close()
+		r.script["a"] = []step{{queue: []executor.Progress{{System: "Slurm", Job: "7", State: "PENDING", Queued: true}},
+			queueWait: time.Minute, block: true}}
+		r.hook = func(req AttemptRequest) { go h.Cancel("a") }
+		h.mustSubmit(t, spec("a"))
+		go func() {
+			time.Sleep(30 * time.Second) // queued: no handle yet
+			if got, err := h.Pause([]string{"a"}, true); err != nil || !slices.Equal(got, []string{"a"}) {
+				t.Errorf("Pause --stop = %v, %v", got, err)
+			}
+		}()
+		h.run(t)
+		r.mu.Lock()
+		sent := slices.Clone(r.sent)
+		r.mu.Unlock()
+		if len(sent) == 0 || sent[0] != "40001:SIGSTOP" {
+			t.Errorf("signals sent %v, want SIGSTOP to the attempt once it started", sent)
 		}
 	})
 }

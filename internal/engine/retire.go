@@ -19,9 +19,10 @@ import (
 // again, so what the engine keeps does not grow with the tasks it has
 // finished:
 //
-//   - a new task may depend on a retired one: one that completed satisfies
-//     the dependency, one that failed, was cancelled or was blocked blocks
-//     the new task, as if it were in memory;
+//   - a new task may depend on a retired one, whose end is judged by the
+//     dependency's condition as if it were in memory (with the default
+//     one, a task that completed satisfies it; one that failed, was
+//     cancelled or was blocked blocks the new task);
 //   - a retired task's id cannot be submitted again (a duplicate), except
 //     in a Submission with Again: then it is taken up again with its
 //     history, as a task an earlier run left is (how it is retried);
@@ -118,7 +119,7 @@ func (e *Engine) retiredNode(id string) (*node, error) {
 		return nil, err
 	}
 	return &node{spec: &task.Spec{ID: r.ID}, seq: r.Seq, card: -1,
-		rec: task.Record{ID: r.ID, State: r.State, BlockedBy: r.BlockedBy, Error: r.Error}}, nil
+		rec: task.Record{ID: r.ID, State: r.State, BlockedBy: r.BlockedBy, Error: r.Error, NotNeeded: r.NotNeeded}}, nil
 }
 
 // blocker returns the task that blocked another, in memory or retired; nil

@@ -35,11 +35,15 @@ const (
 // simTask is one task of a trace. It uses exactly what it asks, for dur.
 type simTask struct {
 	id     string
-	mib    int64
+	mib    int64 // on each of its cards
 	dur    time.Duration
 	arrive time.Duration // after the start of the trace
 	owner  string        // task.Spec.Owner; every task's "" but in the fair-share traces
+	gpus   int           // cards, all at once; 0 means 1
 }
+
+// cards is how many cards t takes.
+func (t simTask) cards() int { return max(t.gpus, 1) }
 
 // simTrace returns n tasks, deterministic from seed, in submission order.
 // Memory: 70% 4-16 GiB, 25% 20-40 GiB, 5% 60-79 GiB (whole GiB, uniform
@@ -81,21 +85,21 @@ func simBound(tr []simTask) time.Duration {
 	var bound, area float64
 	for i := len(tr) - 1; i >= 0; i-- {
 		t := tr[i]
-		area += float64(t.mib) * t.dur.Seconds()
+		area += float64(t.mib) * float64(t.cards()) * t.dur.Seconds()
 		bound = max(bound, t.arrive.Seconds()+area/capacity, (t.arrive + t.dur).Seconds())
 	}
 	return time.Duration(bound * float64(time.Second))
 }
 
 // simBigBound: tasks over half a card never share one, so at most one per
-// card runs at a time; their durations over the number of cards bound the
-// makespan too (batch trace). Not part of the published bound; it explains
-// the gap.
+// card runs at a time; their durations (times their cards) over the
+// number of cards bound the makespan too, arrivals or not. Not part of the
+// published bound of the one-card traces; it explains the gap.
 func simBigBound(tr []simTask) time.Duration {
 	var sum time.Duration
 	for _, t := range tr {
 		if 2*t.mib > simCapMiB {
-			sum += t.dur
+			sum += t.dur * time.Duration(t.cards())
 		}
 	}
 	return sum / simCards
@@ -152,7 +156,7 @@ func (o oneReservationQueue) Ascend(fn func(Candidate) bool) {
 	o.q.Ascend(func(c Candidate) bool {
 		if reserved {
 			c.ReadySince = o.v.Now.Add(time.Nanosecond) // not starving, even with ReserveAfter 0
-		} else if o.v.ReserveAfter >= 0 && o.v.Now.Sub(c.ReadySince) >= o.v.ReserveAfter &&
+		} else if o.v.ReserveAfter >= 0 && o.v.Now.Sub(c.ReadySince) >= o.v.ReserveAfter && c.Need.Count <= 1 &&
 			gpu.Fit(o.v.Cards, c.Need, o.v.Placement, c.ID) < 0 && gpu.Reserve(o.v.Cards, c.Need) >= 0 {
 			reserved = true
 		}
@@ -169,12 +173,15 @@ type simOptions struct {
 }
 
 type simResult struct {
-	makespan   time.Duration
-	decisions  int
-	decideTime time.Duration // inside decide, all decisions together
-	meanWait   time.Duration // from arrival to start
-	maxWaitBig time.Duration // among tasks of simBigMiB or more
-	lastStart  time.Duration // when the queue emptied for good
+	makespan time.Duration
+	// maxWaitWide, meanWaitWide: the longest and the mean wait of the
+	// tasks that take every card (8-GPU tasks), from arrival to start.
+	maxWaitWide, meanWaitWide time.Duration
+	decisions                 int
+	decideTime                time.Duration // inside decide, all decisions together
+	meanWait                  time.Duration // from arrival to start
+	maxWaitBig                time.Duration // among tasks of simBigMiB or more
+	lastStart                 time.Duration // when the queue emptied for good
 	// busyBefore: the share of the capacity x time up to lastStart that
 	// running tasks held.
 	busyBefore float64
@@ -185,7 +192,6 @@ type simResult struct {
 type simEnd struct {
 	at   time.Duration
 	task int
-	card int
 }
 
 type simEnds []simEnd
@@ -221,10 +227,13 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 	var ready []Candidate // waiting tasks in queue order (one priority: submission order)
 	var readyIdx []int    // their indices in tr
 	next, done := 0, 0
-	var now, waitSum time.Duration
+	var now, waitSum, waitWide time.Duration
+	var wide int
 	startAt := make([]time.Duration, len(tr))
-	var rank []int           // by task: its position in the queue (when rechecking)
-	byID := map[string]int{} // task id -> index in tr (when rechecking)
+	onCards := make([][]int, len(tr)) // by task: the cards it started on
+	var lastReserved map[int]string   // the last decision's reservations
+	var rank []int                    // by task: its position in the queue (when rechecking)
+	byID := map[string]int{}          // task id -> index in tr (when rechecking)
 	if opt.recheck {
 		rank = make([]int, len(tr))
 		for i, t := range tr {
@@ -242,20 +251,26 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		nodes = make([]*node, len(tr))
 	}
 
-	start := func(ti, ci int) error {
-		if ci < 0 || ci >= simCards {
-			return fmt.Errorf("at %v: %s started on card %d of %d", now, tr[ti].id, ci, simCards)
+	start := func(ti int, cis []int) error {
+		if len(cis) != tr[ti].cards() {
+			return fmt.Errorf("at %v: %s started on %d cards, wants %d", now, tr[ti].id, len(cis), tr[ti].cards())
 		}
-		c := &cards[ci]
-		if now < c.coolUntil {
-			return fmt.Errorf("at %v: %s started on card %d, cooling until %v", now, tr[ti].id, ci, c.coolUntil)
+		for k, ci := range cis {
+			if ci < 0 || ci >= simCards || slices.Contains(cis[:k], ci) {
+				return fmt.Errorf("at %v: %s started on cards %v of %d", now, tr[ti].id, cis, simCards)
+			}
+			c := &cards[ci]
+			if now < c.coolUntil {
+				return fmt.Errorf("at %v: %s started on card %d, cooling until %v", now, tr[ti].id, ci, c.coolUntil)
+			}
+			c.charged += tr[ti].mib
+			if c.charged > simCapMiB {
+				return fmt.Errorf("at %v: card %d over-committed: %d MiB charged, capacity %d (after starting %s, %d MiB)",
+					now, ci, c.charged, simCapMiB, tr[ti].id, tr[ti].mib)
+			}
+			c.running = append(c.running, ti)
 		}
-		c.charged += tr[ti].mib
-		if c.charged > simCapMiB {
-			return fmt.Errorf("at %v: card %d over-committed: %d MiB charged, capacity %d (after starting %s, %d MiB)",
-				now, ci, c.charged, simCapMiB, tr[ti].id, tr[ti].mib)
-		}
-		c.running = append(c.running, ti)
+		onCards[ti] = cis
 		res.lastStart = max(res.lastStart, now)
 		startAt[ti] = now
 		res.started = append(res.started, ti)
@@ -265,13 +280,18 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			o := fair.ownerOf(n)
 			o.advance(t0.Add(now), fair.halfLife)
 			o.running++
-			o.gpuMiB += tr[ti].mib
+			o.gpuMiB += tr[ti].mib * int64(tr[ti].cards())
 		}
-		heap.Push(&ends, simEnd{at: now + tr[ti].dur, task: ti, card: ci})
+		heap.Push(&ends, simEnd{at: now + tr[ti].dur, task: ti})
 		w := now - tr[ti].arrive
 		waitSum += w
 		if tr[ti].mib >= simBigMiB {
 			res.maxWaitBig = max(res.maxWaitBig, w)
+		}
+		if tr[ti].cards() == simCards {
+			res.maxWaitWide = max(res.maxWaitWide, w)
+			waitWide += w
+			wide++
 		}
 		return nil
 	}
@@ -296,6 +316,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		if pol.oneReservation {
 			v.Ready = oneReservationQueue{q: ready, v: &v}
 		}
+		v.Reserved = lastReserved
 		before := time.Now()
 		p := decide(v)
 		res.decideTime += time.Since(before)
@@ -306,10 +327,11 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 	for {
 		for next < len(tr) && tr[next].arrive <= now {
 			t := tr[next]
-			ready = append(ready, Candidate{ID: t.id, Seq: int64(next), GPU: true, Need: gpu.Need{MiB: t.mib}, ReadySince: t0.Add(t.arrive)})
+			need := gpu.Need{MiB: t.mib, Count: uint8(t.gpus)}
+			ready = append(ready, Candidate{ID: t.id, Seq: int64(next), GPU: true, Need: need, ReadySince: t0.Add(t.arrive)})
 			readyIdx = append(readyIdx, next)
 			if fair != nil {
-				nodes[next] = &node{spec: &task.Spec{ID: t.id, Owner: t.owner}, seq: int64(next), need: gpu.Need{MiB: t.mib}, readySince: t0.Add(t.arrive)}
+				nodes[next] = &node{spec: &task.Spec{ID: t.id, Owner: t.owner}, seq: int64(next), need: need, readySince: t0.Add(t.arrive)}
 				fair.ReplaceOrInsert(nodes[next])
 			}
 			next++
@@ -340,17 +362,17 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		if pol.fcfs {
 			n := 0
 			for n < len(ready) {
-				ti, ci := readyIdx[n], -1
+				ti := readyIdx[n]
+				var cis []int
 				for i := range cards {
-					if now >= cards[i].coolUntil && (pol.ignoreMemory || cards[i].charged+tr[ti].mib <= simCapMiB) {
-						ci = i
-						break
+					if len(cis) < tr[ti].cards() && now >= cards[i].coolUntil && (pol.ignoreMemory || cards[i].charged+tr[ti].mib <= simCapMiB) {
+						cis = append(cis, i)
 					}
 				}
-				if ci < 0 {
+				if len(cis) < tr[ti].cards() {
 					break
 				}
-				if err := start(ti, ci); err != nil {
+				if err := start(ti, cis); err != nil {
 					return res, err
 				}
 				n++
@@ -358,21 +380,15 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			ready, readyIdx = ready[n:], readyIdx[n:]
 		} else if len(ready) > 0 {
 			p := decideOnce()
+			lastReserved = p.Reserved
 			for card, id := range p.Reserved {
 				if card < 0 || card >= simCards || !slices.ContainsFunc(ready, func(c Candidate) bool { return c.ID == id }) {
 					return res, fmt.Errorf("at %v: card %d reserved for %q, which is not waiting", now, card, id)
 				}
 			}
-			// No task behind a reserving task in the queue starts on its
-			// card (checked when rechecking: it costs a pass).
 			if opt.recheck && len(p.Reserved) > 0 {
 				for k, ti := range readyIdx {
 					rank[ti] = k
-				}
-				for _, a := range p.Starts {
-					if id, ok := p.Reserved[a.Card]; ok && rank[byID[id]] < rank[byID[a.TaskID]] {
-						return res, fmt.Errorf("at %v: %s started on card %d, reserved for %s ahead of it", now, a.TaskID, a.Card, id)
-					}
 				}
 			}
 			// Starts come best first, so in queue order: take them out of
@@ -380,7 +396,12 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			j, keep := 0, 0
 			for k, c := range ready {
 				if j < len(p.Starts) && p.Starts[j].TaskID == c.ID {
-					if err := start(readyIdx[k], p.Starts[j].Card); err != nil {
+					a := p.Starts[j]
+					cis := p.Sets[a.TaskID]
+					if cis == nil {
+						cis = []int{a.Card}
+					}
+					if err := start(readyIdx[k], cis); err != nil {
 						return res, err
 					}
 					j++
@@ -391,6 +412,20 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			}
 			if j < len(p.Starts) {
 				return res, fmt.Errorf("at %v: decide started %s, not waiting or out of queue order", now, p.Starts[j].TaskID)
+			}
+			// A task behind a reserving task in the queue starts on its
+			// card only if it leaves the reserved task its memory there
+			// (checked when rechecking: it costs a pass).
+			if opt.recheck && len(p.Reserved) > 0 {
+				for _, a := range p.Starts {
+					for _, ci := range onCards[byID[a.TaskID]] {
+						id, ok := p.Reserved[ci]
+						if ok && rank[byID[id]] < rank[byID[a.TaskID]] && simCapMiB-cards[ci].charged < tr[byID[id]].mib {
+							return res, fmt.Errorf("at %v: %s started on card %d, reserved for %s ahead of it, and left it %d MiB of the %d it holds",
+								now, a.TaskID, ci, id, simCapMiB-cards[ci].charged, tr[byID[id]].mib)
+						}
+					}
+				}
 			}
 			ready, readyIdx = ready[:keep], readyIdx[:keep]
 			if opt.recheck && len(p.Starts) > 0 && len(ready) > 0 {
@@ -421,16 +456,18 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		now = at
 		for len(ends) > 0 && ends[0].at <= now {
 			e := heap.Pop(&ends).(simEnd)
-			c := &cards[e.card]
-			c.running = slices.DeleteFunc(c.running, func(ti int) bool { return ti == e.task })
-			c.charged -= tr[e.task].mib
+			for _, ci := range onCards[e.task] {
+				c := &cards[ci]
+				c.running = slices.DeleteFunc(c.running, func(ti int) bool { return ti == e.task })
+				c.charged -= tr[e.task].mib
+				c.coolUntil = max(c.coolUntil, e.at+opt.cooldown)
+			}
 			if fair != nil {
 				o := fair.ownerOf(nodes[e.task])
 				o.advance(t0.Add(e.at), fair.halfLife)
 				o.running--
-				o.gpuMiB -= tr[e.task].mib
+				o.gpuMiB -= tr[e.task].mib * int64(tr[e.task].cards())
 			}
-			c.coolUntil = max(c.coolUntil, e.at+opt.cooldown)
 			res.makespan = max(res.makespan, e.at)
 			done++
 		}
@@ -443,10 +480,13 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		return res, fmt.Errorf("%d of %d tasks never ran; first waiting: %s", len(tr)-done, len(tr), first)
 	}
 	res.meanWait = waitSum / time.Duration(len(tr))
+	if wide > 0 {
+		res.meanWaitWide = waitWide / time.Duration(wide)
+	}
 	res.startedAt = startAt
 	var held float64
 	for i, t := range tr {
-		held += float64(t.mib) * (min(startAt[i]+t.dur, res.lastStart) - min(startAt[i], res.lastStart)).Seconds()
+		held += float64(t.mib) * float64(t.cards()) * (min(startAt[i]+t.dur, res.lastStart) - min(startAt[i], res.lastStart)).Seconds()
 	}
 	if res.lastStart > 0 {
 		res.busyBefore = held / (float64(simCards*simCapMiB) * res.lastStart.Seconds())

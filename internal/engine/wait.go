@@ -118,31 +118,33 @@ func (n *node) waitReason() task.WaitReason {
 	return n.rec.Waiting
 }
 
-// depsDetail names the unfinished dependencies of n, in the order it
-// lists them: the first task.MaxNamedDependencies, then how many more.
-// The names are n's own list's (n.deps follows it), not read from each
-// dependency: fewer cache misses when 100,000 tasks are submitted.
+// depsDetail names the dependencies of n it still waits for, in the order
+// it lists them: the first task.MaxNamedDependencies, then how many more.
+// One it waits for with a condition other than success says which ("train-3
+// (any outcome)"). The names are n's own list's (n.deps follows it), not
+// read from each dependency: fewer cache misses when 100,000 tasks are
+// submitted.
 func depsDetail(n *node) string {
 	ids := n.spec.Dependencies
 	first := ""
 	named, more, size := 0, 0, 0
 	for i, d := range n.deps {
-		switch {
-		case d.rec.State == task.Complete:
+		switch on := n.spec.On(ids[i]); {
+		case on.Judge(d.rec.State, d.rec.NotNeeded) == task.Met:
 		case named == task.MaxNamedDependencies:
 			more++
 		default:
-			if named == 0 {
+			if named == 0 && on == task.AfterSuccess {
 				first = ids[i]
 			}
 			named++
-			size += len(ids[i]) + 2
+			size += len(ids[i]) + len(on.Phrase()) + 2
 		}
 	}
 	switch {
 	case named == 0:
 		return ""
-	case named == 1 && more == 0:
+	case named == 1 && more == 0 && first != "":
 		return first // the common case: no copy
 	}
 	tail := ""
@@ -153,13 +155,15 @@ func depsDetail(n *node) string {
 	b.Grow(size + len(tail)) // one allocation
 	named = 0
 	for i, d := range n.deps {
-		if d.rec.State == task.Complete || named == task.MaxNamedDependencies {
+		on := n.spec.On(ids[i])
+		if on.Judge(d.rec.State, d.rec.NotNeeded) == task.Met || named == task.MaxNamedDependencies {
 			continue
 		}
 		if named > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString(ids[i])
+		b.WriteString(on.Phrase())
 		named++
 	}
 	b.WriteString(tail)
@@ -231,6 +235,12 @@ func (e *Engine) rereadGPU(n *node, cards []gpu.CardView, kept []int) task.WaitR
 	if !e.board.Known() {
 		return e.gpuReason(n, task.WaitGPUUnknown, nil)
 	}
+	if n.need.Count > 1 {
+		if gpu.CountFits(cards, n.need, n.spec.ID) == n.need.Cards() {
+			return task.WaitReason{Kind: task.WaitSlot}
+		}
+		return e.gpuReason(n, setWhy(cards, n.need, n.spec.ID), cards)
+	}
 	if gpu.Fit(cards, n.need, e.board.Settings().Placement, n.spec.ID) >= 0 {
 		return task.WaitReason{Kind: task.WaitSlot}
 	}
@@ -242,7 +252,11 @@ func (e *Engine) rereadGPU(n *node, cards []gpu.CardView, kept []int) task.WaitR
 func (e *Engine) cardViews(now time.Time) []gpu.CardView {
 	views := e.board.Views(now)
 	for i := range views {
-		views[i].ReservedFor = e.reserved[views[i].Index]
+		id := e.reserved[views[i].Index]
+		views[i].ReservedFor = id
+		if n := e.tasks[id]; n != nil && id != "" {
+			views[i].ReservedMiB = gpu.Reservation(n.need)
+		}
 	}
 	return views
 }

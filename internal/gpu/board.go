@@ -82,6 +82,12 @@ type CardView struct {
 	Reason       string    `json:"reason,omitempty"` // why it is not ok
 	Until        time.Time `json:"until,omitzero"`   // end of a cooldown or quarantine
 	ReservedFor  string    `json:"reserved_for,omitempty"`
+	// ReservedMiB is what the reservation holds on the card, when
+	// ReservedFor is set: a task behind it may still start there if it
+	// leaves ReservedMiB available. 0: it holds the whole card (an
+	// exclusive need), and nothing else starts there. Not saved: the
+	// views in the state database name the task only.
+	ReservedMiB int64 `json:"-"`
 }
 
 // Takes reports whether the card can take new work at all.
@@ -210,35 +216,32 @@ func (b *Board) Apply(snap Snapshot, now time.Time) {
 		}
 	}
 
-	// Attribute processes to our tasks on the same card.
-	byPID := map[int]*Holding{}
-	cardOf := map[*Holding]*card{}
+	// Attribute processes to our tasks on the same card. A task on
+	// several cards has a holding on each: a process counts for the
+	// holding on the card it uses.
+	type onCard struct {
+		c   *card
+		pid int
+	}
+	byPID := map[onCard]*Holding{}
 	for _, c := range b.cards {
 		for _, h := range c.holders {
 			h.ObservedMiB = 0
 			if h.PID > 0 {
-				byPID[h.PID] = h
-				cardOf[h] = c
+				byPID[onCard{c, h.PID}] = h
 			}
 		}
 	}
-	byToken := make(map[string]*Holding, len(b.tokens))
-	for token, task := range b.tokens {
-		for _, c := range b.cards {
+	owner := func(c *card, p Proc) *Holding {
+		if task := b.tokens[p.Token]; p.Token != "" && task != "" {
 			for _, h := range c.holders {
 				if h.Task == task {
-					byToken[token] = h
-					cardOf[h] = c
+					return h
 				}
 			}
 		}
-	}
-	owner := func(p Proc) *Holding {
-		if h := byToken[p.Token]; h != nil && p.Token != "" {
-			return h
-		}
 		for _, id := range append([]int{p.PID, p.PGID}, p.Ancestors...) {
-			if h := byPID[id]; h != nil && id > 0 {
+			if h := byPID[onCard{c, id}]; h != nil && id > 0 {
 				return h
 			}
 		}
@@ -253,8 +256,8 @@ func (b *Board) Apply(snap Snapshot, now time.Time) {
 		if c == nil {
 			continue
 		}
-		h := owner(p)
-		if h == nil || cardOf[h] != c {
+		h := owner(c, p)
+		if h == nil {
 			c.foreignProcs++
 			continue
 		}

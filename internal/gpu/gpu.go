@@ -136,10 +136,18 @@ func (s Settings) visible(c Card) bool {
 	})
 }
 
-// Need is what a GPU task asks for.
+// Need is what a GPU task asks for: MiB on each of Count cards (0: one),
+// each to itself when Exclusive, all at once.
 type Need struct {
 	MiB       int64
 	Exclusive bool
+	// Count is how many cards; 0 and 1 both mean one. (A byte, beside
+	// Exclusive, so that a Need takes no more room than before: the
+	// scheduler copies them by the thousand.)
+	Count uint8
 	// Avoid lists cards to use only if no other fits (where the task failed).
 	Avoid []int
 }
+
+// Cards is how many cards need takes: Count, at least 1.
+func (n Need) Cards() int { return max(int(n.Count), 1) }

@@ -3,22 +3,46 @@ package gpu
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 // holds reports whether card c can take need for task now: it takes work,
-// is not held exclusively or reserved for another task, and has room (for
-// an exclusive need: no task of ours, no foreign process, and the request
-// within what foreign memory leaves).
+// is not held exclusively, is not reserved for another task unless need
+// leaves the reservation its room (Leaves), and has room (for an exclusive
+// need: no task of ours, no foreign process, and the request within what
+// foreign memory leaves).
 func holds(c *CardView, need Need, task string) bool {
-	if !c.Takes() || c.Exclusive || (c.ReservedFor != "" && c.ReservedFor != task) {
+	if !c.Takes() || c.Exclusive || (c.ReservedFor != "" && c.ReservedFor != task && !Leaves(c, need)) {
 		return false
 	}
 	if need.Exclusive {
 		return len(c.Holders) == 0 && c.ForeignProcs == 0 && need.MiB <= c.CapacityMiB-c.ForeignMiB
 	}
 	return need.MiB <= c.AvailableMiB
+}
+
+// Holds reports whether card c can take need for task now (see Fit).
+func Holds(c *CardView, need Need, task string) bool { return holds(c, need, task) }
+
+// Leaves reports whether need, started on card c, would leave the task c
+// is reserved for the memory it holds there (CardView.ReservedMiB): an
+// exclusive need never does, nor does anything on a card reserved whole.
+// A reserved task holds memory, not the card: the rest of the card keeps
+// taking work.
+func Leaves(c *CardView, need Need) bool {
+	return !need.Exclusive && c.ReservedMiB > 0 && need.MiB+c.ReservedMiB <= c.AvailableMiB
+}
+
+// Reservation is what a reservation for need holds on each of its cards
+// (CardView.ReservedMiB): its memory, or 0, the whole card, for an
+// exclusive need.
+func Reservation(need Need) int64 {
+	if need.Exclusive {
+		return 0
+	}
+	return need.MiB
 }
 
 // Room reports whether card c has room for need now, whatever its state
@@ -109,6 +133,9 @@ func Reserve(cards []CardView, need Need) int {
 // visible. A card whose state is unknown may be the one, so with one, it
 // says "". filtered tells whether visible_gpus is set, for the message.
 func NeverFits(cards []CardView, need Need, filtered bool) string {
+	if need.Cards() > 1 {
+		return neverFitsSet(cards, need, filtered)
+	}
 	var largest *CardView
 	for i := range cards {
 		c := &cards[i]
@@ -136,6 +163,41 @@ func NeverFits(cards []CardView, need Need, filtered bool) string {
 	return ""
 }
 
+// neverFitsSet is NeverFits for a need of several cards: fewer visible
+// cards than it takes could ever hold its memory.
+func neverFitsSet(cards []CardView, need Need, filtered bool) string {
+	visible, fit := 0, 0
+	for i := range cards {
+		c := &cards[i]
+		switch c.State {
+		case CardHidden:
+			continue
+		case CardUnknown:
+			return ""
+		case CardOK, CardCooling, CardQuarantined:
+		}
+		visible++
+		if Fits(c, need) {
+			fit++
+		}
+	}
+	k := need.Cards()
+	switch {
+	case visible == 0 && filtered:
+		return "no card matches visible_gpus"
+	case visible == 0:
+		return "the machine has no GPU"
+	case visible < k && filtered:
+		return fmt.Sprintf("needs %d cards, and visible_gpus leaves %d", k, visible)
+	case visible < k:
+		return fmt.Sprintf("needs %d cards, and the machine has %d", k, visible)
+	case fit < k:
+		return fmt.Sprintf("needs %d cards with %d MiB each, and only %d of the %d cards can ever give that (their memory less the safety margin and what is not ours)",
+			k, need.MiB, fit, visible)
+	}
+	return ""
+}
+
 // Explain says, for a person, why a task that needs need does not start
 // now, from the cards as admission sees them. unknown, when not empty, is
 // why the GPU state cannot be read.
@@ -151,6 +213,9 @@ func Explain(cards []CardView, need Need, task, unknown string) string {
 	}
 	if len(visible) == 0 {
 		return "no GPU visible"
+	}
+	if need.Cards() > 1 {
+		return explainSet(cards, visible, need, task)
 	}
 	want := fmt.Sprintf("needs %d MiB", need.MiB)
 	if need.Exclusive {
@@ -172,6 +237,47 @@ func Explain(cards []CardView, need Need, task, unknown string) string {
 	}
 	for _, c := range visible {
 		if c != best && !c.Takes() {
+			parts = append(parts, fmt.Sprintf("card %d %s", c.Index, stateText(c)))
+		}
+	}
+	return want + "; " + strings.Join(parts, "; ")
+}
+
+// explainSet is Explain for a need of several cards: how many have room
+// now, which, and why the best of the others does not take it.
+func explainSet(cards []CardView, visible []*CardView, need Need, task string) string {
+	k := need.Cards()
+	want := fmt.Sprintf("needs %d cards with %d MiB each", k, need.MiB)
+	if need.Exclusive {
+		want = fmt.Sprintf("needs %d cards to itself", k)
+		if need.MiB > 0 {
+			want += fmt.Sprintf(" with %d MiB each", need.MiB)
+		}
+	}
+	var room []string
+	var best *CardView // the card taking work, without room for it, with the most memory left
+	for _, c := range visible {
+		switch {
+		case holds(c, need, task):
+			room = append(room, strconv.Itoa(c.Index))
+		case c.Takes() && (best == nil || c.AvailableMiB > best.AvailableMiB):
+			best = c
+		}
+	}
+	var parts []string
+	switch len(room) {
+	case 0:
+		parts = append(parts, "no card has room now")
+	case 1:
+		parts = append(parts, "only card "+room[0]+" has room now")
+	default:
+		parts = append(parts, fmt.Sprintf("%d have room now (cards %s)", len(room), strings.Join(room, ", ")))
+	}
+	if best != nil {
+		parts = append(parts, describe(best, need, task))
+	}
+	for _, c := range visible {
+		if !c.Takes() {
 			parts = append(parts, fmt.Sprintf("card %d %s", c.Index, stateText(c)))
 		}
 	}

@@ -307,3 +307,21 @@ func TestSlurmJobs(t *testing.T) {
 		t.Error("no bar's hover text names prep's Slurm job and node")
 	}
 }
+
+// A task blocked as not needed says so in the state column, and why in
+// the note; one blocked by a failure stays "blocked".
+func TestNotNeededState(t *testing.T) {
+	skipped := row("cleanup", task.Blocked, 0)
+	skipped.NotNeeded, skipped.BlockedBy = true, "prep"
+	skipped.Error = `not needed: dependency "prep" completed; this task runs on its failure`
+	blocked := row("report", task.Blocked, 0)
+	blocked.BlockedBy, blocked.Error = "bad", `blocked: dependency "bad" failed`
+	d := Data{RunDir: "/runs/w", Rows: []store.Row{skipped, blocked}, Now: at(5), Location: time.UTC}
+	want := map[string][2]string{"cleanup": {"not needed", skipped.Error}, "report": {"blocked", blocked.Error}}
+	for _, r := range Build(d).Rows {
+		if got := [2]string{r.State, r.ErrorShort}; got != want[r.ID] {
+			t.Errorf("%s: state %q, note %q; want %q", r.ID, r.State, r.ErrorShort, want[r.ID])
+		}
+	}
+	checkPage(t, d, render(t, d))
+}

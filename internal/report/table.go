@@ -52,6 +52,9 @@ func buildRows(d Data, items []item) []TableRow {
 	for i := range d.Rows {
 		r := &d.Rows[i]
 		tr := TableRow{N: i, ID: r.ID, State: r.State.String(), StateClass: "s-" + r.State.String(), Attempts: len(r.Attempts)}
+		if r.State == task.Blocked && r.NotNeeded {
+			tr.State = "not needed" // blocked, and nothing went wrong
+		}
 		if len(r.Attempts) > 0 {
 			tr.RunTime = durCell(runTime[i])
 			if atLeast[i] {

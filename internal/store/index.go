@@ -51,7 +51,7 @@ func (s *SQLite) briefs() ([]Brief, error) {
 		var state string
 		var spec sql.RawBytes // valid until Next: decoded, never kept
 		var exit, submitted, number, start, end, gpu sql.NullInt64
-		if err := rows.Scan(&b.ID, &state, &spec, &exit, &b.Error, &b.BlockedBy, &submitted, &b.Attempts, &number, &start, &end, &gpu); err != nil {
+		if err := rows.Scan(&b.ID, &state, &spec, &exit, &b.Error, &b.BlockedBy, &b.NotNeeded, &submitted, &b.Attempts, &number, &start, &end, &gpu); err != nil {
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
 		if b.State, err = task.ParseState(state); err != nil {

@@ -106,7 +106,7 @@ func (m *Memory) Apply(b *Batch) error {
 			m.rows[w.ID] = r
 		}
 		r.ID, r.Seq, r.Kind, r.State, r.ExitCode, r.Error, r.BlockedBy, r.GPURequestMiB = w.ID, w.Seq, w.Kind, w.State, w.ExitCode, w.Error, w.BlockedBy, w.GPURequestMiB
-		r.Rerun, r.RetryAt, r.Paused = w.Rerun, w.RetryAt, w.Paused
+		r.Rerun, r.RetryAt, r.Paused, r.NotNeeded = w.Rerun, w.RetryAt, w.Paused, w.NotNeeded
 		r.Waiting = stored(w.WaitKind, w.WaitDetail, w.RetryAt)
 		if w.Fingerprint != "" {
 			r.Fingerprint = w.Fingerprint

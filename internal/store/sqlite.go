@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -371,7 +372,15 @@ var migrations = []string{
 		sha256  TEXT NOT NULL DEFAULT '',
 		PRIMARY KEY (task_id, path)
 	) WITHOUT ROWID;`,
-	// 12: an attempt's host memory budget (resources.memory_mib_host) and
+	// 12: a blocked task that was not needed (a dependency condition it
+	// cannot meet, with no failure behind it: task.Record.NotNeeded). 0
+	// in rows written before, which no condition could block so.
+	`ALTER TABLE tasks ADD COLUMN not_needed INTEGER NOT NULL DEFAULT 0;`,
+	// 13: every card of an attempt on several (resources.gpus), their
+	// indices comma-separated in the order chosen; '' for an attempt on
+	// one card (gpu says which) or none, and in rows written before.
+	`ALTER TABLE attempts ADD COLUMN gpus TEXT NOT NULL DEFAULT '';`,
+	// 14: an attempt's host memory budget (resources.memory_mib_host) and
 	// the peak resident memory seen of its processes; NULL when none.
 	`ALTER TABLE attempts ADD COLUMN host_mem_requested INTEGER;
 	ALTER TABLE attempts ADD COLUMN rss_peak INTEGER;`,
@@ -416,11 +425,11 @@ func (s *SQLite) migrate() error {
 // 100,000 tasks at once.
 const chunk = 256
 
-const taskColumns = 17
+const taskColumns = 18
 
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
-	fingerprint, rerun, retry_at, waiting_kind, waiting, paused) VALUES ` +
+	fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed) VALUES ` +
 		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
@@ -431,15 +440,16 @@ ON CONFLICT (id) DO UPDATE SET
 	submitted_at = coalesce(excluded.submitted_at, tasks.submitted_at),
 	fingerprint = CASE WHEN excluded.fingerprint = '' THEN tasks.fingerprint ELSE excluded.fingerprint END,
 	rerun = excluded.rerun, retry_at = excluded.retry_at,
-	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting, paused = excluded.paused`
+	waiting_kind = excluded.waiting_kind, waiting = excluded.waiting, paused = excluded.paused,
+	not_needed = excluded.not_needed`
 }
 
-const attemptColumns = 26
+const attemptColumns = 27
 
 func upsertAttemptSQL(rows int) string {
 	return `INSERT INTO attempts (task_id, number, started_at, ended_at, exit_code, signal,
 	timed_out, cancelled, interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu,
-	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason, job, host_mem_requested, rss_peak) VALUES ` +
+	gpu_uuid, mem_requested, mem_peak, ready_at, not_charged, adopted, end_reason, job, gpus, host_mem_requested, rss_peak) VALUES ` +
 		placeholders(rows, attemptColumns) + `
 ON CONFLICT (task_id, number) DO UPDATE SET
 	started_at = excluded.started_at, ended_at = excluded.ended_at,
@@ -450,8 +460,34 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	handle_version = excluded.handle_version, handle = excluded.handle, gpu = excluded.gpu,
 	gpu_uuid = excluded.gpu_uuid, mem_requested = excluded.mem_requested, mem_peak = excluded.mem_peak,
 	ready_at = excluded.ready_at, not_charged = excluded.not_charged, adopted = excluded.adopted,
-	end_reason = excluded.end_reason, job = excluded.job, host_mem_requested = excluded.host_mem_requested,
-	rss_peak = excluded.rss_peak`
+	end_reason = excluded.end_reason, job = excluded.job, gpus = excluded.gpus,
+	host_mem_requested = excluded.host_mem_requested, rss_peak = excluded.rss_peak`
+}
+
+// joinInts writes the cards of an attempt on several as "3,1"; "" for
+// none.
+func joinInts(v []int) string {
+	parts := make([]string, len(v))
+	for i, n := range v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+// splitInts reads what joinInts wrote; nil for "".
+func splitInts(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
@@ -513,7 +549,7 @@ func (s *SQLite) apply(b *Batch) error {
 			spec = []byte{} // empty: keep the stored definition
 		}
 		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail, w.Paused)
+			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail, w.Paused, w.NotNeeded)
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
@@ -538,7 +574,7 @@ func (s *SQLite) apply(b *Batch) error {
 			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), positiveOrNil(int64(a.PID)),
 			w.Handle.Executor, w.Handle.Version, handle, intOrNil(a.GPU),
 			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged,
-			a.Adopted, a.EndReason, job, positiveOrNil(a.HostMemRequestedMiB), positiveOrNil(a.RSSPeakMiB))
+			a.Adopted, a.EndReason, job, joinInts(a.GPUs), positiveOrNil(a.HostMemRequestedMiB), positiveOrNil(a.RSSPeakMiB))
 	}
 	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
 		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
@@ -776,7 +812,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused FROM tasks"+where+" ORDER BY seq, id", args...)
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"+where+" ORDER BY seq, id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -787,7 +823,7 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		var state, waitKind string
 		var exit, gpuReq, submitted, retryAt sql.NullInt64
 		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt,
-			&waitKind, &r.Waiting.Detail, &r.Paused); err != nil {
+			&waitKind, &r.Waiting.Detail, &r.Paused, &r.NotNeeded); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
@@ -821,23 +857,28 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	}
 	rows, err = tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
 		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
-		ready_at, not_charged, adopted, end_reason, job, host_mem_requested, rss_peak
+		ready_at, not_charged, adopted, end_reason, job, gpus, host_mem_requested, rss_peak
 		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id, logPath, job string
+		var id, logPath, job, gpus string
 		var a task.Attempt
 		var start int64
 		var h executor.Handle
 		var end, exit, pid, gpu, memReq, memPeak, readyAt, hostReq, rssPeak sql.NullInt64
 		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
 			&a.Interrupted, &a.Error, &logPath, &pid, &h.Executor, &h.Version, &h.Data, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt,
-			&a.NotCharged, &a.Adopted, &a.EndReason, &job, &hostReq, &rssPeak); err != nil {
+			&a.NotCharged, &a.Adopted, &a.EndReason, &job, &gpus, &hostReq, &rssPeak); err != nil {
 			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 		}
+		cards, err := splitInts(gpus)
+		if err != nil {
+			return nil, fmt.Errorf("read attempts from state db %s: task %s attempt %d: gpus %q: %w", s.path, id, a.Number, gpus, err)
+		}
+		a.GPUs = cards
 		i, ok := byID[id]
 		if !ok {
 			continue // foreign keys forbid this; skip rather than fail a reader

@@ -153,6 +153,8 @@ type TaskWrite struct {
 	ExitCode      *int
 	Error         string
 	BlockedBy     string
+	// NotNeeded: a blocked task that was not needed (task.Record's).
+	NotNeeded bool
 	// WaitKind and WaitDetail are why a pending task has not started
 	// (NotWaiting: it does not wait). A reader gets them back as the
 	// row's Waiting, its Until being RetryAt for the kinds that wait for
@@ -202,6 +204,10 @@ func (b *Batch) Reset() {
 const (
 	// MetaGPUUnknown holds why the GPU state cannot be read, while it cannot.
 	MetaGPUUnknown = "gpu_unknown"
+	// MetaGPUTopology holds why the cards' topology (nvidia-smi topo -m)
+	// could not be read, when it could not: tasks on several cards then
+	// get cards without regard to how close they are.
+	MetaGPUTopology = "gpu_topology"
 	// MetaSubmitKey prefixes the key of a submitted batch (an idempotency
 	// key); the value is a digest of the batch's task ids.
 	MetaSubmitKey = "submit_key:"

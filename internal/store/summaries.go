@@ -18,6 +18,8 @@ type Summary struct {
 	ExitCode  *int
 	Error     string
 	BlockedBy string
+	// NotNeeded: blocked as not needed (task.Record.NotNeeded).
+	NotNeeded bool
 	Submitted time.Time
 	Attempts  int
 	// Last is the last attempt (Number, Start, End, GPU set); nil when
@@ -76,7 +78,7 @@ func (s *SQLite) scanSummaries(tx *sql.Tx, q string, args []any, want map[string
 		var r Summary
 		var state string
 		var exit, submitted, number, start, end, gpu sql.NullInt64
-		if err := rows.Scan(&r.ID, &state, &exit, &r.Error, &r.BlockedBy, &submitted, &r.Attempts, &number, &start, &end, &gpu); err != nil {
+		if err := rows.Scan(&r.ID, &state, &exit, &r.Error, &r.BlockedBy, &r.NotNeeded, &submitted, &r.Attempts, &number, &start, &end, &gpu); err != nil {
 			return nil, s.corrupt(fmt.Errorf("read task summaries from state db %s: %w", s.path, err))
 		}
 		if want != nil && !want[r.ID] {
@@ -97,7 +99,7 @@ func (s *SQLite) scanSummaries(tx *sql.Tx, q string, args []any, want map[string
 // A summary's columns after the task's id and state, and the tables they
 // come from: the task, its attempts counted, and its last attempt.
 const (
-	summaryColumns = `t.exit_code, t.error, t.blocked_by, t.submitted_at,
+	summaryColumns = `t.exit_code, t.error, t.blocked_by, t.not_needed, t.submitted_at,
 		(SELECT COUNT(*) FROM attempts c WHERE c.task_id = t.id), a.number, a.started_at, a.ended_at, a.gpu`
 	summaryFrom = `
 		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
@@ -105,7 +107,7 @@ const (
 )
 
 // fill sets the summary's fields read as summaryColumns (besides error,
-// blocked_by and the count, scanned in place).
+// blocked_by, not_needed and the count, scanned in place).
 func (r *Summary) fill(exit, submitted, number, start, end, gpu sql.NullInt64) {
 	r.ExitCode = nullInt(exit)
 	if submitted.Valid {

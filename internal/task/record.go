@@ -48,8 +48,13 @@ type Attempt struct {
 	// PID is the process id of the attempt's leader, when it started.
 	PID int `json:"pid,omitempty"`
 	// GPU is the index of the card the attempt ran on; nil for CPU tasks.
+	// For an attempt on several cards, the first of them.
 	GPU *int `json:"gpu"`
-	// GPUUUID is that card's UUID.
+	// GPUs are, for an attempt on several cards (resources.gpus), the
+	// indices of all of them in the order chosen (CUDA_VISIBLE_DEVICES's),
+	// GPU first; nil for an attempt on one card or none (see Cards).
+	GPUs []int `json:"gpus,omitempty"`
+	// GPUUUID is the UUID of the card GPU names.
 	GPUUUID string `json:"gpu_uuid,omitempty"`
 	// MemRequestedMiB is the GPU memory the attempt was admitted with (the
 	// task's budget, or more after an out-of-memory failure).
@@ -120,6 +125,18 @@ func (a *Attempt) HostMemoryNote() string {
 		a.RSSPeakMiB, float64(a.RSSPeakMiB)/float64(a.HostMemRequestedMiB), a.HostMemRequestedMiB)
 }
 
+// Cards returns the indices of every card the attempt ran on: GPUs, or
+// GPU alone, or nil for an attempt on no card of this machine.
+func (a *Attempt) Cards() []int {
+	switch {
+	case len(a.GPUs) > 0:
+		return a.GPUs
+	case a.GPU != nil:
+		return []int{*a.GPU}
+	}
+	return nil
+}
+
 // Record is what happened to a task.
 type Record struct {
 	ID    string `json:"id"`
@@ -129,6 +146,11 @@ type Record struct {
 	// a paused running one runs on, and waits paused if it is to run
 	// again. A task that finishes is no longer paused.
 	Paused bool `json:"paused,omitempty"`
+	// NotNeeded: the task is blocked because the condition of one of its
+	// dependencies can no longer be met and no failure is behind that: it
+	// runs on the failure of a dependency that completed (BlockedBy), or
+	// after one that was not needed either. It is not a failure of the run.
+	NotNeeded bool `json:"not_needed,omitempty"`
 	// Attempts lists every attempt, oldest first, including those of
 	// earlier runs on the same run directory.
 	Attempts []Attempt `json:"attempts"`
@@ -136,7 +158,8 @@ type Record struct {
 	ExitCode *int `json:"exit_code"`
 	// Error says why the task failed, was blocked or was cancelled.
 	Error string `json:"error,omitempty"`
-	// BlockedBy names the failed or cancelled task that blocked this one.
+	// BlockedBy names the failed or cancelled task that blocked this one;
+	// for a task blocked as NotNeeded, the task that completed.
 	BlockedBy string `json:"blocked_by,omitempty"`
 	// Submitted is when the task was (last) submitted.
 	Submitted time.Time `json:"submitted,omitzero"`
@@ -154,6 +177,12 @@ type Record struct {
 	// loop last decided; for a running task, WaitQueued while its attempt
 	// waits in the batch system that runs it; the zero value otherwise.
 	Waiting WaitReason `json:"waiting,omitzero"`
+}
+
+// OK reports whether the task ended as its run wants: it completed, or
+// it was blocked as not needed.
+func (r Record) OK() bool {
+	return r.State == Complete || r.State == Blocked && r.NotNeeded
 }
 
 // Artifact is a file a task produced, as it was when the task completed.

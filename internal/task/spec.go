@@ -28,8 +28,11 @@ const (
 )
 
 // ResourceRequest is what a task needs to start. For a CUDA task MemoryMiB is
-// the GPU memory budget used for admission; it is not enforced as a hard
-// limit on the process. Exclusive asks for a card no other task shares.
+// the GPU memory budget used for admission, on each of its cards; it is not
+// enforced as a hard limit on the process. Exclusive asks for cards no other
+// task shares. GPUs is how many cards a CUDA task takes, all at once or
+// none: 0 means one (Normalize writes 1 as 0, so that a task that says
+// gpus: 1 has the definition of one that says nothing).
 //
 // With MemoryAuto the budget is learned from the peaks of the task's
 // earlier attempts when it is submitted (package budget): MemoryMiB is
@@ -48,6 +51,7 @@ type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"`
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
 	Exclusive bool   `json:"exclusive,omitempty"`
+	GPUs      int    `json:"gpus,omitempty"`
 	// MemoryAuto: the GPU memory budget is learned from history.
 	MemoryAuto bool `json:"memory_auto,omitempty"`
 	// MemoryMaxMiB, with MemoryAuto: the budget when nothing is known yet,
@@ -119,8 +123,20 @@ func (r ResourceRequest) defined() ResourceRequest {
 	return r
 }
 
+// MaxGPUs is the most cards one task may ask for.
+const MaxGPUs = 64
+
 // GPU reports whether the request needs a GPU.
 func (r ResourceRequest) GPU() bool { return r.Device == CUDA }
+
+// GPUCount is how many cards the request takes: 0 for a CPU task, else
+// GPUs, at least 1.
+func (r ResourceRequest) GPUCount() int {
+	if !r.GPU() {
+		return 0
+	}
+	return max(r.GPUs, 1)
+}
 
 // NoTimeout, as a Spec's Timeout, means "no timeout" even when the queue has
 // a default one. NoRetries, as a Spec's Retries, means "no retries" even when
@@ -145,8 +161,14 @@ type Spec struct {
 	// Kind selects the handler that turns the task into a command; empty
 	// means "command".
 	Kind string `json:"kind,omitempty"`
-	// Dependencies are the ids of tasks that must complete first.
+	// Dependencies are the ids of tasks that must end first: complete,
+	// unless DependencyOn says otherwise.
 	Dependencies []string `json:"dependencies,omitempty"`
+	// DependencyOn gives, by dependency id, the condition of the
+	// dependencies that are not AfterSuccess; a dependency it does not
+	// name must complete. Each id it names must be among Dependencies.
+	// Like Dependencies, it is not part of the definition (Fingerprint).
+	DependencyOn map[string]Condition `json:"dependency_on,omitempty"`
 	// Payload is the handler's input. For "command": the argv, a []string,
 	// run without a shell.
 	Payload any `json:"payload,omitempty"`
@@ -229,6 +251,10 @@ type Spec struct {
 	Owner string `json:"owner,omitempty"`
 }
 
+// On returns the condition of dependency dep: AfterSuccess unless
+// DependencyOn says otherwise.
+func (s *Spec) On(dep string) Condition { return s.DependencyOn[dep] }
+
 // ArtifactPath returns artifact a's path, resolved against the task's Dir.
 func (s *Spec) ArtifactPath(a string) string {
 	if filepath.IsAbs(a) || s.Dir == "" {
@@ -257,9 +283,11 @@ func (s *Spec) definition() definition {
 
 // Fingerprint is a digest of the task's definition: kind, payload, env,
 // dir, resources (the device and GPU keys, an auto GPU budget as the word
-// auto) and artifacts (not its id, dependencies, priority, timeout,
-// retries, executor, cores, host memory or custom resources, which do not
-// change what it produces). It is written
+// auto) and artifacts (not its id, dependencies and their conditions,
+// priority, timeout, retries, executor, cores, host memory or custom
+// resources, which do not change what it produces: a condition decides
+// whether the task runs, and a dependency that runs again makes it run
+// again anyway). It is written
 // straight into the hash, field by field with lengths, so that a 100,000-task
 // submit does not encode every definition once more.
 func (s *Spec) Fingerprint() string {
@@ -291,6 +319,12 @@ func (s *Spec) Fingerprint() string {
 	str(string(s.Resources.Device))
 	num(s.Resources.defined().MemoryMiB)
 	num(boolInt(s.Resources.Exclusive))
+	if s.Resources.GPUs > 1 {
+		// Only when several, so that the fingerprints of every task
+		// defined before the field existed stay as they were.
+		str("gpus")
+		num(int64(s.Resources.GPUs))
+	}
 	num(int64(len(s.Artifacts)))
 	for _, a := range s.Artifacts {
 		str(a)
@@ -441,13 +475,17 @@ func badIDChar(id string, i int) string {
 	return fmt.Sprintf("has %s at character %d; %s", strconv.QuoteRune(r), pos, allowed)
 }
 
-// Normalize fills the spec's defaults in place (Kind, Resources.Device).
+// Normalize fills the spec's defaults in place (Kind, Resources.Device),
+// and writes a CUDA task's Resources.GPUs of 1 as 0 (one card either way).
 func (s *Spec) Normalize() {
 	if s.Kind == "" {
 		s.Kind = DefaultKind
 	}
 	if s.Resources.Device == "" {
 		s.Resources.Device = CPU
+	}
+	if s.Resources.GPU() && s.Resources.GPUs == 1 {
+		s.Resources.GPUs = 0
 	}
 }
 
@@ -523,6 +561,9 @@ func (s *Spec) check(validID func(string) (string, bool), report func(error) boo
 		if err != nil && !report(err) {
 			return
 		}
+	}
+	if !s.checkConditions(report) {
+		return
 	}
 	if !s.Resources.check(s.ID, report) {
 		return
@@ -632,6 +673,28 @@ func (s *Spec) checkInputs(report func(error) bool) bool {
 	return true
 }
 
+// checkConditions reports the entries of DependencyOn that name no
+// dependency, or give an unknown condition, in the order of their ids.
+func (s *Spec) checkConditions(report func(error) bool) bool {
+	if len(s.DependencyOn) == 0 {
+		return true
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.DependencyOn)) {
+		c := s.DependencyOn[id]
+		var err error
+		switch {
+		case int(c) >= len(conditionNames):
+			err = Invalid(s.ID, "dependencies", "%s: %s is not a condition: use success, failure or any", elide.Quote(id), c)
+		case !slices.Contains(s.Dependencies, id):
+			err = Invalid(s.ID, "dependencies", "a condition is given for %s, which is not one of its dependencies", elide.Quote(id))
+		}
+		if err != nil && !report(err) {
+			return false
+		}
+	}
+	return true
+}
+
 // checkGPUType refuses a GPU task run by the slurm executor whose GPU
 // memory budget is larger than every type its slurm.gpu_types lists: no
 // GPU Slurm could give it would hold it.
@@ -713,7 +776,13 @@ func (r ResourceRequest) validate(id string) error {
 		if r.Exclusive {
 			return Invalid(id, "resources.exclusive", "is for GPU tasks; set resources.device to %q", CUDA)
 		}
+		if r.GPUs != 0 {
+			return Invalid(id, "resources.gpus", "is for GPU tasks; set resources.device to %q to use it", CUDA)
+		}
 	case CUDA:
+		if r.GPUs < 0 || r.GPUs > MaxGPUs {
+			return Invalid(id, "resources.gpus", "must be from 1 to %d cards (got %d)", MaxGPUs, r.GPUs)
+		}
 		if r.MemoryMiB < 0 {
 			return Invalid(id, "resources.memory_mib", "must not be negative (got %d)", r.MemoryMiB)
 		}

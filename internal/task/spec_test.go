@@ -45,6 +45,12 @@ func TestSpecValidate(t *testing.T) {
 		{"maximum on cpu", Spec{ID: "a", Resources: ResourceRequest{MemoryMaxMiB: 100}}, "resources.memory_mib_max", ErrInvalidTask},
 		{"maximum without auto", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 100, MemoryMaxMiB: 200}}, "resources.memory_mib_max", ErrInvalidTask},
 		{"negative maximum", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMaxMiB: -1}}, "resources.memory_mib_max", ErrInvalidTask},
+		{"two gpus", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10, GPUs: 2}}, "", nil},
+		{"64 gpus", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10, GPUs: MaxGPUs}}, "", nil},
+		{"65 gpus", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10, GPUs: MaxGPUs + 1}}, "resources.gpus", ErrInvalidTask},
+		{"negative gpus", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10, GPUs: -1}}, "resources.gpus", ErrInvalidTask},
+		{"gpus on cpu", Spec{ID: "a", Resources: ResourceRequest{Device: CPU, GPUs: 2}}, "resources.gpus", ErrInvalidTask},
+		{"one gpu on cpu", Spec{ID: "a", Resources: ResourceRequest{GPUs: 1}}, "resources.gpus", ErrInvalidTask},
 		{"negative timeout", Spec{ID: "a", Timeout: -2 * time.Second}, "timeout", ErrInvalidTask},
 		{"negative retries", Spec{ID: "a", Retries: -2}, "retries", ErrInvalidTask},
 		{"bad env name", Spec{ID: "a", Env: map[string]string{"A=B": "x"}}, "env", ErrInvalidTask},
@@ -173,6 +179,8 @@ func TestFingerprint(t *testing.T) {
 		func(s *Spec) { s.Dir = "/w2" },
 		func(s *Spec) { s.Resources.MemoryMiB = 11 },
 		func(s *Spec) { s.Resources.Exclusive = true },
+		func(s *Spec) { s.Resources.GPUs = 2 },
+		func(s *Spec) { s.Resources.GPUs = 8 },
 		func(s *Spec) { s.Artifacts = nil },
 		func(s *Spec) { s.HashArtifacts = true },
 		func(s *Spec) { s.Payload = map[string]any{"args": []string{"python3", "train.py"}} },
@@ -186,6 +194,13 @@ func TestFingerprint(t *testing.T) {
 	chosen.Resources = ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMiB: 10, MemoryMaxMiB: 99, Budget: &Budget{Source: BudgetMax}}
 	if auto.Fingerprint() != chosen.Fingerprint() {
 		t.Error("an auto budget's number, maximum or source changed the fingerprint")
+	}
+	// One card said aloud is one card: the same definition.
+	one := base
+	one.Resources.GPUs = 1
+	one.Normalize()
+	if one.Fingerprint() != fp || len(one.Changed(&base)) != 0 {
+		t.Errorf("gpus: 1 changed the definition (Changed() = %v)", one.Changed(&base))
 	}
 	seen := map[string]int{fp: -1}
 	for i, change := range changes {

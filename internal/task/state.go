@@ -7,9 +7,10 @@ import "fmt"
 type State uint8
 
 // The task states. A task starts Pending, becomes Running while an attempt
-// runs, and ends Complete, Failed, Blocked (a dependency failed or was
-// cancelled, so it never started) or Cancelled. Between the attempts of a
-// retried task it is Pending again.
+// runs, and ends Complete, Failed, Blocked (the condition of a dependency
+// can no longer be met: usually it failed or was cancelled; see Condition
+// and Record.NotNeeded; so it never started) or Cancelled. Between the
+// attempts of a retried task it is Pending again.
 const (
 	Pending State = iota
 	Running

@@ -185,6 +185,9 @@ func (d *defaults) mergeResources(t *gpusched.TaskSpec, loc *taskLoc) {
 		if given("exclusive") {
 			t.Resources.Exclusive, taken["exclusive"] = d.t.Resources.Exclusive, true
 		}
+		if given("gpus") {
+			t.Resources.GPUs, taken["gpus"] = d.t.Resources.GPUs, true
+		}
 	}
 	// The machine's resources are for every task, whatever its device.
 	if given("cpus") {

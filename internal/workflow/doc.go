@@ -12,5 +12,6 @@
 // What saves writing is expanded here, at load time, into ordinary task
 // specs, so that nothing downstream knows of it: defaults: (defaults.go),
 // a task's matrix: with its ${name} templates (sweep.go), and globs among
-// the dependencies (globs.go). docs/workflow.md is their user's guide.
+// the dependencies (globs.go), each with the condition its item gives
+// (dependencies.go). docs/workflow.md is their user's guide.
 package workflow

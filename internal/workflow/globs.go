@@ -24,7 +24,7 @@ func isGlob(dep string) bool { return strings.ContainsAny(dep, globChars) }
 // their messages, and that the file has some.
 func (p *parser) noteGlobs(n *yaml.Node, loc *taskLoc) {
 	for j, c := range n.Content {
-		if isGlob(c.Value) {
+		if id := dependencyID(c); id != nil && isGlob(id.Value) {
 			p.globs = true
 			loc.fields = append(loc.fields, fieldLine{fmt.Sprintf("dependencies[%d]", j), c.Line})
 		}
@@ -32,10 +32,12 @@ func (p *parser) noteGlobs(n *yaml.Node, loc *taskLoc) {
 }
 
 // expandGlobs replaces each glob among the tasks' dependencies by the ids
-// it matches. An id a task already depends on (by name or by an earlier
-// glob) is not added again. A glob that matches no task but the one that
-// lists it is a problem, unless a task could not be read (it may be the
-// one the glob was meant to match).
+// it matches, each with the glob's condition. An id a task already depends
+// on (by name or by an earlier glob) is not added again; a task named
+// keeps the condition its own item gives, even after a glob matched it. A
+// glob that matches no task but the one that lists it is a problem, unless
+// a task could not be read (it may be the one the glob was meant to
+// match).
 func (p *parser) expandGlobs() {
 	w := p.w
 	var byID []int                // the tasks' indexes sorted by id, made on first use
@@ -47,14 +49,26 @@ func (p *parser) expandGlobs() {
 			continue
 		}
 		out := make([]string, 0, len(t.Dependencies))
+		var on map[string]gpusched.DependencyCondition // out's conditions
+		setOn := func(id string, c gpusched.DependencyCondition) {
+			switch {
+			case c != gpusched.AfterSuccess && on == nil:
+				on = map[string]gpusched.DependencyCondition{id: c}
+			case c != gpusched.AfterSuccess:
+				on[id] = c
+			default:
+				delete(on, id)
+			}
+		}
 		named := map[string]bool{}   // dependencies given by id
 		globbed := map[string]bool{} // dependencies a glob added
 		for j, d := range t.Dependencies {
 			if !isGlob(d) {
 				if !globbed[d] {
 					out = append(out, d) // twice by name is Validate's to report
-					named[d] = true
 				}
+				named[d] = true
+				setOn(d, t.DependencyOn[d])
 				continue
 			}
 			m, seen := matches[d]
@@ -84,6 +98,7 @@ func (p *parser) expandGlobs() {
 				if !named[id] && !globbed[id] {
 					out = append(out, id)
 					globbed[id] = true
+					setOn(id, t.DependencyOn[d])
 				}
 			}
 			if !found && !p.unexpanded {
@@ -94,7 +109,7 @@ func (p *parser) expandGlobs() {
 				p.add(w.locateAt(i, &gpusched.TaskError{TaskID: t.ID, Field: field, Reason: why, Kind: gpusched.ErrUnknownDependency}))
 			}
 		}
-		t.Dependencies = out
+		t.Dependencies, t.DependencyOn = out, on
 	}
 }
 

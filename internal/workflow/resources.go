@@ -19,7 +19,7 @@ import (
 
 // builtinResourceKeys are the keys of a task's resources that are not
 // custom resources.
-var builtinResourceKeys = []string{"device", "memory_mib", "memory_mib_max", "exclusive", "cpus", "memory_mib_host"}
+var builtinResourceKeys = []string{"device", "memory_mib", "memory_mib_max", "exclusive", "gpus", "cpus", "memory_mib_host"}
 
 // resourceKeys are the keys a task's resources mapping n may have: the
 // built-in ones, and each other key it gives, taken for a custom resource.

@@ -78,16 +78,17 @@ func TestRetryKeyErrors(t *testing.T) {
 func TestInternalSpecKeepsEveryField(t *testing.T) {
 	t.Parallel()
 	ts := gpusched.TaskSpec{ID: "a", Kind: "k", Dependencies: []string{"b"}, Payload: []string{"x"}, Priority: 3,
-		Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 10, Exclusive: true, MemoryAuto: true, MemoryMaxMiB: 20,
+		Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 10, Exclusive: true, GPUs: 2, MemoryAuto: true, MemoryMaxMiB: 20,
 			Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetMax, Since: 1}, CPUs: 2, MemoryMiBHost: 3, Counters: map[string]int{"l": 1}},
 		Executor: "e", Timeout: time.Second,
 		Retries: 2, RetryDelay: time.Minute, RetryOnExitCodes: []int{75}, RetryOnTimeout: true, Env: map[string]string{"A": "1"},
 		Dir: "/d", Artifacts: []string{"o"}, HashArtifacts: true, Inputs: []string{"i"}, HashInputs: true, OnComplete: []string{"n"}, OnFailure: []string{"f"}, CleanEnv: true, Owner: "1000",
-		Slurm: &gpusched.SlurmSettings{Partition: "p", Account: "a", QOS: "q", Constraint: "c", CPUsPerTask: 2, Mem: "1G", ExtraArgs: []string{"--x"}}}
-	if n := reflect.TypeOf(ts).NumField(); n != 23 {
+		DependencyOn: map[string]gpusched.DependencyCondition{"b": gpusched.AfterAny},
+		Slurm:        &gpusched.SlurmSettings{Partition: "p", Account: "a", QOS: "q", Constraint: "c", CPUsPerTask: 2, Mem: "1G", ExtraArgs: []string{"--x"}}}
+	if n := reflect.TypeOf(ts).NumField(); n != 24 {
 		t.Fatalf("TaskSpec has %d fields; give the new ones a value here and check internalSpec", n)
 	}
-	if n := reflect.TypeOf(ts.Resources).NumField(); n != 9 {
+	if n := reflect.TypeOf(ts.Resources).NumField(); n != 10 {
 		t.Fatalf("ResourceRequest has %d fields; give the new ones a value here and check internalSpec", n)
 	}
 	sp := workflow.InternalSpecForTest(&ts)

@@ -42,7 +42,9 @@ var templated = []templatedField{
 			t.Payload = mapStrings(args, f)
 		}
 	}},
-	{"dependencies", func(t *gpusched.TaskSpec, f func(string) string) { t.Dependencies = mapStrings(t.Dependencies, f) }},
+	{"dependencies", func(t *gpusched.TaskSpec, f func(string) string) {
+		t.Dependencies, t.DependencyOn = mapStrings(t.Dependencies, f), mapKeys(t.DependencyOn, f)
+	}},
 	{"env", func(t *gpusched.TaskSpec, f func(string) string) { t.Env = mapValues(t.Env, f) }},
 	{"dir", func(t *gpusched.TaskSpec, f func(string) string) { t.Dir = f(t.Dir) }},
 	{"artifacts", func(t *gpusched.TaskSpec, f func(string) string) { t.Artifacts = mapStrings(t.Artifacts, f) }},
@@ -347,6 +349,12 @@ func (p *parser) checkTemplates(n *yaml.Node, where, key string, st *fieldState)
 	switch n.Kind {
 	case yaml.SequenceNode:
 		for j, c := range n.Content {
+			if c.Kind == yaml.MappingNode && key == "dependencies" { // {id: ..., on: ...}
+				if id := dependencyID(c); id != nil {
+					check(id, func() string { return fmt.Sprintf("%s[%d].id", key, j) })
+				}
+				continue
+			}
 			check(c, func() string { return fmt.Sprintf("%s[%d]", key, j) })
 		}
 	case yaml.MappingNode:

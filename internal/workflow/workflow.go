@@ -395,11 +395,12 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 	return task.Spec{
 		ID: t.ID, Kind: t.Kind, Dependencies: t.Dependencies, Payload: t.Payload, Priority: t.Priority,
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive,
-			MemoryAuto: t.Resources.MemoryAuto, MemoryMaxMiB: t.Resources.MemoryMaxMiB, Budget: t.Resources.Budget,
+			GPUs: t.Resources.GPUs, MemoryAuto: t.Resources.MemoryAuto, MemoryMaxMiB: t.Resources.MemoryMaxMiB, Budget: t.Resources.Budget,
 			CPUs: t.Resources.CPUs, MemoryMiBHost: t.Resources.MemoryMiBHost, Counters: t.Resources.Counters},
 		Executor: t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
 		HashArtifacts: t.HashArtifacts, Inputs: t.Inputs, HashInputs: t.HashInputs, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
+		DependencyOn: internalConditions(t.DependencyOn),
 	}
 }
 
@@ -1043,7 +1044,7 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 			}
 		}
 	case "dependencies":
-		if t.Dependencies, err = p.strings(v, field); err == nil {
+		if t.Dependencies, t.DependencyOn, err = p.dependencies(v, field); err == nil {
 			p.noteGlobs(v, loc)
 		}
 	case "priority":
@@ -1101,7 +1102,7 @@ func (p *parser) taskField(key string, k, v *yaml.Node, t *gpusched.TaskSpec, lo
 		t.Slurm = p.slurm(v, where+": slurm", loc)
 	}
 	if err == nil && templatedKey(key) && !p.checkTemplates(v, where, key, st) && key == "dependencies" {
-		t.Dependencies = nil // told: not "unknown dependency" as well
+		t.Dependencies, t.DependencyOn = nil, nil // told: not "unknown dependency" as well
 	}
 	return err
 }
@@ -1125,6 +1126,8 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 			r.MemoryMaxMiB = int64(m)
 		case "exclusive":
 			r.Exclusive, err = p.boolean(v, where+"."+key)
+		case "gpus":
+			r.GPUs, err = p.integer(v, where+"."+key)
 		case "cpus":
 			r.CPUs, err = p.nonNegative(v, where+"."+key)
 		case "memory_mib_host":

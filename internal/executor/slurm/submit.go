@@ -45,9 +45,10 @@ func sbatchArgs(job executor.Job, f files) []string {
 	return append(args, f.script)
 }
 
-// gresFor is the generic resource job asks of Slurm: job.GPUs GPUs
-// ("gpu:N"), of the type of its slurm.gpu_types that the smallest holds
-// its GPU memory budget ("gpu:TYPE:N"; see task.SlurmSettings.GPUType);
+// gresFor is the generic resource job asks of Slurm: job.GPUs GPUs (the
+// task's resources.gpus, "gpu:N"), each of the type of its
+// slurm.gpu_types that the smallest holds its GPU memory budget
+// ("gpu:TYPE:N"; see task.SlurmSettings.GPUType);
 // "" for a job without GPUs. Without gpu_types, or without a budget (an
 // exclusive task), any type. A budget larger than every type asks for
 // the largest, and note says so, for the attempt's log.

@@ -34,6 +34,7 @@ func TestGresFor(t *testing.T) {
 		{"next", 1, 16385, types, "gpu:a40:1", ""},
 		{"tie by name", 1, 60000, types, "gpu:a100:1", ""},
 		{"two", 2, 60000, types, "gpu:a100:2", ""},
+		{"eight, any type", 8, 0, types, "gpu:8", ""},
 		{"too big", 1, 90000, types, "gpu:a100:1", "90000 MiB is more than any type in slurm.gpu_types has: asking for the largest, a100 (81920 MiB)"},
 	} {
 		job := executor.Job{GPUs: tc.gpus, GPUMiB: tc.mib, Slurm: tc.slurm}

@@ -90,6 +90,39 @@ type State struct {
 	Mode      Mode      `json:"mode,omitempty"`
 	Cards     []Card    `json:"cards"`
 	Processes []Process `json:"processes,omitempty"`
+	// Topology is what `nvidia-smi topo -m` prints, as it is (a real
+	// capture from testdata, say); empty: a matrix of the cards in which
+	// every pair is PHB apart (see TopologyText).
+	Topology string `json:"topology,omitempty"`
+}
+
+// TopologyText returns what the fake `nvidia-smi topo -m` prints for s:
+// s.Topology when set; else, in nvidia-smi's layout (tabs, " X " on the
+// diagonal, affinity columns, a legend), a matrix of the cards by index
+// in which every pair is PHB apart, so that no set of cards is closer than
+// another.
+func (s State) TopologyText() string {
+	if s.Topology != "" {
+		return s.Topology
+	}
+	var b strings.Builder
+	for _, c := range s.Cards {
+		fmt.Fprintf(&b, "\tGPU%d", c.Index)
+	}
+	b.WriteString("\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n")
+	for _, row := range s.Cards {
+		fmt.Fprintf(&b, "GPU%d", row.Index)
+		for _, col := range s.Cards {
+			if col.Index == row.Index {
+				b.WriteString("\t X ")
+			} else {
+				b.WriteString("\tPHB")
+			}
+		}
+		b.WriteString("\t0-1\t0\t\tN/A\n")
+	}
+	b.WriteString("\nLegend:\n\n  X    = Self\n  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n")
+	return b.String()
 }
 
 // Validate reports the first thing wrong with s: an unknown mode, a card

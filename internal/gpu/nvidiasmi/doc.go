@@ -5,7 +5,9 @@
 // exist with how much memory, and which compute processes hold memory on
 // them. ParseGPUs and ParseApps turn the answers into values without doing
 // any I/O; Probe runs the commands with a timeout and returns a Snapshot or
-// an error.
+// an error. Once per run the scheduler also asks how the cards are
+// connected (`nvidia-smi topo -m`, TopoArgs): ParseTopo reads the matrix
+// into a gpu.Topology, and Probe.Topology runs it.
 //
 // The package never guesses in the scheduler's favour. A cell it cannot read
 // ([N/A], ERR!, an empty cell, a number it cannot parse) is unknown, never

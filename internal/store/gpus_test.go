@@ -1,0 +1,75 @@
+package store
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// Every card of an attempt on several is saved in the order chosen and
+// read back; an attempt on one card keeps GPUs nil; a later write of the
+// attempt replaces them.
+func TestAttemptCardsRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	for name, open := range map[string]func(t *testing.T) Store{
+		"memory": func(*testing.T) Store { return NewMemory() },
+		"sqlite": func(t *testing.T) Store {
+			s, err := OpenSQLite(path, filepath.Dir(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			defer s.Close()
+			t0 := time.Unix(1700000000, 0)
+			first, one := 3, 2
+			b := &Batch{
+				Tasks: []TaskWrite{{ID: "a", Seq: 1, Kind: "command", Spec: []byte(`{}`), State: task.Running}},
+				Attempts: []AttemptWrite{
+					{TaskID: "a", Attempt: task.Attempt{Number: 1, Start: t0, GPU: &one}},
+					{TaskID: "a", Attempt: task.Attempt{Number: 2, Start: t0, GPU: &first, GPUs: []int{3, 0, 12, 1}}},
+				},
+			}
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := rows[0].Attempts
+			if at[0].GPUs != nil || *at[0].GPU != 2 {
+				t.Errorf("one card: gpu %v, gpus %v; want 2, nil", *at[0].GPU, at[0].GPUs)
+			}
+			if !slices.Equal(at[1].GPUs, []int{3, 0, 12, 1}) || *at[1].GPU != 3 {
+				t.Errorf("several: gpu %v, gpus %v; want 3, [3 0 12 1]", *at[1].GPU, at[1].GPUs)
+			}
+			b.Reset()
+			b.Attempts = []AttemptWrite{{TaskID: "a", Attempt: task.Attempt{Number: 2, Start: t0, GPU: &first, GPUs: []int{3, 5}}}}
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			if rows, _ := s.Load(); !slices.Equal(rows[0].Attempts[1].GPUs, []int{3, 5}) {
+				t.Errorf("after a rewrite: gpus %v, want [3 5]", rows[0].Attempts[1].GPUs)
+			}
+		})
+	}
+}
+
+func TestSplitInts(t *testing.T) {
+	for _, s := range []string{"", "7", "3,0,12"} {
+		v, err := splitInts(s)
+		if err != nil || joinInts(v) != s {
+			t.Errorf("splitInts(%q) = %v, %v; joined back %q", s, v, err, joinInts(v))
+		}
+	}
+	if _, err := splitInts("1,,2"); err == nil {
+		t.Error(`splitInts("1,,2") accepted`)
+	}
+}
