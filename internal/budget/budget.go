@@ -11,8 +11,10 @@ import (
 const (
 	// Window is how many recent attempts a budget is learned from.
 	Window = 5
-	// DefaultMiB is the first budget of a task that sets no maximum.
-	DefaultMiB int64 = 8192
+	// DefaultMiB is the first GPU memory budget of a task that sets no
+	// maximum, and DefaultHostMiB its first host memory budget.
+	DefaultMiB     int64 = 8192
+	DefaultHostMiB int64 = 2048
 	// StepMiB: learned budgets are rounded up to a multiple of it.
 	StepMiB int64 = 256
 	// MarginPercent of the peak, and at least MinMarginMiB, is added to it.
@@ -22,8 +24,10 @@ const (
 
 // What lowered a budget (task.Budget.Cap).
 const (
-	CapMax  = "memory_mib_max" // the task's own maximum
-	CapCard = "card"           // the largest card's capacity
+	CapMax     = "memory_mib_max"      // the task's own maximum (GPU memory)
+	CapHostMax = "memory_mib_host_max" // the task's own maximum (host memory)
+	CapCard    = "card"                // the largest card's capacity
+	CapMachine = "machine"             // the host memory the scheduler gives tasks
 )
 
 // Resource is a budget that can be learned from history: it says which
@@ -35,6 +39,9 @@ const (
 	// GPUMemory is resources.memory_mib: an attempt's MemRequestedMiB and
 	// MemPeakMiB.
 	GPUMemory Resource = iota + 1
+	// HostMemory is resources.memory_mib_host: an attempt's
+	// HostMemRequestedMiB and RSSPeakMiB.
+	HostMemory
 )
 
 // String names the resource by its workflow key.
@@ -42,6 +49,8 @@ func (r Resource) String() string {
 	switch r {
 	case GPUMemory:
 		return "memory_mib"
+	case HostMemory:
+		return "memory_mib_host"
 	}
 	return "resource(" + strconv.Itoa(int(r)) + ")"
 }
@@ -50,7 +59,15 @@ func (r Resource) String() string {
 func (r Resource) MaxKey() string { return r.String() + "_max" }
 
 // Resources lists the resources whose budget can be learned.
-var Resources = []Resource{GPUMemory}
+var Resources = []Resource{GPUMemory, HostMemory}
+
+// Default is the first budget of r for a task that sets no maximum.
+func (r Resource) Default() int64 {
+	if r == HostMemory {
+		return DefaultHostMiB
+	}
+	return DefaultMiB
+}
 
 // Requested reports whether req asks for r's budget to be learned, and
 // the maximum it sets (0: none).
@@ -58,6 +75,8 @@ func (r Resource) Requested(req *task.ResourceRequest) (auto bool, maxMiB int64)
 	switch r {
 	case GPUMemory:
 		return req.MemoryAuto && req.GPU(), req.MemoryMaxMiB
+	case HostMemory:
+		return req.MemoryHostAuto, req.MemoryHostMaxMiB
 	}
 	return false, 0
 }
@@ -67,6 +86,8 @@ func (r Resource) Set(req *task.ResourceRequest, mib int64, b task.Budget) {
 	switch r {
 	case GPUMemory:
 		req.MemoryMiB, req.Budget = mib, &b
+	case HostMemory:
+		req.MemoryMiBHost, req.HostBudget = mib, &b
 	}
 }
 
@@ -78,6 +99,10 @@ func (r Resource) Chosen(req *task.ResourceRequest) (int64, *task.Budget) {
 		if req.MemoryAuto {
 			return req.MemoryMiB, req.Budget
 		}
+	case HostMemory:
+		if req.MemoryHostAuto {
+			return req.MemoryMiBHost, req.HostBudget
+		}
 	}
 	return 0, nil
 }
@@ -87,6 +112,8 @@ func (r Resource) clear(req *task.ResourceRequest) {
 	switch r {
 	case GPUMemory:
 		req.MemoryMiB, req.MemoryAuto, req.MemoryMaxMiB, req.Budget = 0, false, 0, nil
+	case HostMemory:
+		req.MemoryMiBHost, req.MemoryHostAuto, req.MemoryHostMaxMiB, req.HostBudget = 0, false, 0, nil
 	}
 }
 
@@ -96,6 +123,8 @@ func (r Resource) limitCap() string {
 	switch r {
 	case GPUMemory:
 		return CapCard
+	case HostMemory:
+		return CapMachine
 	}
 	return "machine"
 }
@@ -104,6 +133,8 @@ func (r Resource) limitText() string {
 	switch r {
 	case GPUMemory:
 		return "the largest card's capacity"
+	case HostMemory:
+		return "the machine's host memory"
 	}
 	return "the machine's"
 }
@@ -113,6 +144,8 @@ func (r Resource) Peak(a *task.Attempt) int64 {
 	switch r {
 	case GPUMemory:
 		return a.MemPeakMiB
+	case HostMemory:
+		return a.RSSPeakMiB
 	}
 	return 0
 }
@@ -122,6 +155,8 @@ func (r Resource) Asked(a *task.Attempt) int64 {
 	switch r {
 	case GPUMemory:
 		return a.MemRequestedMiB
+	case HostMemory:
+		return a.HostMemRequestedMiB
 	}
 	return 0
 }
@@ -172,10 +207,12 @@ type Input struct {
 	// numbered below Since ran another definition.
 	Attempts []task.Attempt
 	Since    int
-	// MaxMiB is the task's maximum (memory_mib_max); 0: none.
+	// MaxMiB is the task's maximum (memory_mib_max,
+	// memory_mib_host_max); 0: none.
 	MaxMiB int64
 	// LimitMiB is the most the machine can give of the resource (for
-	// GPU memory, the largest card's capacity); 0: not known.
+	// GPU memory, the largest card's capacity; for host memory, what the
+	// scheduler gives tasks in all); 0: not known.
 	LimitMiB int64
 	// GrownMiB is the budget the task grew to after running out of
 	// memory (the scheduler's persisted growth); 0: none.
@@ -194,10 +231,10 @@ func Choose(in Input) (int64, task.Budget) {
 	case in.MaxMiB > 0:
 		mib, b.Source = in.MaxMiB, task.BudgetMax
 	default:
-		mib, b.Source = DefaultMiB, task.BudgetDefault
+		mib, b.Source = in.Resource.Default(), task.BudgetDefault
 	}
 	if in.MaxMiB > 0 && mib > in.MaxMiB {
-		mib, b.Cap = in.MaxMiB, CapMax
+		mib, b.Cap = in.MaxMiB, in.Resource.MaxKey()
 	}
 	if in.LimitMiB > 0 && mib > in.LimitMiB {
 		mib, b.Cap = in.LimitMiB, in.Resource.limitCap()
@@ -233,7 +270,7 @@ func Describe(r Resource, mib int64, b *task.Budget) string {
 	}
 	switch b.Cap {
 	case "":
-	case CapMax:
+	case r.MaxKey():
 		why += ", capped at " + r.MaxKey()
 	default:
 		why += ", capped at " + r.limitText()

@@ -126,6 +126,10 @@ func TestIdentity(t *testing.T) {
 			s.Resources.MemoryMiB, s.Resources.Budget = 6400, &task.Budget{Source: task.BudgetHistory, Since: 3}
 		},
 		func(s *task.Spec) { s.Priority, s.Retries, s.Dependencies = 5, 2, []string{"prep"} },
+		func(s *task.Spec) {
+			s.Resources.MemoryHostAuto, s.Resources.MemoryMiBHost, s.Resources.MemoryHostMaxMiB = true, 768, 4000
+			s.Resources.HostBudget = &task.Budget{Source: task.BudgetHistory, Since: 2}
+		},
 	}
 	for i, change := range same {
 		s := *base
@@ -229,5 +233,81 @@ func TestAdvise(t *testing.T) {
 		if got := Advise(GPUMemory, tt.attempts, tt.since); got != tt.want {
 			t.Errorf("%s: Advise = %+v\nwant %+v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// hostRan is an attempt numbered n that ended by itself having asked for
+// asked MiB of host memory and reached a peak RSS of rss, on a card where
+// it asked for 999 MiB and peaked at 900: the host budget reads the
+// former only.
+func hostRan(n int, asked, rss int64) task.Attempt {
+	a := ran(n, 999, 900)
+	a.HostMemRequestedMiB, a.RSSPeakMiB = asked, rss
+	return a
+}
+
+// Host memory follows the rule through its own fields: the peak RSS and
+// the host budget asked, memory_mib_host_max, the machine's limit and
+// its own default.
+func TestChooseHost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   Input
+		mib  int64
+		want task.Budget
+		text string
+	}{
+		{"first time, no maximum", Input{},
+			DefaultHostMiB, task.Budget{Source: task.BudgetDefault, Since: 1},
+			"memory_mib_host auto: 2048 MiB (the default: no earlier attempt to learn from)"},
+		{"first time, the maximum", Input{MaxMiB: 3000},
+			3000, task.Budget{Source: task.BudgetMax, Since: 1},
+			"memory_mib_host auto: 3000 MiB (memory_mib_host_max: no earlier attempt to learn from)"},
+		{"first time, capped by the machine", Input{MaxMiB: 64000, LimitMiB: 15000},
+			15000, task.Budget{Source: task.BudgetMax, Cap: CapMachine, Since: 1},
+			"memory_mib_host auto: 15000 MiB (memory_mib_host_max: no earlier attempt to learn from, capped at the machine's host memory)"},
+		{"history of peak RSS", Input{MaxMiB: 3000, Attempts: []task.Attempt{hostRan(1, 3000, 200), hostRan(2, 768, 150)}, Since: 1},
+			768, task.Budget{Source: task.BudgetHistory, PeakMiB: 200, Attempts: 2, Since: 1},
+			"memory_mib_host auto: 768 MiB (peak 200 MiB in 2 attempts + margin)"},
+		{"capped at its maximum", Input{MaxMiB: 4000, Attempts: []task.Attempt{hostRan(1, 4000, 3900)}, Since: 1},
+			4000, task.Budget{Source: task.BudgetHistory, PeakMiB: 3900, Attempts: 1, Cap: CapHostMax, Since: 1},
+			"memory_mib_host auto: 4000 MiB (peak 3900 MiB in 1 attempt + margin, capped at memory_mib_host_max)"},
+		{"no RSS seen teaches nothing", Input{Attempts: []task.Attempt{hostRan(1, 2048, 0)}, Since: 1},
+			DefaultHostMiB, task.Budget{Source: task.BudgetDefault, Since: 1}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Resource = HostMemory
+			mib, b := Choose(tt.in)
+			if mib != tt.mib || b != tt.want {
+				t.Errorf("Choose = %d, %+v\nwant     %d, %+v", mib, b, tt.mib, tt.want)
+			}
+			if tt.text != "" {
+				if got := Describe(HostMemory, mib, &b); got != tt.text {
+					t.Errorf("Describe = %q\nwant       %q", got, tt.text)
+				}
+			}
+		})
+	}
+	ad := Advise(HostMemory, []task.Attempt{hostRan(1, 20000, 1000)}, 1)
+	if want := (Advice{AskedMiB: 20000, PeakMiB: 1000, Attempts: 1, ProposedMiB: 1536, Flag: Wasted}); ad != want {
+		t.Errorf("Advise(HostMemory) = %+v\nwant %+v", ad, want)
+	}
+	// Each resource reads and writes its own fields of a request.
+	var req task.ResourceRequest
+	req.MemoryHostAuto, req.MemoryHostMaxMiB = true, 9000
+	if auto, maxMiB := HostMemory.Requested(&req); !auto || maxMiB != 9000 {
+		t.Errorf("HostMemory.Requested = %v, %d; want true, 9000", auto, maxMiB)
+	}
+	if auto, _ := GPUMemory.Requested(&req); auto {
+		t.Error("GPUMemory.Requested is true for a host auto budget")
+	}
+	HostMemory.Set(&req, 768, task.Budget{Source: task.BudgetHistory, Since: 2})
+	if mib, b := HostMemory.Chosen(&req); mib != 768 || b == nil || b.Since != 2 || req.MemoryMiB != 0 || req.Budget != nil {
+		t.Errorf("after Set: Chosen = %d, %+v; request %+v", mib, b, req)
+	}
+	if SavedSince(&req) != 2 {
+		t.Errorf("SavedSince = %d, want 2 (the host budget's)", SavedSince(&req))
 	}
 }

@@ -21,7 +21,10 @@
 //
 // # Resources
 //
-// The helpers take the Resource whose peaks they read, so that a second
-// learned budget (host memory, once attempts record their RSS peak) reads
-// its own attempts' fields through the same rule.
+// The helpers take the Resource whose peaks they read: GPUMemory
+// (memory_mib: auto, from the attempts' GPU memory peaks) and HostMemory
+// (memory_mib_host: auto, from their peak RSS, sampled while they run).
+// Both follow the same rule; host memory's maximum is
+// memory_mib_host_max, its machine limit the host memory the scheduler
+// gives tasks in all, and its first budget DefaultHostMiB.
 package budget

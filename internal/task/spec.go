@@ -46,7 +46,8 @@ const (
 // 1), a host memory budget in MiB (0: none declared), and units of custom
 // resources by name (scheduling.resources). Like MemoryMiB they are
 // budgets for admission, not limits on the process, and not part of the
-// definition.
+// definition. With MemoryHostAuto the host memory budget is learned from
+// history too.
 type ResourceRequest struct {
 	Device    Device `json:"device,omitempty"`
 	MemoryMiB int64  `json:"memory_mib,omitempty"`
@@ -64,6 +65,14 @@ type ResourceRequest struct {
 	CPUs          int            `json:"cpus,omitempty"`
 	MemoryMiBHost int64          `json:"memory_mib_host,omitempty"`
 	Counters      map[string]int `json:"counters,omitempty"`
+	// MemoryHostAuto: the host memory budget (MemoryMiBHost) is learned
+	// from the peak RSS of earlier attempts, as MemoryAuto learns the GPU
+	// one; MemoryHostMaxMiB and HostBudget are its MemoryMaxMiB and
+	// Budget. None of them is part of the definition, as MemoryMiBHost is
+	// not.
+	MemoryHostAuto   bool    `json:"memory_host_auto,omitempty"`
+	MemoryHostMaxMiB int64   `json:"memory_mib_host_max,omitempty"`
+	HostBudget       *Budget `json:"host_budget,omitempty"`
 }
 
 // CPUCount is the cores the task takes: CPUs, or 1 when it says none.
@@ -73,10 +82,11 @@ func (r *ResourceRequest) CPUCount() int { return max(r.CPUs, 1) }
 // beyond the default (one core): more cores, a host memory budget, or a
 // custom resource.
 func (r *ResourceRequest) Host() bool {
-	return r.CPUs > 1 || r.MemoryMiBHost > 0 || len(r.Counters) > 0
+	return r.CPUs > 1 || r.MemoryMiBHost > 0 || r.MemoryHostAuto || len(r.Counters) > 0
 }
 
-// Budget says how the scheduler chose an auto GPU memory budget.
+// Budget says how the scheduler chose an auto memory budget, of GPU or
+// host memory.
 type Budget struct {
 	// Source is where the number comes from.
 	Source BudgetSource `json:"source"`
@@ -85,7 +95,9 @@ type Budget struct {
 	PeakMiB  int64 `json:"peak_mib,omitempty"`
 	Attempts int   `json:"attempts,omitempty"`
 	// Cap names what lowered the budget, if anything did:
-	// "memory_mib_max" or "card" (the largest card's capacity).
+	// the maximum's key ("memory_mib_max", "memory_mib_host_max"), "card"
+	// (the largest card's capacity) or "machine" (the host memory the
+	// scheduler gives tasks).
 	Cap string `json:"cap,omitempty"`
 	// Since is the number of the first attempt of the task's current
 	// definition: earlier attempts ran another definition and are not
@@ -120,6 +132,7 @@ func (r ResourceRequest) defined() ResourceRequest {
 	}
 	r.MemoryMaxMiB, r.Budget = 0, nil
 	r.CPUs, r.MemoryMiBHost, r.Counters = 0, 0, nil
+	r.MemoryHostAuto, r.MemoryHostMaxMiB, r.HostBudget = false, 0, nil
 	return r
 }
 
@@ -804,6 +817,12 @@ func (r ResourceRequest) validate(id string) error {
 	if r.MemoryMiBHost < 0 {
 		return Invalid(id, "resources.memory_mib_host", "must not be negative (got %d)", r.MemoryMiBHost)
 	}
+	if r.MemoryHostMaxMiB < 0 {
+		return Invalid(id, "resources.memory_mib_host_max", "must not be negative (got %d)", r.MemoryHostMaxMiB)
+	}
+	if r.MemoryHostMaxMiB > 0 && !r.MemoryHostAuto {
+		return Invalid(id, "resources.memory_mib_host_max", "caps a host memory budget learned from history: set memory_mib_host to auto, or drop memory_mib_host_max")
+	}
 	for _, name := range slices.Sorted(maps.Keys(r.Counters)) {
 		if why, ok := ValidResourceName(name); !ok {
 			return Invalid(id, "resources."+name, "%s", why)
@@ -817,7 +836,7 @@ func (r ResourceRequest) validate(id string) error {
 
 // ResourceKeys are the keys of a task's resources that are not custom
 // resources; no custom resource may take one of these names.
-var ResourceKeys = []string{"device", "memory_mib", "memory_mib_max", "exclusive", "cpus", "memory_mib_host", "gpus"}
+var ResourceKeys = []string{"device", "memory_mib", "memory_mib_max", "exclusive", "cpus", "memory_mib_host", "memory_mib_host_max", "gpus"}
 
 // MaxResourceNameLen is the longest name of a custom resource, in bytes.
 const MaxResourceNameLen = 32

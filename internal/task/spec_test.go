@@ -45,6 +45,9 @@ func TestSpecValidate(t *testing.T) {
 		{"maximum on cpu", Spec{ID: "a", Resources: ResourceRequest{MemoryMaxMiB: 100}}, "resources.memory_mib_max", ErrInvalidTask},
 		{"maximum without auto", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 100, MemoryMaxMiB: 200}}, "resources.memory_mib_max", ErrInvalidTask},
 		{"negative maximum", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMaxMiB: -1}}, "resources.memory_mib_max", ErrInvalidTask},
+		{"host auto on cpu", Spec{ID: "a", Resources: ResourceRequest{MemoryHostAuto: true, MemoryHostMaxMiB: 4096}}, "", nil},
+		{"host maximum without auto", Spec{ID: "a", Resources: ResourceRequest{MemoryMiBHost: 100, MemoryHostMaxMiB: 200}}, "resources.memory_mib_host_max", ErrInvalidTask},
+		{"negative host maximum", Spec{ID: "a", Resources: ResourceRequest{MemoryHostAuto: true, MemoryHostMaxMiB: -1}}, "resources.memory_mib_host_max", ErrInvalidTask},
 		{"two gpus", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10, GPUs: 2}}, "", nil},
 		{"64 gpus", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10, GPUs: MaxGPUs}}, "", nil},
 		{"65 gpus", Spec{ID: "a", Resources: ResourceRequest{Device: CUDA, MemoryMiB: 10, GPUs: MaxGPUs + 1}}, "resources.gpus", ErrInvalidTask},
@@ -194,6 +197,13 @@ func TestFingerprint(t *testing.T) {
 	chosen.Resources = ResourceRequest{Device: CUDA, MemoryAuto: true, MemoryMiB: 10, MemoryMaxMiB: 99, Budget: &Budget{Source: BudgetMax}}
 	if auto.Fingerprint() != chosen.Fingerprint() {
 		t.Error("an auto budget's number, maximum or source changed the fingerprint")
+	}
+	// Host memory is no part of the definition, learned or not.
+	host := base
+	host.Resources.MemoryHostAuto, host.Resources.MemoryMiBHost, host.Resources.MemoryHostMaxMiB = true, 3072, 8000
+	host.Resources.HostBudget = &Budget{Source: BudgetHistory, PeakMiB: 2000, Attempts: 2}
+	if host.Fingerprint() != base.Fingerprint() {
+		t.Error("an auto host memory budget changed the fingerprint")
 	}
 	// One card said aloud is one card: the same definition.
 	one := base
