@@ -10,16 +10,18 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// GPU memory budgets learned from history (ResourceRequest.MemoryAuto;
-// docs/gpu.md, "Budgets learned from history"): chosen when a task is
+// GPU and host memory budgets learned from history
+// (ResourceRequest.MemoryAuto, MemoryHostAuto; docs/gpu.md, "Budgets
+// learned from history"): chosen when a task is
 // submitted, by the rule of package budget, from the attempts the run
 // directory holds of the task, or from those a WithBudgetHistory function
 // finds.
 
-// MemoryBudget says how the scheduler chose an auto GPU memory budget
-// (ResourceRequest.Budget): its Source, the peak it learned from
-// (PeakMiB, over Attempts attempts), what capped it (Cap:
-// "memory_mib_max" or "card"), and from which attempt on (Since) the
+// MemoryBudget says how the scheduler chose an auto GPU or host memory
+// budget (ResourceRequest.Budget, HostBudget): its Source, the peak it
+// learned from (PeakMiB, over Attempts attempts), what capped it (Cap:
+// "memory_mib_max" or "card" for GPU memory, "memory_mib_host_max" or
+// "machine" for host memory), and from which attempt on (Since) the
 // task has had its current definition.
 type MemoryBudget = task.Budget
 
@@ -46,6 +48,11 @@ const (
 // MemoryMaxMiB (capped by the largest card when the cards are known).
 const DefaultAutoMemoryMiB = budget.DefaultMiB
 
+// DefaultAutoHostMemoryMiB is the first host memory budget of a task
+// with MemoryHostAuto that sets no MemoryHostMaxMiB (capped by the host
+// memory the scheduler gives tasks).
+const DefaultAutoHostMemoryMiB = budget.DefaultHostMiB
+
 // BudgetWindow is how many recent attempts an auto budget is learned
 // from.
 const BudgetWindow = budget.Window
@@ -64,7 +71,9 @@ func WithBudgetHistory(f func(TaskSpec) []Attempt) Option {
 
 // chooseBudgets sets the budget of each resource that a task of the
 // batch asks to learn from history, and encodes its definition again with
-// them. It reads the cards' capacity at most once.
+// them. It reads the cards' capacity at most once. A host memory budget
+// is capped by the host memory the scheduler gives tasks, for a task
+// this machine runs.
 func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte) error {
 	capacity := int64(-1) // not looked at yet
 	for i, sp := range specs {
@@ -88,6 +97,10 @@ func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte) error {
 				in.Attempts = history
 			}
 			switch {
+			case res == budget.HostMemory:
+				if !s.placesGPUs(sp) { // an executor that places it has the memory of another machine
+					in.LimitMiB = s.settings.MemoryMiBHost
+				}
 			case res != budget.GPUMemory:
 			case s.placesGPUs(sp):
 				in.LimitMiB = s.maxGPUMiB(sp) // its executor's largest GPU, if it knows
@@ -186,4 +199,10 @@ func internalAttempts(as []Attempt) []task.Attempt {
 // margin)".
 func DescribeBudget(mib int64, b *MemoryBudget) string {
 	return budget.Describe(budget.GPUMemory, mib, b)
+}
+
+// DescribeHostBudget is DescribeBudget for a host memory budget
+// (MemoryHostAuto): "memory_mib_host auto: 768 MiB (...)".
+func DescribeHostBudget(mib int64, b *MemoryBudget) string {
+	return budget.Describe(budget.HostMemory, mib, b)
 }

@@ -69,24 +69,31 @@ func publicSpec(sp *task.Spec) *TaskSpec {
 	}
 }
 
-// internal copies r into the engine's request; Budget is copied too.
+// internal copies r into the engine's request; Budget and HostBudget are
+// copied too.
 func (r ResourceRequest) internal() task.ResourceRequest {
 	out := task.ResourceRequest{Device: task.Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
 		GPUs: r.GPUs, MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB,
-		CPUs: r.CPUs, MemoryMiBHost: r.MemoryMiBHost, Counters: maps.Clone(r.Counters)}
+		CPUs: r.CPUs, MemoryMiBHost: r.MemoryMiBHost, Counters: maps.Clone(r.Counters),
+		MemoryHostAuto: r.MemoryHostAuto, MemoryHostMaxMiB: r.MemoryHostMaxMiB}
 	if r.Budget != nil {
 		b := *r.Budget
 		out.Budget = &b
 	}
+	if r.HostBudget != nil {
+		b := *r.HostBudget
+		out.HostBudget = &b
+	}
 	return out
 }
 
-// publicResources is r as handlers see it; it shares r's Budget and
-// Counters.
+// publicResources is r as handlers see it; it shares r's Budget,
+// HostBudget and Counters.
 func publicResources(r task.ResourceRequest) ResourceRequest {
 	return ResourceRequest{Device: Device(r.Device), MemoryMiB: r.MemoryMiB, Exclusive: r.Exclusive,
 		GPUs: r.GPUs, MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, Budget: r.Budget,
-		CPUs: r.CPUs, MemoryMiBHost: r.MemoryMiBHost, Counters: r.Counters}
+		CPUs: r.CPUs, MemoryMiBHost: r.MemoryMiBHost, Counters: r.Counters,
+		MemoryHostAuto: r.MemoryHostAuto, MemoryHostMaxMiB: r.MemoryHostMaxMiB, HostBudget: r.HostBudget}
 }
 
 // publicRecord converts a record; its slices are its own.

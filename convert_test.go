@@ -49,9 +49,12 @@ func filled(t *testing.T) TaskSpec {
 		case reflect.Struct:
 			ts.Resources = ResourceRequest{Device: CUDA, MemoryMiB: 4096, Exclusive: true, GPUs: 2, MemoryAuto: true, MemoryMaxMiB: 40000,
 				Budget: &MemoryBudget{Source: BudgetHistory, PeakMiB: 3000, Attempts: 2, Cap: "card", Since: 3},
-				CPUs:   3, MemoryMiBHost: 16000, Counters: map[string]int{"licenses": 1}}
+				CPUs:   3, MemoryMiBHost: 16000, Counters: map[string]int{"licenses": 1},
+				MemoryHostAuto: true, MemoryHostMaxMiB: 32000,
+				HostBudget: &MemoryBudget{Source: BudgetMax, PeakMiB: 100, Attempts: 1, Cap: "machine", Since: 2}}
 			checkEveryFieldSet(t, reflect.ValueOf(ts.Resources))
 			checkEveryFieldSet(t, reflect.ValueOf(*ts.Resources.Budget))
+			checkEveryFieldSet(t, reflect.ValueOf(*ts.Resources.HostBudget))
 		case reflect.Pointer:
 			if v.Type().Field(i).Name != "Slurm" {
 				t.Fatalf("field %s: no test value for %s", v.Type().Field(i).Name, f.Type())

@@ -12,6 +12,7 @@ import (
 	"github.com/gpusched/gpusched/internal/budget"
 	"github.com/gpusched/gpusched/internal/dag"
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/hostres"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
@@ -54,6 +55,11 @@ type PlanItem struct {
 	// (peak 5800 MiB in 3 attempts + margin)". A kept task has neither.
 	MemoryMiB    int64  `json:"memory_mib,omitempty"`
 	MemorySource string `json:"memory_mib_source,omitempty"`
+	// MemoryMiBHost and MemoryHostSource are the same for a host memory
+	// budget learned from history (MemoryHostAuto), capped by the
+	// machine's memory as Scheduling's defaults read it.
+	MemoryMiBHost    int64  `json:"memory_mib_host,omitempty"`
+	MemoryHostSource string `json:"memory_mib_host_source,omitempty"`
 }
 
 // Plan says, task by task and in the given order, what running tasks on
@@ -86,7 +92,8 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 		specs, _, sel = sel.keep(all, make([][]byte, len(all)))
 	}
 	earlier := map[string]*store.Row{}
-	var capacity int64 // the largest card's, as the last run saw it
+	var capacity int64   // the largest card's, as the last run saw it
+	hostMiB := int64(-1) // the machine's host memory for tasks; not read yet
 	path := filepath.Join(runDir, StateFile)
 	if _, err := os.Stat(path); err == nil {
 		st, err := store.OpenSQLiteReadOnly(path, runDir)
@@ -187,6 +194,17 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 			in.LimitMiB = capacity
 			mib, b := budget.Choose(in)
 			it.MemoryMiB, it.MemorySource = mib, budget.Describe(budget.GPUMemory, mib, &b)
+		}
+		if auto, _ := budget.HostMemory.Requested(&sp.Resources); it.Run && auto {
+			in := budgetInput(budget.HostMemory, sp, r)
+			if !placedByBuiltin(sp.Executor) {
+				if hostMiB < 0 {
+					_, hostMiB = Scheduling{}.hostCapacity(hostres.Machine{})
+				}
+				in.LimitMiB = hostMiB
+			}
+			mib, b := budget.Choose(in)
+			it.MemoryMiBHost, it.MemoryHostSource = mib, budget.Describe(budget.HostMemory, mib, &b)
 		}
 		items[i] = it
 	}

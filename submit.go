@@ -177,6 +177,9 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*
 		if !sp.Resources.MemoryAuto {
 			sp.Resources.Budget = nil // the scheduler's to say, for auto budgets only
 		}
+		if !sp.Resources.MemoryHostAuto {
+			sp.Resources.HostBudget = nil
+		}
 		validate := sp.Validate
 		if qualified {
 			validate = sp.ValidateQualified

@@ -204,6 +204,21 @@ type ResourceRequest struct {
 	// (Scheduling.Resources declares them). A workflow file writes them as
 	// keys of resources: {licenses: 1}.
 	Counters map[string]int `json:"counters,omitempty"`
+	// MemoryHostAuto has the scheduler choose MemoryMiBHost when the task
+	// is submitted, from the peak resident memory (RSS) of its recent
+	// attempts, by the rule MemoryAuto follows for GPU memory (docs/gpu.md,
+	// "Budgets learned from history"); MemoryMiBHost given with it is
+	// replaced by the budget chosen. Capped by the host memory the
+	// scheduler gives tasks (Scheduling.MemoryMiBHost) for a task run on
+	// this machine.
+	MemoryHostAuto bool `json:"memory_host_auto,omitempty"`
+	// MemoryHostMaxMiB, with MemoryHostAuto, is the budget when nothing
+	// is known of the task yet and the most a learned budget may be; 0:
+	// the first budget is DefaultAutoHostMemoryMiB.
+	MemoryHostMaxMiB int64 `json:"memory_mib_host_max,omitempty"`
+	// HostBudget, with MemoryHostAuto, says how the scheduler chose
+	// MemoryMiBHost, as Budget does for MemoryMiB; set at submit.
+	HostBudget *MemoryBudget `json:"host_budget,omitempty"`
 }
 
 // GPU reports whether the request needs a GPU.

@@ -99,7 +99,9 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 		fmt.Fprintf(stderr, "gpusched: %s: the machine's cores and memory are the daemon's to count; ignored\n", f.hostSet)
 	}
 	warnDaemonScheduling(stderr, workflowName(arg), w.Scheduling)
-	if slices.ContainsFunc(w.Tasks, func(t gpusched.TaskSpec) bool { return t.Resources.CPUs > 1 || t.Resources.MemoryMiBHost > 0 }) {
+	if slices.ContainsFunc(w.Tasks, func(t gpusched.TaskSpec) bool {
+		return t.Resources.CPUs > 1 || t.Resources.MemoryMiBHost > 0 || t.Resources.MemoryHostAuto
+	}) {
 		fmt.Fprintln(stderr, "gpusched: resources.cpus and memory_mib_host: the daemon does not count the machine's cores and memory yet; ignored")
 	}
 

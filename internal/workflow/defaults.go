@@ -194,7 +194,11 @@ func (d *defaults) mergeResources(t *gpusched.TaskSpec, loc *taskLoc) {
 		t.Resources.CPUs, taken["cpus"] = d.t.Resources.CPUs, true
 	}
 	if given("memory_mib_host") {
-		t.Resources.MemoryMiBHost, taken["memory_mib_host"] = d.t.Resources.MemoryMiBHost, true
+		t.Resources.MemoryMiBHost, t.Resources.MemoryHostAuto, taken["memory_mib_host"] = d.t.Resources.MemoryMiBHost, d.t.Resources.MemoryHostAuto, true
+	}
+	if given("memory_mib_host_max") && t.Resources.MemoryHostAuto {
+		// A cap of auto budgets: not for a task that sets its own number.
+		t.Resources.MemoryHostMaxMiB, taken["memory_mib_host_max"] = d.t.Resources.MemoryHostMaxMiB, true
 	}
 	for name, units := range d.t.Resources.Counters {
 		if given(name) {

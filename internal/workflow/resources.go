@@ -13,13 +13,14 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// A task's resources: the device and GPU keys, cpus and memory_mib_host,
+// A task's resources: the device and GPU keys, cpus, memory_mib_host and
+// memory_mib_host_max,
 // and any other key names a custom resource that scheduling.resources
 // declares (resources: {licenses: 1}).
 
 // builtinResourceKeys are the keys of a task's resources that are not
 // custom resources.
-var builtinResourceKeys = []string{"device", "memory_mib", "memory_mib_max", "exclusive", "gpus", "cpus", "memory_mib_host"}
+var builtinResourceKeys = []string{"device", "memory_mib", "memory_mib_max", "exclusive", "gpus", "cpus", "memory_mib_host", "memory_mib_host_max"}
 
 // resourceKeys are the keys a task's resources mapping n may have: the
 // built-in ones, and each other key it gives, taken for a custom resource.

@@ -79,7 +79,8 @@ func TestInternalSpecKeepsEveryField(t *testing.T) {
 	t.Parallel()
 	ts := gpusched.TaskSpec{ID: "a", Kind: "k", Dependencies: []string{"b"}, Payload: []string{"x"}, Priority: 3,
 		Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 10, Exclusive: true, GPUs: 2, MemoryAuto: true, MemoryMaxMiB: 20,
-			Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetMax, Since: 1}, CPUs: 2, MemoryMiBHost: 3, Counters: map[string]int{"l": 1}},
+			Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetMax, Since: 1}, CPUs: 2, MemoryMiBHost: 3, Counters: map[string]int{"l": 1},
+			MemoryHostAuto: true, MemoryHostMaxMiB: 4, HostBudget: &gpusched.MemoryBudget{Source: gpusched.BudgetDefault, Cap: "machine", Since: 2}},
 		Executor: "e", Timeout: time.Second,
 		Retries: 2, RetryDelay: time.Minute, RetryOnExitCodes: []int{75}, RetryOnTimeout: true, Env: map[string]string{"A": "1"},
 		Dir: "/d", Artifacts: []string{"o"}, HashArtifacts: true, Inputs: []string{"i"}, HashInputs: true, OnComplete: []string{"n"}, OnFailure: []string{"f"}, CleanEnv: true, Owner: "1000",
@@ -88,7 +89,7 @@ func TestInternalSpecKeepsEveryField(t *testing.T) {
 	if n := reflect.TypeOf(ts).NumField(); n != 24 {
 		t.Fatalf("TaskSpec has %d fields; give the new ones a value here and check internalSpec", n)
 	}
-	if n := reflect.TypeOf(ts.Resources).NumField(); n != 10 {
+	if n := reflect.TypeOf(ts.Resources).NumField(); n != 13 {
 		t.Fatalf("ResourceRequest has %d fields; give the new ones a value here and check internalSpec", n)
 	}
 	sp := workflow.InternalSpecForTest(&ts)

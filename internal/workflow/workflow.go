@@ -396,7 +396,8 @@ func internalSpec(t *gpusched.TaskSpec) task.Spec {
 		ID: t.ID, Kind: t.Kind, Dependencies: t.Dependencies, Payload: t.Payload, Priority: t.Priority,
 		Resources: task.ResourceRequest{Device: task.Device(t.Resources.Device), MemoryMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive,
 			GPUs: t.Resources.GPUs, MemoryAuto: t.Resources.MemoryAuto, MemoryMaxMiB: t.Resources.MemoryMaxMiB, Budget: t.Resources.Budget,
-			CPUs: t.Resources.CPUs, MemoryMiBHost: t.Resources.MemoryMiBHost, Counters: t.Resources.Counters},
+			CPUs: t.Resources.CPUs, MemoryMiBHost: t.Resources.MemoryMiBHost, Counters: t.Resources.Counters,
+			MemoryHostAuto: t.Resources.MemoryHostAuto, MemoryHostMaxMiB: t.Resources.MemoryHostMaxMiB, HostBudget: t.Resources.HostBudget},
 		Executor: t.Executor, Slurm: t.Slurm, Timeout: t.Timeout, Retries: t.Retries, RetryDelay: t.RetryDelay, RetryOnExitCodes: t.RetryOnExitCodes,
 		RetryOnTimeout: t.RetryOnTimeout, Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts,
 		HashArtifacts: t.HashArtifacts, Inputs: t.Inputs, HashInputs: t.HashInputs, OnComplete: t.OnComplete, OnFailure: t.OnFailure, CleanEnv: t.CleanEnv, Owner: t.Owner,
@@ -1131,9 +1132,14 @@ func (p *parser) resources(n *yaml.Node, where string, loc *taskLoc) gpusched.Re
 		case "cpus":
 			r.CPUs, err = p.nonNegative(v, where+"."+key)
 		case "memory_mib_host":
+			r.MemoryMiBHost, r.MemoryHostAuto, err = p.memoryBudget(v, where+"."+key)
+			if err == nil && r.MemoryMiBHost < 0 {
+				err = p.errorf(v, "%s.%s must not be negative (got %d)", where, key, r.MemoryMiBHost)
+			}
+		case "memory_mib_host_max":
 			var m int
-			m, err = p.nonNegative(v, where+"."+key)
-			r.MemoryMiBHost = int64(m)
+			m, err = p.integer(v, where+"."+key)
+			r.MemoryHostMaxMiB = int64(m)
 		default:
 			// A custom resource, checked against scheduling.resources
 			// once the whole file is read (checkResources).
