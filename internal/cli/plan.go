@@ -134,18 +134,21 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 	return nil
 }
 
-// writeBudgets says, after the plan's table, the GPU memory budget each
-// task that learns it from history would ask for, and why.
+// writeBudgets says, after the plan's table, the GPU and host memory
+// budgets each task that learns them from history would ask for, and
+// why.
 func writeBudgets(w io.Writer, items []gpusched.PlanItem) {
 	first := true
 	for _, it := range items {
-		if it.MemorySource == "" {
-			continue
+		for _, src := range []string{it.MemorySource, it.MemoryHostSource} {
+			if src == "" {
+				continue
+			}
+			if first {
+				fmt.Fprintln(w)
+				first = false
+			}
+			fmt.Fprintf(w, "%s: %s\n", it.ID, src)
 		}
-		if first {
-			fmt.Fprintln(w)
-			first = false
-		}
-		fmt.Fprintf(w, "%s: %s\n", it.ID, it.MemorySource)
 	}
 }

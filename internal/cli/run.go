@@ -355,10 +355,10 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 // plan shows them all.
 const maxBudgetLines = 10
 
-// writeChosenBudgets says, before the run starts, the GPU memory budget
-// chosen for each task that learns it from history and is to run, and
-// why ("train: memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts +
-// margin)").
+// writeChosenBudgets says, before the run starts, the GPU and host memory
+// budgets chosen for each task that learns them from history and is to
+// run, and why ("train: memory_mib auto: 6400 MiB (peak 5800 MiB in 3
+// attempts + margin)").
 func writeChosenBudgets(w io.Writer, sched *gpusched.Scheduler, tasks []gpusched.TaskSpec, records []gpusched.Record) {
 	toRun := make(map[string]bool, len(records))
 	for _, r := range records {
@@ -366,7 +366,7 @@ func writeChosenBudgets(w io.Writer, sched *gpusched.Scheduler, tasks []gpusched
 	}
 	said, more := 0, 0
 	for _, t := range tasks {
-		if !t.Resources.MemoryAuto || !toRun[t.ID] {
+		if !t.Resources.MemoryAuto && !t.Resources.MemoryHostAuto || !toRun[t.ID] {
 			continue
 		}
 		if said == maxBudgetLines {
@@ -374,13 +374,13 @@ func writeChosenBudgets(w io.Writer, sched *gpusched.Scheduler, tasks []gpusched
 			continue
 		}
 		st, ok, err := sched.Lookup(t.ID)
-		if err != nil || !ok || st.Spec.Resources.Budget == nil {
+		if err != nil || !ok || st.Spec.Resources.Budget == nil && st.Spec.Resources.HostBudget == nil {
 			continue
 		}
 		fmt.Fprintf(w, "%s: %s\n", t.ID, budgetNote(st.Spec.Resources))
 		said++
 	}
 	if more > 0 {
-		fmt.Fprintf(w, "... and %d more tasks with memory_mib auto (gpusched plan lists them all)\n", more)
+		fmt.Fprintf(w, "... and %d more tasks with memory_mib or memory_mib_host auto (gpusched plan lists them all)\n", more)
 	}
 }

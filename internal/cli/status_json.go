@@ -35,10 +35,14 @@ type taskJSON struct {
 	MemoryMiB    int64         `json:"memory_mib,omitempty"`
 	// MemorySource says how a budget learned from history (memory_mib:
 	// auto) was chosen when the task was last submitted.
-	MemorySource string     `json:"memory_mib_source,omitempty"`
-	Started      *time.Time `json:"started"`
-	Ended        *time.Time `json:"ended"`
-	Log          *string    `json:"log"`
+	MemorySource string `json:"memory_mib_source,omitempty"`
+	// MemoryMiBHost and MemoryHostSource are the same for a host memory
+	// budget learned from history (memory_mib_host: auto).
+	MemoryMiBHost    int64      `json:"memory_mib_host,omitempty"`
+	MemoryHostSource string     `json:"memory_mib_host_source,omitempty"`
+	Started          *time.Time `json:"started"`
+	Ended            *time.Time `json:"ended"`
+	Log              *string    `json:"log"`
 	// Job is the last attempt's job in a batch system (Slurm), as that
 	// system last said: {"system", "id", "state", "node", "reason",
 	// "queued"}; absent for a task run here. Each attempt of history
@@ -99,7 +103,10 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 		}
 		if spec.Resources.GPU() {
 			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
-			t.MemorySource = budgetNote(spec.Resources)
+			t.MemorySource = gpuBudgetNote(spec.Resources)
+		}
+		if spec.Resources.MemoryHostAuto {
+			t.MemoryMiBHost, t.MemoryHostSource = spec.Resources.MemoryMiBHost, hostBudgetNote(spec.Resources)
 		}
 		if r.State == task.Pending && !r.RetryAt.IsZero() {
 			at := r.RetryAt

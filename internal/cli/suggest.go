@@ -21,7 +21,7 @@ func newSuggestCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "suggest [WORKFLOW] [--run-dir DIR] [--json]",
-		Short: "Propose GPU memory budgets from what tasks really used",
+		Short: "Propose GPU and host memory budgets from what tasks really used",
 		Long: `Show, for each GPU task, the budget its last attempt asked for
 (ASKED), the most GPU memory it was seen to use over its recent attempts
 (PEAK, over ATTEMPTS of them, at most 5), and a proposed budget: the peak
@@ -29,21 +29,25 @@ plus 10% (at least 512 MiB), rounded up to a multiple of 256 MiB, which is
 what memory_mib: auto would ask for. A note flags a budget far above the
 peak ("wasted": at least 1.5 times the proposal and 2048 MiB more) and a
 peak near or above the budget ("OOM risk": the peak plus its margin is
-more than what was asked).
+more than what was asked). A task that sets memory_mib_host (a number or
+auto) has a second row, its BUDGET starting with "host", with its peak
+resident memory (RSS) by the same rule.
 
-With WORKFLOW, its GPU tasks are shown in file order, from its run
+With WORKFLOW, its tasks are shown in file order, from its run
 directory (or --run-dir); attempts of an earlier definition of a task
-(another command, env, dir...) are not counted. Without it, every GPU
-task of the run directory (--run-dir, or the one run under ./.gpusched).
+(another command, env, dir...) are not counted. Without it, every task
+of the run directory (--run-dir, or the one run under ./.gpusched).
 Only attempts that ended by themselves with a peak seen count. Nothing is
 written; a run may be going.
 
 Runs of a daemon are not read: this looks at a run directory only.
 
---json prints {"run_dir": ..., "tasks": [{"id", "memory_mib",
-"memory_auto", "memory_mib_max", "asked_mib", "peak_mib", "attempts",
-"proposed_mib", "flag"}]}; flag is "wasted", "oom-risk" or absent, and
-the sizes are 0 when not known.`,
+--json prints {"run_dir": ..., "tasks": [{"id", "resource",
+"memory_mib", "memory_auto", "memory_mib_max", "asked_mib", "peak_mib",
+"attempts", "proposed_mib", "flag"}]}; resource is "memory_mib" (GPU) or
+"memory_mib_host", whose budget, auto and maximum the next three give;
+flag is "wasted", "oom-risk" or absent, and the sizes are 0 when not
+known.`,
 		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
 			return runSuggest(c.OutOrStdout(), firstArg(args), runDir, asJSON)
@@ -54,9 +58,11 @@ the sizes are 0 when not known.`,
 	return c
 }
 
-// suggestion is one task's line of gpusched suggest.
+// suggestion is one line of gpusched suggest: a task's budget of one
+// resource.
 type suggestion struct {
 	ID           string      `json:"id"`
+	Resource     string      `json:"resource"`   // its workflow key
 	MemoryMiB    int64       `json:"memory_mib"` // as set; 0 for auto
 	MemoryAuto   bool        `json:"memory_auto,omitempty"`
 	MemoryMaxMiB int64       `json:"memory_mib_max,omitempty"`
@@ -67,6 +73,28 @@ type suggestion struct {
 	Flag         budget.Flag `json:"flag,omitempty"`
 	exclusive    bool
 	ran          bool // the run directory has attempts of it
+	res          budget.Resource
+}
+
+// suggested reports whether the suggestions advise r's budget of res:
+// every GPU task's GPU memory, and the host memory of a task that sets
+// it.
+func suggested(r *task.ResourceRequest, res budget.Resource) bool {
+	if res == budget.HostMemory {
+		return r.MemoryHostAuto || r.MemoryMiBHost > 0
+	}
+	return r.GPU()
+}
+
+// adviseAll appends to out the suggestions for task sp, one per resource
+// it is advised on.
+func adviseAll(out []suggestion, sp *task.Spec, row *store.Row) []suggestion {
+	for _, res := range budget.Resources {
+		if suggested(&sp.Resources, res) {
+			out = append(out, advise(sp, row, res))
+		}
+	}
+	return out
 }
 
 func runSuggest(w io.Writer, workflowPath, runDir string, asJSON bool) error {
@@ -106,7 +134,7 @@ func runSuggest(w io.Writer, workflowPath, runDir string, asJSON bool) error {
 	return nil
 }
 
-// suggestFor advises the GPU tasks of a workflow, from rows.
+// suggestFor advises the tasks of a workflow, from rows.
 func suggestFor(tasks []gpusched.TaskSpec, rows []store.Row) ([]suggestion, error) {
 	byID := make(map[string]*store.Row, len(rows))
 	for i := range rows {
@@ -114,7 +142,7 @@ func suggestFor(tasks []gpusched.TaskSpec, rows []store.Row) ([]suggestion, erro
 	}
 	var out []suggestion
 	for i := range tasks {
-		if !tasks[i].Resources.GPU() {
+		if r := tasks[i].Resources; !r.GPU() && !r.MemoryHostAuto && r.MemoryMiBHost == 0 {
 			continue
 		}
 		// The public and the internal definitions share their JSON.
@@ -126,32 +154,41 @@ func suggestFor(tasks []gpusched.TaskSpec, rows []store.Row) ([]suggestion, erro
 		if err != nil {
 			return nil, fmt.Errorf("read task %q: %w", tasks[i].ID, err)
 		}
-		out = append(out, advise(&cur, byID[cur.ID]))
+		out = adviseAll(out, &cur, byID[cur.ID])
 	}
 	return out, nil
 }
 
-// suggestAll advises every GPU task of the run directory, as it was last
+// suggestAll advises every task of the run directory, as it was last
 // defined.
 func suggestAll(rows []store.Row) []suggestion {
 	var out []suggestion
 	for i := range rows {
 		sp, err := task.DecodeSpec(rows[i].Spec)
-		if err != nil || !sp.Resources.GPU() {
+		if err != nil {
 			continue
 		}
-		out = append(out, advise(&sp, &rows[i]))
+		out = adviseAll(out, &sp, &rows[i])
 	}
 	return out
 }
 
-// advise is the suggestion for task sp, whose row (nil: none) holds its
-// attempts, counting those of sp's definition only.
-func advise(sp *task.Spec, row *store.Row) suggestion {
+// advise is the suggestion for task sp's budget of res, whose row (nil:
+// none) holds its attempts, counting those of sp's definition only.
+func advise(sp *task.Spec, row *store.Row, res budget.Resource) suggestion {
 	r := sp.Resources
-	s := suggestion{ID: sp.ID, MemoryAuto: r.MemoryAuto, MemoryMaxMiB: r.MemoryMaxMiB, exclusive: r.Exclusive}
-	if !r.MemoryAuto {
-		s.MemoryMiB = r.MemoryMiB
+	s := suggestion{ID: sp.ID, Resource: res.String(), res: res}
+	switch res {
+	case budget.HostMemory:
+		s.MemoryAuto, s.MemoryMaxMiB = r.MemoryHostAuto, r.MemoryHostMaxMiB
+		if !r.MemoryHostAuto {
+			s.MemoryMiB = r.MemoryMiBHost
+		}
+	default:
+		s.MemoryAuto, s.MemoryMaxMiB, s.exclusive = r.MemoryAuto, r.MemoryMaxMiB, r.Exclusive
+		if !r.MemoryAuto {
+			s.MemoryMiB = r.MemoryMiB
+		}
 	}
 	if row == nil {
 		return s
@@ -161,7 +198,7 @@ func advise(sp *task.Spec, row *store.Row) suggestion {
 		prev = &p
 	}
 	since := budget.Since(prev, row.Attempts, sp)
-	ad := budget.Advise(budget.GPUMemory, row.Attempts, since)
+	ad := budget.Advise(res, row.Attempts, since)
 	s.AskedMiB, s.PeakMiB, s.Attempts, s.ProposedMiB, s.Flag = ad.AskedMiB, ad.PeakMiB, ad.Attempts, ad.ProposedMiB, ad.Flag
 	s.ran = len(row.Attempts) > 0 && row.Attempts[len(row.Attempts)-1].Number >= since
 	return s
@@ -169,7 +206,7 @@ func advise(sp *task.Spec, row *store.Row) suggestion {
 
 func writeSuggestions(w io.Writer, dir string, out []suggestion) {
 	if len(out) == 0 {
-		fmt.Fprintf(w, "no GPU task (run directory %s)\n", dir)
+		fmt.Fprintf(w, "no GPU task, nor one with memory_mib_host (run directory %s)\n", dir)
 		return
 	}
 	mib := func(v int64) string {
@@ -179,7 +216,7 @@ func writeSuggestions(w io.Writer, dir string, out []suggestion) {
 		return strconv.FormatInt(v, 10)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tMEMORY_MIB\tASKED\tPEAK\tATTEMPTS\tPROPOSED\tNOTE")
+	fmt.Fprintln(tw, "TASK\tBUDGET\tASKED\tPEAK\tATTEMPTS\tPROPOSED\tNOTE")
 	for _, s := range out {
 		setting := mib(s.MemoryMiB)
 		switch {
@@ -190,11 +227,14 @@ func writeSuggestions(w io.Writer, dir string, out []suggestion) {
 		case s.MemoryMiB == 0 && s.exclusive:
 			setting = "exclusive"
 		}
+		if s.res == budget.HostMemory {
+			setting = "host " + setting
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, setting, mib(s.AskedMiB), mib(s.PeakMiB), s.Attempts, mib(s.ProposedMiB), s.note())
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nPROPOSED is the peak of the last %d attempts + %d%% (at least %d MiB), rounded up to %d MiB;\n"+
-		"memory_mib: auto asks for it at each run (run directory %s)\n", budget.Window, budget.MarginPercent, budget.MinMarginMiB, budget.StepMiB, dir)
+		"memory_mib: auto (memory_mib_host: auto for a host row) asks for it at each run (run directory %s)\n", budget.Window, budget.MarginPercent, budget.MinMarginMiB, budget.StepMiB, dir)
 }
 
 // note says what is remarkable about a suggestion.
@@ -208,17 +248,37 @@ func (s suggestion) note() string {
 		return "OOM risk: its peak is within the margin of what it asked for"
 	case !s.ran:
 		return "no attempt of this definition yet"
+	case s.Attempts == 0 && s.res == budget.HostMemory:
+		return "no peak seen (no attempt ended by itself with its memory sampled while it ran)"
 	case s.Attempts == 0:
 		return "no peak seen (no attempt ended by itself on a card polled while it ran)"
 	}
 	return ""
 }
 
-// budgetNote says how a budget learned from history was chosen, for
-// status; "" for a request that learns none.
+// budgetNote says how the budgets learned from history were chosen, for
+// status and a run's first lines: the GPU memory one, then the host
+// memory one, "; " between; "" for a request that learns none.
 func budgetNote(r gpusched.ResourceRequest) string {
+	gpu, host := gpuBudgetNote(r), hostBudgetNote(r)
+	if gpu != "" && host != "" {
+		return gpu + "; " + host
+	}
+	return gpu + host
+}
+
+// gpuBudgetNote is budgetNote for the GPU memory budget alone.
+func gpuBudgetNote(r gpusched.ResourceRequest) string {
 	if !r.MemoryAuto || r.Budget == nil {
 		return ""
 	}
 	return budget.Describe(budget.GPUMemory, r.MemoryMiB, r.Budget)
+}
+
+// hostBudgetNote is budgetNote for the host memory budget alone.
+func hostBudgetNote(r gpusched.ResourceRequest) string {
+	if !r.MemoryHostAuto || r.HostBudget == nil {
+		return ""
+	}
+	return budget.Describe(budget.HostMemory, r.MemoryMiBHost, r.HostBudget)
 }
