@@ -39,7 +39,11 @@ func (c *cluster) status(t *testing.T, dir, run string) statusJSON {
 		return s
 	}
 	if err != nil {
-		t.Fatalf("status --json: %v", err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("status --json: %v: %s", err, stderr)
 	}
 	if err := json.Unmarshal(out, &s); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
