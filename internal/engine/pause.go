@@ -174,7 +174,7 @@ func (e *Engine) pause(nodes []*node, stop bool) (done []string, signals []func(
 			if stopNow {
 				s := e.signal(n, syscall.SIGSTOP)
 				if s != nil {
-					signals = append(signals, s)
+					signals = append(signals, e.whileStopWanted(n, s))
 				}
 				if _, can := e.cfg.Runner.(Signaler); s != nil || can {
 					// Without a handle yet (its start not recorded), the
@@ -280,11 +280,25 @@ func (e *Engine) stopWanted(n *node) {
 		return
 	}
 	if s := e.signal(n, syscall.SIGSTOP); s != nil {
+		s = e.whileStopWanted(n, s)
 		e.effects = append(e.effects, func(err error) {
 			if err == nil {
 				_ = s() // gone meanwhile: its end is recorded as any
 			}
 		})
+	}
+}
+
+// whileStopWanted is the SIGSTOP s for n, sent (by an effect, on the
+// loop) only if n is still to be stopped then: a cancel or a resume
+// applied in the same turn has sent SIGCONT, and a SIGSTOP after it
+// would leave the task stopped.
+func (e *Engine) whileStopWanted(n *node, s func() error) func() error {
+	return func() error {
+		if !e.stopped[n] {
+			return nil
+		}
+		return s()
 	}
 }
 

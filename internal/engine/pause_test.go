@@ -232,20 +232,22 @@ func TestPauseStopBeforeTheStartStopsAtTheStart(t *testing.T) {
 		defer h.Close()
 		r.script["a"] = []step{{queue: []executor.Progress{{System: "Slurm", Job: "7", State: "PENDING", Queued: true}},
 			queueWait: time.Minute, block: true}}
-		r.hook = func(req AttemptRequest) { go h.Cancel("a") }
 		h.mustSubmit(t, spec("a"))
+		var sent []string
 		go func() {
 			time.Sleep(30 * time.Second) // queued: no handle yet
 			if got, err := h.Pause([]string{"a"}, true); err != nil || !slices.Equal(got, []string{"a"}) {
 				t.Errorf("Pause --stop = %v, %v", got, err)
 			}
+			time.Sleep(time.Minute) // it started meanwhile, its start applied
+			r.mu.Lock()
+			sent = slices.Clone(r.sent)
+			r.mu.Unlock()
+			h.Cancel("a")
 		}()
 		h.run(t)
-		r.mu.Lock()
-		sent := slices.Clone(r.sent)
-		r.mu.Unlock()
-		if len(sent) == 0 || sent[0] != "40001:SIGSTOP" {
-			t.Errorf("signals sent %v, want SIGSTOP to the attempt once it started", sent)
+		if !slices.Equal(sent, []string{"40001:SIGSTOP"}) {
+			t.Errorf("signals sent once it started: %v, want SIGSTOP to the attempt", sent)
 		}
 	})
 }
