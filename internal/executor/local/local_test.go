@@ -19,6 +19,7 @@ import (
 	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/executor/executortest"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/procfs"
 	"github.com/gpusched/gpusched/internal/testbin"
 )
 
@@ -133,6 +134,10 @@ func TestKillStaleFindsTokenWithoutHandle(t *testing.T) {
 	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
+	// The kernel lets a vfork parent go on before the child's exec has
+	// put its environment in place; until then a child of this process
+	// is rightly taken for one just started, not a stale one.
+	waitEnviron(t, cmd.Process.Pid)
 	n, err := local.KillStale(executor.Process{}, token)
 	if err != nil || n != 1 {
 		t.Fatalf("KillStale = %d, %v; want the one process with the token", n, err)
@@ -242,5 +247,18 @@ func TestTooManyOpenFiles(t *testing.T) {
 	}
 	if !logFault || !startFault || !ran {
 		t.Errorf("want a log that could not be opened, a process that could not start and, with enough descriptors, a job that ran; got %v, %v, %v", logFault, startFault, ran)
+	}
+}
+
+// waitEnviron waits until the environment of process pid can be read.
+func waitEnviron(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if env, err := procfs.Environ(pid, nil); err == nil && len(env) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the environment of process %d never appeared", pid)
+		}
 	}
 }
