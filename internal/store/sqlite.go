@@ -598,18 +598,12 @@ func (s *SQLite) apply(b *Batch) error {
 		if !w.ArtifactsSet {
 			continue
 		}
-		if _, err := tx.Exec("DELETE FROM artifacts WHERE task_id = ?", w.ID); err != nil {
+		if err := writeFiles(tx, "artifacts", w.ID, w.Artifacts); err != nil {
 			return fmt.Errorf("write artifacts of %q to state db %s: %w", w.ID, s.path, err)
-		}
-		for _, a := range w.Artifacts {
-			if _, err := tx.Exec("INSERT INTO artifacts (task_id, path, size, mtime, sha256) VALUES (?, ?, ?, ?, ?)",
-				w.ID, a.Path, a.Size, a.ModTime.UnixNano(), a.SHA256); err != nil {
-				return fmt.Errorf("write artifacts of %q to state db %s: %w", w.ID, s.path, err)
-			}
 		}
 	}
 	for _, w := range b.Inputs {
-		if err := writeInputs(tx, w.TaskID, w.Inputs); err != nil {
+		if err := writeFiles(tx, "inputs", w.TaskID, w.Inputs); err != nil {
 			return fmt.Errorf("write inputs of %q to state db %s: %w", w.TaskID, s.path, err)
 		}
 	}
@@ -915,67 +909,70 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
 	}
 	rows.Close()
-	rows, err = tx.Query("SELECT task_id, path, size, mtime, sha256 FROM artifacts"+whereTask+" ORDER BY task_id, path", args...)
-	if err != nil {
-		return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
-	}
-	for rows.Next() {
-		var id string
-		var a task.Artifact
-		var mtime int64
-		if err := rows.Scan(&id, &a.Path, &a.Size, &mtime, &a.SHA256); err != nil {
-			return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
-		}
-		a.ModTime = time.Unix(0, mtime)
+	err = s.readFiles(tx, "artifacts", whereTask, args, func(id string, f task.Artifact) {
 		if i, ok := byID[id]; ok {
-			out[i].Artifacts = append(out[i].Artifacts, a)
+			out[i].Artifacts = append(out[i].Artifacts, f)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read artifacts from state db %s: %w", s.path, err)
-	}
-	rows.Close()
 	// Paths sort as Go strings do (SQLite's BINARY collation compares
 	// bytes): the order artifact.InputsChanged reads them in.
-	rows, err = tx.Query("SELECT task_id, path, size, mtime, sha256 FROM inputs"+whereTask+" ORDER BY task_id, path", args...)
-	if err != nil {
-		return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
-	}
-	for rows.Next() {
-		var id string
-		var in task.Input
-		var mtime int64
-		if err := rows.Scan(&id, &in.Path, &in.Size, &mtime, &in.SHA256); err != nil {
-			return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
-		}
-		in.ModTime = time.Unix(0, mtime)
+	err = s.readFiles(tx, "inputs", whereTask, args, func(id string, f task.Artifact) {
 		if i, ok := byID[id]; ok {
-			out[i].Inputs = append(out[i].Inputs, in)
+			out[i].Inputs = append(out[i].Inputs, task.Input(f))
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read inputs from state db %s: %w", s.path, err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// writeInputs replaces the stored inputs of task id, chunk rows per
-// statement: a folder of inputs may hold thousands of files.
-func writeInputs(tx *sql.Tx, id string, inputs []task.Input) error {
-	if _, err := tx.Exec("DELETE FROM inputs WHERE task_id = ?", id); err != nil {
+// readFiles reads the rows of table (artifacts or inputs: a task's files,
+// with the same columns), in task and path order, handing each to add.
+func (s *SQLite) readFiles(tx *sql.Tx, table, whereTask string, args []any, add func(id string, f task.Artifact)) error {
+	rows, err := tx.Query("SELECT task_id, path, size, mtime, sha256 FROM "+table+whereTask+" ORDER BY task_id, path", args...)
+	if err != nil {
+		return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var f task.Artifact
+		var mtime int64
+		if err := rows.Scan(&id, &f.Path, &f.Size, &mtime, &f.SHA256); err != nil {
+			return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
+		}
+		f.ModTime = time.Unix(0, mtime)
+		add(id, f)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
+	}
+	return nil
+}
+
+// writeFiles replaces the stored files of task id in table (artifacts or
+// inputs, which have the same columns), chunk rows per statement: a
+// folder of inputs may hold thousands of files.
+func writeFiles[F task.Artifact | task.Input](tx *sql.Tx, table, id string, files []F) error {
+	if _, err := tx.Exec("DELETE FROM "+table+" WHERE task_id = ?", id); err != nil {
 		return err
 	}
-	args := make([]any, 0, min(len(inputs), chunk)*5)
-	for len(inputs) > 0 {
-		n := min(len(inputs), chunk)
+	args := make([]any, 0, min(len(files), chunk)*5)
+	for len(files) > 0 {
+		n := min(len(files), chunk)
 		args = args[:0]
-		for _, in := range inputs[:n] {
-			args = append(args, id, in.Path, in.Size, in.ModTime.UnixNano(), in.SHA256)
+		for _, file := range files[:n] {
+			f := task.Artifact(file)
+			args = append(args, id, f.Path, f.Size, f.ModTime.UnixNano(), f.SHA256)
 		}
-		if _, err := tx.Exec("INSERT INTO inputs (task_id, path, size, mtime, sha256) VALUES "+placeholders(n, 5), args...); err != nil {
+		if _, err := tx.Exec("INSERT INTO "+table+" (task_id, path, size, mtime, sha256) VALUES "+placeholders(n, 5), args...); err != nil {
 			return err
 		}
-		inputs = inputs[n:]
+		files = files[n:]
 	}
 	return nil
 }
