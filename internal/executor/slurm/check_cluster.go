@@ -1,8 +1,6 @@
 package slurm
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -59,19 +57,13 @@ func (g Gres) String() string {
 func parseSinfo(out []byte) ([]PartitionInfo, error) {
 	var parts []PartitionInfo
 	at := map[string]int{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		f := strings.Split(line, "|")
+	err := eachRow(out, func(line string, f []string) error {
 		if len(f) != 10 {
-			return nil, fmt.Errorf("read sinfo output: %q has %d fields, want 10", truncate(line, 120), len(f))
+			return fmt.Errorf("read sinfo output: %q has %d fields, want 10", truncate(line, 120), len(f))
 		}
 		name := f[0]
 		if name == "" {
-			return nil, fmt.Errorf("read sinfo output: %q names no partition", truncate(line, 120))
+			return fmt.Errorf("read sinfo output: %q names no partition", truncate(line, 120))
 		}
 		i, ok := at[name]
 		if !ok {
@@ -84,8 +76,12 @@ func parseSinfo(out []byte) ([]PartitionInfo, error) {
 			n.Features = strings.Split(f[9], ",")
 		}
 		parts[i].Nodes = append(parts[i].Nodes, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return parts, sc.Err()
+	return parts, nil
 }
 
 // leadingInt reads the number at the start of s ("2", "21694+"); 0 when

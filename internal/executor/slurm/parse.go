@@ -31,26 +31,41 @@ func (s jobState) held() bool {
 	return s.State == "PENDING" && strings.HasPrefix(s.Reason, "JobHeld")
 }
 
-// parseQueue reads squeue's output in queueFormat, one job a line.
-func parseQueue(out []byte) ([]jobState, error) {
-	var jobs []jobState
+// eachRow calls fn with the fields of each non-blank line of out, a
+// Slurm program's output in a format of fields separated by |; it stops
+// at fn's first error.
+func eachRow(out []byte, fn func(line string, f []string) error) error {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" {
 			continue
 		}
-		f := strings.Split(line, "|")
+		if err := fn(line, strings.Split(line, "|")); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// parseQueue reads squeue's output in queueFormat, one job a line.
+func parseQueue(out []byte) ([]jobState, error) {
+	var jobs []jobState
+	err := eachRow(out, func(line string, f []string) error {
 		if len(f) < 6 {
-			return nil, fmt.Errorf("read squeue output: %q has %d fields, want 6", line, len(f))
+			return fmt.Errorf("read squeue output: %q has %d fields, want 6", line, len(f))
 		}
 		s := jobState{ID: f[0], State: baseState(f[1]), Reason: f[2], Node: f[3], Name: strings.Join(f[5:], "|")}
 		if s.State == "RUNNING" || terminal(s.State) || s.State == "COMPLETING" {
 			s.Start = parseTime(f[4])
 		}
 		jobs = append(jobs, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return jobs, sc.Err()
+	return jobs, nil
 }
 
 // parseShowJob reads "scontrol show job ID"'s KEY=VALUE output.

@@ -1,8 +1,6 @@
 package slurm
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -134,26 +132,24 @@ func accountingDisabled(err error) bool {
 // line.
 func parseSacct(out []byte) ([]jobState, error) {
 	var jobs []jobState
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		f := strings.Split(line, "|")
+	err := eachRow(out, func(line string, f []string) error {
 		if len(f) != 4 {
-			return nil, fmt.Errorf("read sacct output: %q has %d fields, want 4", truncate(line, 120), len(f))
+			return fmt.Errorf("read sacct output: %q has %d fields, want 4", truncate(line, 120), len(f))
 		}
 		s := jobState{ID: f[0], State: baseState(f[1]), Exit: f[2], Node: f[3]}
 		if s.ID == "" || s.State == "" {
-			return nil, fmt.Errorf("read sacct output: no job id or state in %q", truncate(line, 120))
+			return fmt.Errorf("read sacct output: no job id or state in %q", truncate(line, 120))
 		}
 		if s.Node == "None assigned" {
 			s.Node = ""
 		}
 		jobs = append(jobs, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return jobs, sc.Err()
+	return jobs, nil
 }
 
 // forgotten tells the watchers of jobs the controller no longer knows
