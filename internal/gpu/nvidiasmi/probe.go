@@ -134,13 +134,9 @@ type Probe struct {
 // for the other cards, and may exit non-zero; Query then returns the rows
 // it read, with problems naming the lost card and the exit status.
 func (p *Probe) Query(ctx context.Context) (Snapshot, error) {
-	bin := p.Bin
-	if bin == "" {
-		b, err := Bin()
-		if err != nil {
-			return Snapshot{}, err
-		}
-		bin = b
+	bin, err := p.bin()
+	if err != nil {
+		return Snapshot{}, err
 	}
 	var snap Snapshot
 
@@ -173,26 +169,45 @@ func (p *Probe) Query(ctx context.Context) (Snapshot, error) {
 	return snap, nil
 }
 
-// ask runs one query and parses its output into a table with a header.
-func (p *Probe) ask(ctx context.Context, bin string, spec tableSpec, query string) (*table, error) {
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
+// bin is the nvidia-smi the probe runs.
+func (p *Probe) bin() (string, error) {
+	if p.Bin != "" {
+		return p.Bin, nil
 	}
+	return Bin()
+}
+
+// timeout is how long one call of nvidia-smi may take.
+func (p *Probe) timeout() time.Duration {
+	if p.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return p.Timeout
+}
+
+// call runs bin with args under the probe's timeout; timedOut says that
+// this timeout, not ctx, ended it.
+func (p *Probe) call(ctx context.Context, bin string, args ...string) (out []byte, timedOut bool, err error) {
 	run := p.Run
 	if run == nil {
 		run = ExecRun
 	}
-	qctx, cancel := context.WithTimeout(ctx, timeout)
+	qctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
-	out, err := run(qctx, bin, query, Format)
+	out, err = run(qctx, bin, args...)
+	return out, err != nil && ctx.Err() == nil && errors.Is(qctx.Err(), context.DeadlineExceeded), err
+}
+
+// ask runs one query and parses its output into a table with a header.
+func (p *Probe) ask(ctx context.Context, bin string, spec tableSpec, query string) (*table, error) {
+	out, timedOut, err := p.call(ctx, bin, query, Format)
 	t := parseTable(out, spec)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("nvidia-smi %s: %w", spec.source, ctx.Err())
-		case errors.Is(qctx.Err(), context.DeadlineExceeded):
-			return nil, fmt.Errorf("%w after %s (%s query)", ErrTimeout, timeout, spec.source)
+		case timedOut:
+			return nil, fmt.Errorf("%w after %s (%s query)", ErrTimeout, p.timeout(), spec.source)
 		case t.headerLine > 0 && namesCard(t.problems):
 			// A lost card: keep what the other cards said.
 			t.problems = append(t.problems, Problem{Source: spec.source, GPUIndex: -1,

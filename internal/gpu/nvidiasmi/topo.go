@@ -3,7 +3,6 @@ package nvidiasmi
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -126,30 +125,16 @@ func matrixColumns(header []string) []string {
 // It fails when nvidia-smi cannot be found, times out, exits non-zero, or
 // prints no matrix; the error quotes the first line it printed.
 func (p *Probe) Topology(ctx context.Context) (*gpu.Topology, error) {
-	bin := p.Bin
-	if bin == "" {
-		b, err := Bin()
-		if err != nil {
-			return nil, err
-		}
-		bin = b
+	bin, err := p.bin()
+	if err != nil {
+		return nil, err
 	}
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
-	run := p.Run
-	if run == nil {
-		run = ExecRun
-	}
-	qctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	out, err := run(qctx, bin, TopoArgs...)
+	out, timedOut, err := p.call(ctx, bin, TopoArgs...)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, fmt.Errorf("nvidia-smi topo -m: %w", ctx.Err())
-	case err != nil && errors.Is(qctx.Err(), context.DeadlineExceeded):
-		return nil, fmt.Errorf("%w after %s (topo -m)", ErrTimeout, timeout)
+	case timedOut:
+		return nil, fmt.Errorf("%w after %s (topo -m)", ErrTimeout, p.timeout())
 	case err != nil:
 		return nil, fmt.Errorf("nvidia-smi topo -m: %w: %s", err, firstLine(out))
 	}
