@@ -12,7 +12,8 @@ import (
 const chargeInterval = time.Second
 
 // chargeSource gives the live display the GPU memory charged to each
-// running task, by task id; read returns the last reading between two.
+// running task, by task id (on the card charged the most, for a task on
+// several); read returns the last reading between two.
 type chargeSource interface {
 	read(now time.Time) map[string]int64
 	close()
@@ -44,10 +45,12 @@ func (c *chargeReader) read(now time.Time) map[string]int64 {
 	if err != nil {
 		return c.last
 	}
+	// A task on several cards is charged on each: the display shows the
+	// most one of them holds, beside its budget on each.
 	m := map[string]int64{}
 	for _, card := range cards {
 		for _, h := range card.Holders {
-			m[h.Task] = h.ChargedMiB()
+			m[h.Task] = max(m[h.Task], h.ChargedMiB())
 		}
 	}
 	c.last = m

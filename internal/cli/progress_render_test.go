@@ -236,3 +236,28 @@ func TestProgressNotNeeded(t *testing.T) {
 		t.Errorf("counts line after clean started:\n got %q\nwant %q", got, want)
 	}
 }
+
+// A task on several cards shows them all, in the order chosen, and its
+// budget as each card's; the place column widens for them.
+func TestProgressFrameTaskOnTwoCards(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	first, one := 2, 0
+	s := newProgressState(0)
+	s.reset(pendingRecords(3))
+	s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: "t00001", Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-5 * time.Second),
+		GPU: &first, GPUs: []int{2, 1}, MemRequestedMiB: 20000}})
+	s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: "t00002", Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-4 * time.Second),
+		GPU: &one, MemRequestedMiB: 1000}})
+	f := s.frame(now, now.Add(-time.Minute))
+	f.charged = map[string]int64{"t00001": 21000}
+	got := f.render(100, 10)
+	want := "" +
+		"░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░ 0/3 tasks  elapsed 1m00s  left ?\n" +
+		"complete 0 · failed 0 · running 2 · waiting 1\n" +
+		"  t00001  cards 2,1      5s  21000/20000 MiB each\n" +
+		"  t00002  card 0         4s  1000/1000 MiB\n"
+	if got != want {
+		t.Errorf("render:\n%s\nwant:\n%s", got, want)
+	}
+}

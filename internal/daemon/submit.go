@@ -128,7 +128,7 @@ func (d *Daemon) newRun(req client.RunRequest, p peer) (*run, error) {
 			}
 			dir = filepath.Join(req.Dir, dir)
 		}
-		nr.tasks[i] = taskMeta{inner: inner, command: t.Command, dir: dir}
+		nr.tasks[i] = taskMeta{inner: inner, command: t.Command, dir: dir, gpuAuto: t.GPUMiBAuto}
 	}
 	return nr, nil
 }
@@ -194,7 +194,7 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 			on[id] = c
 		}
 		sp.DependencyOn = on
-		m.deps = sp.Dependencies
+		m.deps, m.on = sp.Dependencies, on
 		specs[i] = sp
 	}
 	return specs, nil
