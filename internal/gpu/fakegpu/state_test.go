@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -225,6 +226,43 @@ func TestDevice(t *testing.T) {
 			t.Errorf("Device(%q, %q) = %+v, %v; want ErrNoDevice", tt.visible, tt.order, c, err)
 		case tt.want >= 0 && (err != nil || c.Index != tt.want):
 			t.Errorf("Device(%q, %q) = %+v, %v; want card %d", tt.visible, tt.order, c, err, tt.want)
+		}
+	}
+}
+
+// Every entry of CUDA_VISIBLE_DEVICES is a device, in its order, up to the
+// first that names no card (or one named already), as CUDA reads it.
+func TestDevices(t *testing.T) {
+	s := State{Cards: []Card{
+		{Index: 0, UUID: "GPU-f3da2e71", TotalMiB: 6144},
+		{Index: 1, UUID: "GPU-15ea7bf9", TotalMiB: 11264},
+		{Index: 2, UUID: "GPU-15eb0000", TotalMiB: 6144},
+	}}
+	tests := []struct {
+		visible, order string
+		want           []int // card indices; nil: ErrNoDevice
+	}{
+		{"2,1", "PCI_BUS_ID", []int{2, 1}},
+		{"0, 1,2", "PCI_BUS_ID", []int{0, 1, 2}},
+		{"0,1", "", []int{1, 0}}, // fastest (here: biggest) first
+		{"GPU-15eb,GPU-f3", "", []int{2, 0}},
+		{"1,7,0", "PCI_BUS_ID", []int{1}}, // no card 7: CUDA stops there
+		{"1,1,0", "PCI_BUS_ID", []int{1}},
+		{"2,", "PCI_BUS_ID", []int{2}},
+		{"7,1", "PCI_BUS_ID", nil},
+		{"", "", nil},
+	}
+	for _, tt := range tests {
+		cards, err := s.Devices(tt.visible, tt.order)
+		var got []int
+		for _, c := range cards {
+			got = append(got, c.Index)
+		}
+		switch {
+		case tt.want == nil && !errors.Is(err, ErrNoDevice):
+			t.Errorf("Devices(%q, %q) = %v, %v; want ErrNoDevice", tt.visible, tt.order, got, err)
+		case tt.want != nil && (err != nil || !slices.Equal(got, tt.want)):
+			t.Errorf("Devices(%q, %q) = %v, %v; want cards %v", tt.visible, tt.order, got, err, tt.want)
 		}
 	}
 }
