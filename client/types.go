@@ -69,6 +69,10 @@ type Task struct {
 	// free. Exclusive asks for a card to itself. Neither: a CPU task.
 	GPUMiB    int64 `json:"gpu_mib,omitempty"`
 	Exclusive bool  `json:"exclusive,omitempty"`
+	// GPUs is how many cards a GPU task takes, all at once, each with
+	// GPUMiB free (exclusive: to itself); 0 or 1: one. A daemon that does
+	// not know it refuses the task rather than run it on one card.
+	GPUs int `json:"gpus,omitempty"`
 	// GPUMiBAuto: a GPU task whose budget the daemon learns from the
 	// peaks of the same task in its owner's earlier runs (same id
 	// within its run, command and dir); GPUMiB must be 0 then.

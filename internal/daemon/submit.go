@@ -155,6 +155,7 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 		case t.GPUMiB > 0 || t.Exclusive:
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: t.GPUMiB, Exclusive: t.Exclusive}
 		}
+		sp.Resources.GPUs = t.GPUs // on a CPU task, refused as the scheduler refuses it
 		if t.Retries != nil {
 			sp.Retries = *t.Retries
 			if sp.Retries == 0 {
