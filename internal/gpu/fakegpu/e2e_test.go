@@ -554,6 +554,15 @@ func TestJobGrowthRefused(t *testing.T) {
 	}
 }
 
+// cardSteps are the recorded events as "kind:card:MiB".
+func (m *machine) cardSteps() []string {
+	var steps []string
+	for _, e := range m.events() {
+		steps = append(steps, fmt.Sprintf("%s:%d:%d", e.Kind, e.Index, e.MemMiB))
+	}
+	return steps
+}
+
 // A job given two cards takes its memory on each, so nvidia-smi lists its
 // process on both; it grows on each and gives both back at its end.
 func TestJobOnTwoCards(t *testing.T) {
@@ -588,11 +597,7 @@ func TestJobOnTwoCards(t *testing.T) {
 	if s := j.wait(); s != 143 {
 		t.Errorf("status %d after SIGTERM, want 143", s)
 	}
-	var got []string
-	for _, e := range m.events() {
-		got = append(got, fmt.Sprintf("%s:%d:%d", e.Kind, e.Index, e.MemMiB))
-	}
-	if want := []string{"start:2:100", "start:0:100", "end:2:100", "end:0:100"}; !slices.Equal(got, want) {
+	if got, want := m.cardSteps(), []string{"start:2:100", "start:0:100", "end:2:100", "end:0:100"}; !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 	if p := m.processes(); len(p) != 0 {
@@ -612,11 +617,7 @@ func TestJobOnTwoCardsRefused(t *testing.T) {
 	if status != 1 || line != "" || stderr != wantErr {
 		t.Errorf("status %d, stdout %q, stderr %q; want 1, nothing, %q", status, line, stderr, wantErr)
 	}
-	var got []string
-	for _, e := range m.events() {
-		got = append(got, fmt.Sprintf("%s:%d:%d", e.Kind, e.Index, e.MemMiB))
-	}
-	if want := []string{"oom:1:100"}; !slices.Equal(got, want) {
+	if got, want := m.cardSteps(), []string{"oom:1:100"}; !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v", got, want)
 	}
 	if p := m.processes(); len(p) != 0 {
