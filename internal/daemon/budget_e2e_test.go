@@ -15,24 +15,31 @@ import (
 	"github.com/gpusched/gpusched/internal/testbin"
 )
 
-// Through the daemon, memory_mib: auto learns from the owner's earlier
-// runs: a task of the same id, command and dir asks for its peak plus the
-// margin; one whose command changed starts over at memory_mib_max.
-func TestDaemonLearnsAutoBudgets(t *testing.T) {
+// fakeGPUs has the world's daemons see the fake machine st, through the
+// fake nvidia-smi.
+func (w *world) fakeGPUs(t *testing.T, st fakegpu.State) {
+	t.Helper()
 	smi, err := testbin.Build("cmd/fake-nvidia-smi")
 	if err != nil {
 		t.Fatal(err)
 	}
+	gpuState := filepath.Join(w.dir, "gpu-state.json")
+	if err := fakegpu.Save(gpuState, st); err != nil {
+		t.Fatal(err)
+	}
+	w.env = append(w.env, "GPUSCHED_NVIDIA_SMI="+smi, fakegpu.EnvState+"="+gpuState)
+}
+
+// Through the daemon, memory_mib: auto learns from the owner's earlier
+// runs: a task of the same id, command and dir asks for its peak plus the
+// margin; one whose command changed starts over at memory_mib_max.
+func TestDaemonLearnsAutoBudgets(t *testing.T) {
 	job, err := testbin.Build("cmd/fake-gpu-job")
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := newWorld(t)
-	gpuState := filepath.Join(w.dir, "gpu-state.json")
-	if err := fakegpu.Save(gpuState, fakegpu.State{Cards: []fakegpu.Card{{Index: 0, UUID: "GPU-fade0000-7e57-4000-8000-000000000000", TotalMiB: 40960}}}); err != nil {
-		t.Fatal(err)
-	}
-	w.env = append(w.env, "GPUSCHED_NVIDIA_SMI="+smi, fakegpu.EnvState+"="+gpuState)
+	w.fakeGPUs(t, fakegpu.State{Cards: []fakegpu.Card{{Index: 0, UUID: "GPU-fade0000-7e57-4000-8000-000000000000", TotalMiB: 40960}}})
 	d := w.start(t)
 	work := filepath.Join(w.dir, "work")
 	os.Mkdir(work, 0o755)

@@ -11,7 +11,6 @@ import (
 	"github.com/gpusched/gpusched/client"
 	"github.com/gpusched/gpusched/internal/gpu/fakegpu"
 	"github.com/gpusched/gpusched/internal/task"
-	"github.com/gpusched/gpusched/internal/testbin"
 )
 
 // A workflow's task on two cards runs on two through the daemon, and every
@@ -19,20 +18,11 @@ import (
 // queue once it finished (from the daemon's summary), and after a restart
 // (from the state database's); gpu stays the first of them.
 func TestDaemonTaskOnTwoCards(t *testing.T) {
-	smi, err := testbin.Build("cmd/fake-nvidia-smi")
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := newWorld(t)
-	gpuState := filepath.Join(w.dir, "gpu-state.json")
-	cards := []fakegpu.Card{
+	w.fakeGPUs(t, fakegpu.State{Cards: []fakegpu.Card{
 		{Index: 0, UUID: "GPU-fade0000-7e57-4000-8000-000000000000", TotalMiB: 40960},
 		{Index: 1, UUID: "GPU-fade0001-7e57-4000-8000-000000000001", TotalMiB: 40960},
-	}
-	if err := fakegpu.Save(gpuState, fakegpu.State{Cards: cards, Topology: "Topology is not supported on this platform\n"}); err != nil {
-		t.Fatal(err)
-	}
-	w.env = append(w.env, "GPUSCHED_NVIDIA_SMI="+smi, fakegpu.EnvState+"="+gpuState)
+	}, Topology: "Topology is not supported on this platform\n"})
 	w.start(t)
 	c := w.client(t)
 	ctx := context.Background()
