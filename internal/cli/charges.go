@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 )
 
@@ -45,15 +46,20 @@ func (c *chargeReader) read(now time.Time) map[string]int64 {
 	if err != nil {
 		return c.last
 	}
-	// A task on several cards is charged on each: the display shows the
-	// most one of them holds, beside its budget on each.
+	c.last = chargedByTask(cards)
+	return c.last
+}
+
+// chargedByTask is the GPU memory charged to each task holding the cards:
+// for a task on several, the most one of them holds (the display shows it
+// beside its budget on each).
+func chargedByTask(cards []gpu.CardView) map[string]int64 {
 	m := map[string]int64{}
 	for _, card := range cards {
 		for _, h := range card.Holders {
 			m[h.Task] = max(m[h.Task], h.ChargedMiB())
 		}
 	}
-	c.last = m
 	return m
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -259,5 +260,19 @@ func TestProgressFrameTaskOnTwoCards(t *testing.T) {
 		"  t00002  card 0         4s  1000/1000 MiB\n"
 	if got != want {
 		t.Errorf("render:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// The charge the display shows of a task on several cards is the most one
+// of them holds; each card's other tasks keep theirs.
+func TestChargedByTask(t *testing.T) {
+	t.Parallel()
+	cards := []gpu.CardView{
+		{Index: 1, Holders: []gpu.Holding{{Task: "pair", RequestMiB: 20000, ObservedMiB: 21000}, {Task: "small", RequestMiB: 1000}}},
+		{Index: 2, Holders: []gpu.Holding{{Task: "pair", RequestMiB: 20000, ObservedMiB: 19000}}},
+	}
+	got := chargedByTask(cards)
+	if len(got) != 2 || got["pair"] != 21000 || got["small"] != 1000 {
+		t.Errorf("charged %v; want pair 21000 (its most on one card), small 1000", got)
 	}
 }
