@@ -30,7 +30,13 @@ type Command struct {
 	Env       map[string]string
 	GPUMiB    int64 // a GPU memory budget; 0 with Exclusive false: a CPU task
 	Exclusive bool
-	After     []string // daemon ids that must complete first
+	// CPUs, MemoryMiBHost and Resources are what it takes of the
+	// machine's cores, host memory and the daemon's custom resources
+	// (Task.CPUs, MemoryMiBHost, Resources).
+	CPUs          int
+	MemoryMiBHost int64
+	Resources     map[string]int
+	After         []string // daemon ids that must complete first
 	// AfterOn gives, by an id of After, when it is satisfied if not by
 	// completion: "failure" or "any" (Task.AfterOn).
 	AfterOn  map[string]string
@@ -49,7 +55,8 @@ func (c *Client) Submit(ctx context.Context, cmd Command) (Submitted, error) {
 	}
 	return c.submit(ctx, RunRequest{Kind: KindCommand, Name: name, Dir: cmd.Dir, Env: cmd.Env, Key: cmd.Key,
 		Tasks: []Task{{Command: cmd.Args, After: cmd.After, AfterOn: cmd.AfterOn, Priority: cmd.Priority, GPUMiB: cmd.GPUMiB,
-			Exclusive: cmd.Exclusive, Timeout: Duration(cmd.Timeout), Retries: cmd.Retries}}})
+			Exclusive: cmd.Exclusive, Timeout: Duration(cmd.Timeout), Retries: cmd.Retries,
+			CPUs: cmd.CPUs, MemoryMiBHost: cmd.MemoryMiBHost, Resources: cmd.Resources}}})
 }
 
 // Workflow is a workflow's tasks to submit as one run.

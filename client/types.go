@@ -74,9 +74,26 @@ type Task struct {
 	// within its run, command and dir); GPUMiB must be 0 then.
 	// GPUMiBMax is the first budget and the most a learned one may be
 	// (0: the scheduler's default first budget).
-	GPUMiBAuto bool     `json:"gpu_mib_auto,omitempty"`
-	GPUMiBMax  int64    `json:"gpu_mib_max,omitempty"`
-	Timeout    Duration `json:"timeout,omitempty"` // per attempt
+	GPUMiBAuto bool  `json:"gpu_mib_auto,omitempty"`
+	GPUMiBMax  int64 `json:"gpu_mib_max,omitempty"`
+	// CPUs is the cores the task takes of those the daemon gives tasks
+	// (gpusched daemon --cpus); 0: 1. MemoryMiBHost is its host memory
+	// budget, in MiB, of the daemon's --memory-mib-host; 0: none. Both
+	// are budgets for admission: the process is not limited.
+	CPUs          int   `json:"cpus,omitempty"`
+	MemoryMiBHost int64 `json:"memory_mib_host,omitempty"`
+	// MemoryMiBHostAuto: the daemon learns the host memory budget from
+	// the peak resident memory of the same task in its owner's earlier
+	// runs, as GPUMiBAuto does (MemoryMiBHost must be 0 then);
+	// MemoryMiBHostMax is the first budget and the most a learned one
+	// may be (0: the scheduler's default first budget).
+	MemoryMiBHostAuto bool  `json:"memory_mib_host_auto,omitempty"`
+	MemoryMiBHostMax  int64 `json:"memory_mib_host_max,omitempty"`
+	// Resources are the units the task takes of the daemon's custom
+	// resources ({"licenses": 1}), which the daemon declares (gpusched
+	// daemon --resource licenses=2); one it does not declare is refused.
+	Resources map[string]int `json:"resources,omitempty"`
+	Timeout   Duration       `json:"timeout,omitempty"` // per attempt
 	// Retries is how many extra attempts a failing task gets; nil: the
 	// daemon's default.
 	Retries          *int     `json:"retries,omitempty"`
