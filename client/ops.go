@@ -184,3 +184,12 @@ func (c *Client) Shutdown(ctx context.Context, killTasks bool) (int, error) {
 	err := c.do(ctx, http.MethodPost, "/v1/shutdown", nil, ShutdownRequest{KillTasks: killTasks}, &out)
 	return out.PID, err
 }
+
+// Budgets returns, for each task of the caller's (root: everyone's) that
+// asks for GPU memory or sets a host memory budget, what it asked for and
+// what it used at peak in its recent runs (GET /v1/budgets), oldest first.
+func (c *Client) Budgets(ctx context.Context) ([]Budget, error) {
+	var out Budgets
+	err := c.do(ctx, http.MethodGet, "/v1/budgets", nil, nil, &out)
+	return out.Budgets, err
+}

@@ -357,3 +357,43 @@ type ShuttingDown struct {
 type ErrorBody struct {
 	Error string `json:"error"`
 }
+
+// Budgets is the answer of GET /v1/budgets: what gpusched suggest shows
+// of the daemon's history.
+type Budgets struct {
+	Budgets []Budget `json:"budgets"`
+}
+
+// Budget is what a task asked for of one memory resource and what it
+// really used at peak, over its recent attempts in its owner's runs.
+// "The same task" is the one memory_mib: auto learns from: the same
+// owner, id within its run, command and dir; each is given once, by its
+// newest run's task.
+type Budget struct {
+	Task    string   `json:"task"` // the newest run's task ("13/train", "12")
+	Name    string   `json:"name"` // its id within its run (a command run's: its run's name)
+	Owner   string   `json:"owner"`
+	UID     int      `json:"uid"`
+	Runs    int      `json:"runs"` // the runs of it whose attempts were read
+	Command []string `json:"command"`
+	Dir     string   `json:"dir"`
+	// Resource is "memory_mib" (GPU memory) or "memory_mib_host" (host
+	// memory); MemoryMiB, MemoryAuto and MemoryMaxMiB are its setting in
+	// the newest run (MemoryMiB 0 with auto).
+	Resource     string `json:"resource"`
+	MemoryMiB    int64  `json:"memory_mib"`
+	MemoryAuto   bool   `json:"memory_auto,omitempty"`
+	MemoryMaxMiB int64  `json:"memory_mib_max,omitempty"`
+	Exclusive    bool   `json:"exclusive,omitempty"`
+	// AskedMiB is what its last attempt was admitted with, PeakMiB the
+	// largest peak over the last Attempts attempts that ended by
+	// themselves with a peak seen, ProposedMiB what an auto budget would
+	// ask for now (0 with no such attempt), Flag "wasted", "oom-risk" or
+	// empty. Ran: some attempt of it started.
+	AskedMiB    int64  `json:"asked_mib"`
+	PeakMiB     int64  `json:"peak_mib"`
+	Attempts    int    `json:"attempts"`
+	ProposedMiB int64  `json:"proposed_mib"`
+	Flag        string `json:"flag,omitempty"`
+	Ran         bool   `json:"ran"`
+}

@@ -2,9 +2,11 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +200,35 @@ func TestDaemonLearnsHostMemoryBudgets(t *testing.T) {
 	}
 	if asked2 >= 3000 || asked2 < peak1+512 || asked2%256 != 0 {
 		t.Errorf("2/prep asked for %d MiB; want its first run's peak %d plus the margin (512), rounded up to 256", asked2, peak1)
+	}
+
+	// gpusched suggest reads the daemon's history: the task once, by its
+	// newest run, over both runs' attempts.
+	out, errOut, code := w.gs(t, work, nil, "suggest", "--daemon", "--json")
+	var got struct {
+		Daemon string
+		Tasks  []struct {
+			ID           string `json:"id"`
+			Resource     string `json:"resource"`
+			AskedMiB     int64  `json:"asked_mib"`
+			PeakMiB      int64  `json:"peak_mib"`
+			ProposedMiB  int64  `json:"proposed_mib"`
+			Attempts     int    `json:"attempts"`
+			Runs         int    `json:"runs"`
+			MemoryAuto   bool   `json:"memory_auto"`
+			MemoryMaxMiB int64  `json:"memory_mib_max"`
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Tasks) != 1 {
+		t.Fatalf("suggest --daemon --json: exit %d, %q, %s", code, out, errOut)
+	}
+	if s := got.Tasks[0]; s.ID != "2/prep" || s.Resource != "memory_mib_host" || s.AskedMiB != asked2 || s.PeakMiB < peak1 ||
+		s.Attempts != 2 || s.Runs != 2 || !s.MemoryAuto || s.MemoryMaxMiB != 3000 || s.ProposedMiB < s.PeakMiB+512 {
+		t.Errorf("suggest --daemon --json: %+v; want 2/prep's host row over 2 runs, asked %d", s, asked2)
+	}
+	out, errOut, code = w.gs(t, work, nil, "suggest", "--daemon", wf)
+	if code != 0 || !regexp.MustCompile(`(?m)^prep\s+host auto \(max 3000\)\s+`+fmt.Sprint(asked2)+`\s+\d+\s+2\s+\d+`).MatchString(out) ||
+		!strings.Contains(out, "the daemon at") {
+		t.Errorf("suggest --daemon wf.yaml: exit %d\n%s%s", code, out, errOut)
 	}
 }
