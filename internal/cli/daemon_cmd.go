@@ -100,6 +100,9 @@ Pending tasks stay queued either way.`,
 			}
 			var se *gpusched.SchedulingError
 			if errors.As(err, &se) {
+				if se.Field == "resources" { // the daemon's are --resource flags
+					return inputf("--resource: %s", se.Reason)
+				}
 				return invalid(err)
 			}
 			return err
