@@ -22,12 +22,13 @@ func (d *Daemon) budgets(w http.ResponseWriter, _ *http.Request, p peer) error {
 		inner, dir, argv string
 	}
 	type group struct {
-		rn *run
-		m  *taskMeta
+		rn  *run      // its newest run
+		m   *taskMeta // its task there
+		ids []string  // the scheduler's ids of it, one a run, newest first, at most historyTasks
 	}
 	all := d.runs.all()
-	seen := map[key]bool{}
-	var groups []group // newest run first
+	byKey := map[key]*group{}
+	var groups []*group // newest run first
 	for i := len(all) - 1; i >= 0; i-- {
 		rn := all[i]
 		if !owns(p, rn) {
@@ -36,16 +37,20 @@ func (d *Daemon) budgets(w http.ResponseWriter, _ *http.Request, p peer) error {
 		for j := range rn.tasks {
 			m := &rn.tasks[j]
 			k := key{rn.uid, m.inner, m.dir, strings.Join(m.command, "\x00")}
-			if !seen[k] {
-				seen[k] = true
-				groups = append(groups, group{rn, m})
+			g := byKey[k]
+			if g == nil {
+				g = &group{rn: rn, m: m}
+				byKey[k] = g
+				groups = append(groups, g)
+			}
+			if len(g.ids) < historyTasks {
+				g.ids = append(g.ids, qualify(rn.id, m.inner))
 			}
 		}
 	}
 	out := client.Budgets{Budgets: []client.Budget{}}
 	for _, g := range slices.Backward(groups) {
-		id := qualify(g.rn.id, g.m.inner)
-		st, ok, err := d.lookupStored(id)
+		st, ok, err := d.lookupStored(g.ids[0])
 		if err != nil {
 			return err
 		}
@@ -57,16 +62,15 @@ func (d *Daemon) budgets(w http.ResponseWriter, _ *http.Request, p peer) error {
 		if !gpu && !host {
 			continue
 		}
-		runs := map[*run]bool{}
 		var attempts []task.Attempt
-		for _, a := range d.attemptsOf(d.sameTasks(g.rn.uid, g.m.inner, g.m.dir, g.m.command, runs)) {
+		for _, a := range d.attemptsOf(g.ids) {
 			attempts = append(attempts, task.Attempt(a))
 		}
 		name := g.m.inner
 		if g.rn.kind == client.KindCommand {
 			name = g.rn.name
 		}
-		base := client.Budget{Task: showID(g.rn, g.m.inner), Name: name, Owner: g.rn.user, UID: g.rn.uid, Runs: len(runs),
+		base := client.Budget{Task: showID(g.rn, g.m.inner), Name: name, Owner: g.rn.user, UID: g.rn.uid, Runs: len(g.ids),
 			Command: g.m.command, Dir: g.m.dir, Ran: len(attempts) > 0}
 		if gpu {
 			b := base

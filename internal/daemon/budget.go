@@ -40,14 +40,13 @@ func (d *Daemon) history(ts gpusched.TaskSpec) []gpusched.Attempt {
 			return nil
 		}
 	}
-	return d.attemptsOf(d.sameTasks(uid, inner, ts.Dir, commandOf(ts.Payload), nil))
+	return d.attemptsOf(d.sameTasks(uid, inner, ts.Dir, commandOf(ts.Payload)))
 }
 
 // sameTasks returns the scheduler's ids of the tasks of uid's runs that
 // are the same task as inner of a run, run in dir with argv (see above),
-// newest run first, within the bounds of the search. Each run whose task
-// it returns is marked in seen, when not nil.
-func (d *Daemon) sameTasks(uid int, inner, dir string, argv []string, seen map[*run]bool) []string {
+// newest run first, within the bounds of the search.
+func (d *Daemon) sameTasks(uid int, inner, dir string, argv []string) []string {
 	all := d.runs.all()
 	var ids []string
 	for i, looked := len(all)-1, 0; i >= 0 && looked < historyRuns && len(ids) < historyTasks; i, looked = i-1, looked+1 {
@@ -58,9 +57,6 @@ func (d *Daemon) sameTasks(uid int, inner, dir string, argv []string, seen map[*
 		for j := range r.tasks {
 			if m := &r.tasks[j]; m.inner == inner && m.dir == dir && slices.Equal(m.command, argv) {
 				ids = append(ids, qualify(r.id, inner))
-				if seen != nil {
-					seen[r] = true
-				}
 			}
 		}
 	}
