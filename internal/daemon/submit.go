@@ -155,6 +155,9 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 		case t.GPUMiB > 0 || t.Exclusive:
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: t.GPUMiB, Exclusive: t.Exclusive}
 		}
+		if err := d.hostRequest(m.inner, &t, &sp.Resources); err != nil {
+			return nil, err
+		}
 		if t.Retries != nil {
 			sp.Retries = *t.Retries
 			if sp.Retries == 0 {
