@@ -259,3 +259,64 @@ func TestRetirementLookupAndSubmitAgain(t *testing.T) {
 		t.Errorf("task a's attempt %d, want 2 (its history kept)", n)
 	}
 }
+
+// A task held pending that counted a retired task's end (on: any) waits
+// for its new end once SubmitAgain takes the retired task up again, as
+// Retry has it for a task held: it starts after it, not before.
+func TestSubmitAgainRelinksHeldDependents(t *testing.T) {
+	s := newScheduler(t, gpusched.Scheduling{MaxParallelTasks: 4}, gpusched.WithRetirement())
+	serve(t, s)
+	dir := t.TempDir()
+	gateA, gateG, again := filepath.Join(dir, "gate-a"), filepath.Join(dir, "gate-g"), filepath.Join(dir, "again")
+	wait := func(file string) string { return "until [ -e " + file + " ]; do sleep 0.02; done; " }
+	a := sh("a", "if [ -e "+again+" ]; then "+wait(gateA)+"fi; exit 1")
+	a.Retries = gpusched.NoRetries
+	g := sh("g", wait(gateG))
+	b := sh("b", "true", "a", "g")
+	b.DependencyOn = map[string]gpusched.DependencyCondition{"a": gpusched.AfterAny}
+	if err := s.SubmitMany([]gpusched.TaskSpec{a, g, b}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if recs, err := s.Wait(ctx, []string{"a"}); err != nil || recs[0].State != gpusched.StateFailed {
+		t.Fatalf("a: %+v %v", recs, err)
+	}
+	for range 1000 {
+		if _, held := s.Record("a"); !held {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, held := s.Record("a"); held {
+		t.Fatal("task a is still held after it failed")
+	}
+	if err := os.WriteFile(again, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SubmitAgain(ctx, []gpusched.TaskSpec{a}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Record("b"); r.State != gpusched.StatePending || s.Waiting("b")["b"].Kind != gpusched.WaitDependencies {
+		t.Errorf("b once a is taken up again: %s, waiting %+v; want it waiting for its dependencies", r.State, s.Waiting("b"))
+	}
+	// g ends while a runs again: b still waits for a.
+	if err := os.WriteFile(gateG, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := s.Wait(ctx, []string{"g"}); err != nil || recs[0].State != gpusched.StateComplete {
+		t.Fatalf("g: %+v %v", recs, err)
+	}
+	if r, _ := s.Record("b"); r.State != gpusched.StatePending || len(r.Attempts) != 0 {
+		t.Errorf("b once g completed, while a runs again: %+v", r)
+	}
+	if err := os.WriteFile(gateA, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Wait(ctx, []string{"a", "b"})
+	if err != nil || recs[0].State != gpusched.StateFailed || recs[1].State != gpusched.StateComplete {
+		t.Fatalf("after the gate: %+v %v", recs, err)
+	}
+	if aEnd, bStart := recs[0].LastAttempt().End, recs[1].LastAttempt().Start; bStart.Before(aEnd) {
+		t.Errorf("b started at %v, before a's new end at %v", bStart, aEnd)
+	}
+}

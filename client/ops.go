@@ -30,7 +30,13 @@ type Command struct {
 	Env       map[string]string
 	GPUMiB    int64 // a GPU memory budget; 0 with Exclusive false: a CPU task
 	Exclusive bool
-	After     []string // daemon ids that must complete first
+	// CPUs, MemoryMiBHost and Resources are what it takes of the
+	// machine's cores, host memory and the daemon's custom resources
+	// (Task.CPUs, MemoryMiBHost, Resources).
+	CPUs          int
+	MemoryMiBHost int64
+	Resources     map[string]int
+	After         []string // daemon ids that must complete first
 	// AfterOn gives, by an id of After, when it is satisfied if not by
 	// completion: "failure" or "any" (Task.AfterOn).
 	AfterOn  map[string]string
@@ -49,7 +55,8 @@ func (c *Client) Submit(ctx context.Context, cmd Command) (Submitted, error) {
 	}
 	return c.submit(ctx, RunRequest{Kind: KindCommand, Name: name, Dir: cmd.Dir, Env: cmd.Env, Key: cmd.Key,
 		Tasks: []Task{{Command: cmd.Args, After: cmd.After, AfterOn: cmd.AfterOn, Priority: cmd.Priority, GPUMiB: cmd.GPUMiB,
-			Exclusive: cmd.Exclusive, Timeout: Duration(cmd.Timeout), Retries: cmd.Retries}}})
+			Exclusive: cmd.Exclusive, Timeout: Duration(cmd.Timeout), Retries: cmd.Retries,
+			CPUs: cmd.CPUs, MemoryMiBHost: cmd.MemoryMiBHost, Resources: cmd.Resources}}})
 }
 
 // Workflow is a workflow's tasks to submit as one run.
@@ -176,4 +183,13 @@ func (c *Client) Shutdown(ctx context.Context, killTasks bool) (int, error) {
 	var out ShuttingDown
 	err := c.do(ctx, http.MethodPost, "/v1/shutdown", nil, ShutdownRequest{KillTasks: killTasks}, &out)
 	return out.PID, err
+}
+
+// Budgets returns, for each task of the caller's (root: everyone's) that
+// asks for GPU memory or sets a host memory budget, what it asked for and
+// what it used at peak in its recent runs (GET /v1/budgets), oldest first.
+func (c *Client) Budgets(ctx context.Context) ([]Budget, error) {
+	var out Budgets
+	err := c.do(ctx, http.MethodGet, "/v1/budgets", nil, nil, &out)
+	return out.Budgets, err
 }

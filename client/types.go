@@ -78,9 +78,26 @@ type Task struct {
 	// within its run, command and dir); GPUMiB must be 0 then.
 	// GPUMiBMax is the first budget and the most a learned one may be
 	// (0: the scheduler's default first budget).
-	GPUMiBAuto bool     `json:"gpu_mib_auto,omitempty"`
-	GPUMiBMax  int64    `json:"gpu_mib_max,omitempty"`
-	Timeout    Duration `json:"timeout,omitempty"` // per attempt
+	GPUMiBAuto bool  `json:"gpu_mib_auto,omitempty"`
+	GPUMiBMax  int64 `json:"gpu_mib_max,omitempty"`
+	// CPUs is the cores the task takes of those the daemon gives tasks
+	// (gpusched daemon --cpus); 0: 1. MemoryMiBHost is its host memory
+	// budget, in MiB, of the daemon's --memory-mib-host; 0: none. Both
+	// are budgets for admission: the process is not limited.
+	CPUs          int   `json:"cpus,omitempty"`
+	MemoryMiBHost int64 `json:"memory_mib_host,omitempty"`
+	// MemoryMiBHostAuto: the daemon learns the host memory budget from
+	// the peak resident memory of the same task in its owner's earlier
+	// runs, as GPUMiBAuto does (MemoryMiBHost must be 0 then);
+	// MemoryMiBHostMax is the first budget and the most a learned one
+	// may be (0: the scheduler's default first budget).
+	MemoryMiBHostAuto bool  `json:"memory_mib_host_auto,omitempty"`
+	MemoryMiBHostMax  int64 `json:"memory_mib_host_max,omitempty"`
+	// Resources are the units the task takes of the daemon's custom
+	// resources ({"licenses": 1}), which the daemon declares (gpusched
+	// daemon --resource licenses=2); one it does not declare is refused.
+	Resources map[string]int `json:"resources,omitempty"`
+	Timeout   Duration       `json:"timeout,omitempty"` // per attempt
 	// Retries is how many extra attempts a failing task gets; nil: the
 	// daemon's default.
 	Retries          *int     `json:"retries,omitempty"`
@@ -381,4 +398,44 @@ type ShuttingDown struct {
 // ErrorBody is the body of every 4xx and 5xx answer: one line.
 type ErrorBody struct {
 	Error string `json:"error"`
+}
+
+// Budgets is the answer of GET /v1/budgets: what gpusched suggest shows
+// of the daemon's history.
+type Budgets struct {
+	Budgets []Budget `json:"budgets"`
+}
+
+// Budget is what a task asked for of one memory resource and what it
+// really used at peak, over its recent attempts in its owner's runs.
+// "The same task" is the one memory_mib: auto learns from: the same
+// owner, id within its run, command and dir; each is given once, by its
+// newest run's task.
+type Budget struct {
+	Task    string   `json:"task"` // the newest run's task ("13/train", "12")
+	Name    string   `json:"name"` // its id within its run (a command run's: its run's name)
+	Owner   string   `json:"owner"`
+	UID     int      `json:"uid"`
+	Runs    int      `json:"runs"` // the runs of it whose attempts were read
+	Command []string `json:"command"`
+	Dir     string   `json:"dir"`
+	// Resource is "memory_mib" (GPU memory) or "memory_mib_host" (host
+	// memory); MemoryMiB, MemoryAuto and MemoryMaxMiB are its setting in
+	// the newest run (MemoryMiB 0 with auto).
+	Resource     string `json:"resource"`
+	MemoryMiB    int64  `json:"memory_mib"`
+	MemoryAuto   bool   `json:"memory_auto,omitempty"`
+	MemoryMaxMiB int64  `json:"memory_mib_max,omitempty"`
+	Exclusive    bool   `json:"exclusive,omitempty"`
+	// AskedMiB is what its last attempt was admitted with, PeakMiB the
+	// largest peak over the last Attempts attempts that ended by
+	// themselves with a peak seen, ProposedMiB what an auto budget would
+	// ask for now (0 with no such attempt), Flag "wasted", "oom-risk" or
+	// empty. Ran: some attempt of it started.
+	AskedMiB    int64  `json:"asked_mib"`
+	PeakMiB     int64  `json:"peak_mib"`
+	Attempts    int    `json:"attempts"`
+	ProposedMiB int64  `json:"proposed_mib"`
+	Flag        string `json:"flag,omitempty"`
+	Ran         bool   `json:"ran"`
 }

@@ -141,3 +141,20 @@ func TestWriteQueueNotes(t *testing.T) {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// --resource NAME=N, of daemon and submit: counts by name, each given
+// once, at least 1 unit; anything else is refused naming the flag.
+func TestResourceFlags(t *testing.T) {
+	got, err := resourceFlags("--resource", []string{"licenses=2", " db = 10"})
+	if err != nil || len(got) != 2 || got["licenses"] != 2 || got["db"] != 10 {
+		t.Errorf("resourceFlags: %v, %v", got, err)
+	}
+	if got, err := resourceFlags("--resource", nil); got != nil || err != nil {
+		t.Errorf("no flag: %v, %v", got, err)
+	}
+	for _, bad := range [][]string{{"licenses"}, {"=2"}, {"licenses=two"}, {"licenses=0"}, {"a=1", "a=2"}} {
+		if _, err := resourceFlags("--resource", bad); err == nil || !strings.Contains(err.Error(), "--resource") || exitCode(err) != ExitInvalid {
+			t.Errorf("resourceFlags(%q): %v, want an input error naming --resource", bad, err)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,8 +21,9 @@ func newDaemonCmd() *cobra.Command {
 	var cfg daemon.Config
 	var jobs int
 	var ioTimeout time.Duration
+	var resources []string
 	c := &cobra.Command{
-		Use:   "daemon [--socket PATH] [--state-dir DIR] [--system] [-j N]",
+		Use:   "daemon [--socket PATH] [--state-dir DIR] [--system] [-j N] [--cpus N] [--memory-mib-host MIB] [--resource NAME=N]...",
 		Short: "Run the daemon that queues everyone's tasks on this machine",
 		Long: `Run a gpusched daemon in the foreground: one scheduler, one GPU ledger
 and one state database for every task submitted to it (gpusched submit,
@@ -38,6 +41,16 @@ Among ready tasks of equal priority, the user who has used the machine
 least lately goes first (usage halves every --fair-share-half-life);
 --user-max-tasks and --user-max-gpu-mib cap what one user holds at once.
 See "Fair share" in docs/daemon.md.
+
+Every user's tasks are admitted against the machine's cores and host
+memory, as gpusched run admits a workflow's: --cpus N (default: the cores
+this process may use, or -j if more) and --memory-mib-host MIB (default:
+the cgroup's memory limit or the machine's memory, less a tenth) are what
+the running tasks' cpus and memory_mib_host may add up to. --resource
+NAME=N (repeatable) declares a custom resource with N units, which tasks
+take with resources: {NAME: 1}; the daemon declares them, and a task that
+takes one it does not declare is refused. See "Resources" in
+docs/daemon.md.
 
 One daemon per state directory: a second refuses at once, naming the
 first's PID. A socket left by a daemon that died is removed; one that
@@ -63,13 +76,23 @@ Pending tasks stay queued either way.`,
 			case sc.FairShareHalfLife < 0:
 				return inputf("--fair-share-half-life must not be negative, got %v", sc.FairShareHalfLife)
 			}
+			if c.Flags().Changed("cpus") && cfg.Scheduling.CPUs < 1 {
+				return inputf("--cpus must be at least 1, got %d", cfg.Scheduling.CPUs)
+			}
+			if c.Flags().Changed("memory-mib-host") && cfg.Scheduling.MemoryMiBHost < 1 {
+				return inputf("--memory-mib-host must be at least 1, got %d", cfg.Scheduling.MemoryMiBHost)
+			}
+			var err error
+			if cfg.Scheduling.Resources, err = resourceFlags("--resource", resources); err != nil {
+				return err
+			}
 			cfg.Scheduling.MaxParallelTasks = jobs
 			cfg.Build = Version
 			cfg.Log = c.ErrOrStderr()
 			cfg.Timeouts = daemon.Timeouts{ReadHeader: ioTimeout, Read: ioTimeout}
 			ctx, stop := signal.NotifyContext(c.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
-			err := daemon.Run(ctx, cfg)
+			err = daemon.Run(ctx, cfg)
 			if errors.Is(err, daemon.ErrStopped) {
 				// The running tasks are their supervisor's now: exit
 				// without closing the scheduler, which would stop them.
@@ -77,6 +100,9 @@ Pending tasks stay queued either way.`,
 			}
 			var se *gpusched.SchedulingError
 			if errors.As(err, &se) {
+				if se.Field == "resources" { // the daemon's are --resource flags
+					return inputf("--resource: %s", se.Reason)
+				}
 				return invalid(err)
 			}
 			return err
@@ -90,6 +116,9 @@ Pending tasks stay queued either way.`,
 	c.Flags().IntVar(&cfg.Scheduling.UserMaxRunning, "user-max-tasks", 0, "tasks one user may have running at once (default: no cap)")
 	c.Flags().Int64Var(&cfg.Scheduling.UserMaxGPUMiB, "user-max-gpu-mib", 0, "GPU memory, MiB, one user's running tasks may be charged (default: no cap)")
 	c.Flags().DurationVar(&cfg.Scheduling.FairShareHalfLife, "fair-share-half-life", 0, "how long it takes a user's usage to halve (default 1h)")
+	c.Flags().IntVar(&cfg.Scheduling.CPUs, "cpus", 0, "the cores running tasks may take together (default: the cores this process may use, or -j if more)")
+	c.Flags().Int64Var(&cfg.Scheduling.MemoryMiBHost, "memory-mib-host", 0, "what the running tasks' host memory budgets may add up to, in MiB (default: the cgroup limit or the machine's memory, less a tenth)")
+	c.Flags().StringArrayVar(&resources, "resource", nil, "declare a custom resource NAME=N with N units, which tasks take with resources: {NAME: 1} (repeatable)")
 	c.Flags().DurationVar(&ioTimeout, "io-timeout", 0, "time a client has to send a request (default 5s for its headers, 30s in all)")
 	_ = c.Flags().MarkHidden("io-timeout")
 	c.AddCommand(newDaemonStopCmd())
@@ -133,6 +162,32 @@ Pending tasks stay queued either way, for the next daemon.`,
 	c.Flags().StringVar(&socket, "socket", "", "the daemon's socket")
 	c.Flags().BoolVar(&kill, "kill-tasks", false, "stop the running tasks too")
 	return c
+}
+
+// resourceFlags reads repeated NAME=N flags (flag names the flag) into
+// counts by name; nil when none is given. The names are checked where
+// the settings are (Scheduling.Validate).
+func resourceFlags(flag string, vals []string) (map[string]int, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]int, len(vals))
+	for _, v := range vals {
+		name, num, ok := strings.Cut(v, "=")
+		n, err := strconv.Atoi(strings.TrimSpace(num))
+		name = strings.TrimSpace(name)
+		switch {
+		case !ok || name == "" || err != nil:
+			return nil, inputf("%s %q: give NAME=N, a name and a whole number (licenses=2)", flag, v)
+		case n < 1:
+			return nil, inputf("%s %s: give at least 1 unit, got %d", flag, name, n)
+		}
+		if _, dup := out[name]; dup {
+			return nil, inputf("%s %s is given twice: give it once", flag, name)
+		}
+		out[name] = n
+	}
+	return out, nil
 }
 
 // dialAny connects to a daemon without checking its API version: stopping

@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"sync"
 	"time"
 
@@ -74,6 +73,7 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 	if err != nil {
 		return err
 	}
+	opts.DeclaredElsewhere = true // the daemon declares the custom resources, and checks them
 	w, err := parseWorkflowData(arg, data, opts)
 	if err != nil {
 		return err
@@ -99,11 +99,6 @@ func runThroughDaemon(c *cobra.Command, arg string, opts workflow.Options, f dae
 		fmt.Fprintf(stderr, "gpusched: %s: the machine's cores and memory are the daemon's to count; ignored\n", f.hostSet)
 	}
 	warnDaemonScheduling(stderr, workflowName(arg), w.Scheduling)
-	if slices.ContainsFunc(w.Tasks, func(t gpusched.TaskSpec) bool {
-		return t.Resources.CPUs > 1 || t.Resources.MemoryMiBHost > 0 || t.Resources.MemoryHostAuto
-	}) {
-		fmt.Fprintln(stderr, "gpusched: resources.cpus and memory_mib_host: the daemon does not count the machine's cores and memory yet; ignored")
-	}
 
 	ctx := c.Context()
 	cl := f.route.cl
@@ -252,6 +247,9 @@ func workflowFolder(arg string) (string, error) {
 func warnDaemonScheduling(w io.Writer, name string, s gpusched.Scheduling) {
 	if !reflect.ValueOf(s).IsZero() {
 		fmt.Fprintf(w, "gpusched: %s: the scheduling settings are the daemon's to decide; ignored\n", name)
+	}
+	if len(s.Resources) > 0 {
+		fmt.Fprintf(w, "gpusched: %s: scheduling.resources: the daemon declares the custom resources (gpusched daemon --resource NAME=N); the tasks take units of the daemon's\n", name)
 	}
 }
 

@@ -20,6 +20,9 @@ import (
 type submitFlags struct {
 	gpuMiB    int64
 	exclusive bool
+	cpus      int
+	hostMiB   int64    // --memory-mib-host
+	resources []string // --resource NAME=N
 	after     []string
 	afterAny  []string // --after-any
 	afterFail []string // --after-failure
@@ -35,7 +38,7 @@ type submitFlags struct {
 func newSubmitCmd() *cobra.Command {
 	var f submitFlags
 	c := &cobra.Command{
-		Use:   "submit [--gpu-mib N] [--exclusive] [--after ID]... [--after-any ID]... [--after-failure ID]... [--priority P] [--timeout D] [--retries N] [--name NAME] [--dir D] [--json] -- CMD [ARG]... | submit WORKFLOW.yaml",
+		Use:   "submit [--gpu-mib N] [--exclusive] [--cpus N] [--memory-mib-host MIB] [--resource NAME=N]... [--after ID]... [--after-any ID]... [--after-failure ID]... [--priority P] [--timeout D] [--retries N] [--name NAME] [--dir D] [--json] -- CMD [ARG]... | submit WORKFLOW.yaml",
 		Short: "Queue a command, or a workflow, on the daemon",
 		Long: `Queue one command on the daemon and return at once, printing its id (a
 run of one task, e.g. 12), or with --json {"id", "run", "tasks"}. It runs
@@ -49,7 +52,10 @@ the workflow's folder. The workflow's scheduling settings are the
 daemon's to decide and are ignored.
 
 --gpu-mib N asks for a card with N MiB of GPU memory free (a CUDA task),
---exclusive for a card to itself. --after ID (repeatable) waits for a task
+--exclusive for a card to itself. --cpus N and --memory-mib-host MIB are
+the cores and host memory it takes of those the daemon gives tasks
+(default 1 core, no memory), --resource NAME=N units of a custom resource
+the daemon declares (gpusched daemon --resource). --after ID (repeatable) waits for a task
 or a whole run to complete first; if it fails, this one is blocked.
 --after-any ID waits for it to end, whichever way (Slurm's afterany);
 --after-failure ID runs only if it fails, is cancelled or is blocked
@@ -77,6 +83,9 @@ says so on stderr; its output goes to daemon.log in its state directory.`,
 	fl := c.Flags()
 	fl.Int64Var(&f.gpuMiB, "gpu-mib", 0, "GPU memory budget in MiB: run on a card with that much free")
 	fl.BoolVar(&f.exclusive, "exclusive", false, "run on a card of its own")
+	fl.IntVar(&f.cpus, "cpus", 0, "the cores it takes of those the daemon gives tasks (default 1)")
+	fl.Int64Var(&f.hostMiB, "memory-mib-host", 0, "its host memory budget in MiB, of what the daemon gives tasks (default: none)")
+	fl.StringArrayVar(&f.resources, "resource", nil, "take N units of a custom resource the daemon declares, NAME=N (repeatable)")
 	fl.StringArrayVar(&f.after, "after", nil, "a task or run that must complete first (repeatable)")
 	fl.StringArrayVar(&f.afterAny, "after-any", nil, "a task or run that must end first, whichever way (repeatable)")
 	fl.StringArrayVar(&f.afterFail, "after-failure", nil, "a task or run whose failure this one handles: it runs only if that fails (repeatable)")
@@ -104,6 +113,14 @@ func submitCommand(c *cobra.Command, args []string, f submitFlags) error {
 		return inputf("--timeout must not be negative, got %s", f.timeout)
 	case f.retries < 0:
 		return inputf("--retries must not be negative, got %d", f.retries)
+	case f.cpus < 0:
+		return inputf("--cpus must not be negative, got %d", f.cpus)
+	case f.hostMiB < 0:
+		return inputf("--memory-mib-host must not be negative, got %d", f.hostMiB)
+	}
+	counters, err := resourceFlags("--resource", f.resources)
+	if err != nil {
+		return err
 	}
 	after := slices.Concat(f.after, f.afterAny, f.afterFail)
 	var afterOn map[string]string
@@ -126,6 +143,7 @@ func submitCommand(c *cobra.Command, args []string, f submitFlags) error {
 		return err
 	}
 	cmd := client.Command{Args: args, Name: f.name, Dir: dir, Env: environMap(), GPUMiB: f.gpuMiB, Exclusive: f.exclusive,
+		CPUs: f.cpus, MemoryMiBHost: f.hostMiB, Resources: counters,
 		After: after, AfterOn: afterOn, Priority: f.priority, Timeout: f.timeout}
 	if c.Flags().Changed("retries") {
 		cmd.Retries = &f.retries
@@ -148,12 +166,13 @@ func submitError(what string, err error) error {
 }
 
 func submitWorkflow(c *cobra.Command, path string, f submitFlags) error {
-	for _, name := range []string{"gpu-mib", "exclusive", "after", "after-any", "after-failure", "priority", "timeout", "retries", "dir"} {
+	for _, name := range []string{"gpu-mib", "exclusive", "cpus", "memory-mib-host", "resource", "after", "after-any", "after-failure", "priority", "timeout", "retries", "dir"} {
 		if c.Flags().Changed(name) {
 			return inputf("--%s is for a command; a workflow's tasks say their own", name)
 		}
 	}
-	w, err := loadWorkflow(path)
+	// The daemon declares the custom resources, and checks them.
+	w, err := loadWorkflowWith(path, workflow.Options{DeclaredElsewhere: true})
 	if err != nil {
 		return err
 	}
@@ -193,16 +212,16 @@ func daemonTasks(w *workflow.Workflow) ([]client.Task, error) {
 		if t.Executor != "" && t.Executor != "local" {
 			return nil, invalid(w.Locate(&gpusched.TaskError{TaskID: t.ID, Field: "executor", Reason: "the daemon runs tasks on this machine (local) only", Kind: gpusched.ErrInvalidTask}))
 		}
-		for name := range t.Resources.Counters {
-			return nil, invalid(w.Locate(&gpusched.TaskError{TaskID: t.ID, Field: "resources." + name,
-				Reason: "the daemon has no custom resources yet; give --local to run in this process", Kind: gpusched.ErrInvalidTask}))
-		}
 		args, _ := t.Payload.([]string)
 		ct := client.Task{ID: t.ID, Command: args, Dependencies: t.Dependencies, Priority: t.Priority,
 			GPUMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive, GPUs: t.Resources.GPUs, GPUMiBAuto: t.Resources.MemoryAuto,
 			GPUMiBMax: t.Resources.MemoryMaxMiB, Timeout: client.Duration(t.Timeout), RetryDelay: client.Duration(t.RetryDelay), RetryOnExitCodes: t.RetryOnExitCodes, RetryOnTimeout: t.RetryOnTimeout,
 			Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts, HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
-			OnFailure: t.OnFailure}
+			OnFailure: t.OnFailure, CPUs: t.Resources.CPUs, MemoryMiBHost: t.Resources.MemoryMiBHost,
+			MemoryMiBHostAuto: t.Resources.MemoryHostAuto, MemoryMiBHostMax: t.Resources.MemoryHostMaxMiB, Resources: t.Resources.Counters}
+		if ct.MemoryMiBHostAuto {
+			ct.MemoryMiBHost = 0 // the daemon chooses it
+		}
 		if t.Resources.GPU() && ct.GPUMiB == 0 && !ct.Exclusive && !ct.GPUMiBAuto {
 			ct.Exclusive = true
 		}

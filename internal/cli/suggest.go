@@ -19,8 +19,9 @@ import (
 func newSuggestCmd() *cobra.Command {
 	var runDir string
 	var asJSON bool
+	var route routeFlags
 	c := &cobra.Command{
-		Use:   "suggest [WORKFLOW] [--run-dir DIR] [--json]",
+		Use:   "suggest [WORKFLOW] [--run-dir DIR | --daemon | --socket PATH | --local] [--json]",
 		Short: "Propose GPU and host memory budgets from what tasks really used",
 		Long: `Show, for each GPU task, the budget its last attempt asked for
 (ASKED), the most GPU memory it was seen to use over its recent attempts
@@ -40,20 +41,44 @@ of the run directory (--run-dir, or the one run under ./.gpusched).
 Only attempts that ended by themselves with a peak seen count. Nothing is
 written; a run may be going.
 
-Runs of a daemon are not read: this looks at a run directory only.
+Through a daemon: with --daemon or --socket PATH, or without --run-dir
+and --local where gpusched run would go through a daemon ($GPUSCHED_SOCKET
+set, or a system daemon answering), the daemon's history is read instead
+of a run directory: each task of yours (root: everyone's) once, as
+memory_mib: auto tells tasks apart (the same id within its run, command
+and dir), shown by its newest run's id (13/train), its attempts over its
+runs counted together. With WORKFLOW, its tasks as a run of it through the
+daemon would have them. --local reads the run directory.
 
---json prints {"run_dir": ..., "tasks": [{"id", "resource",
+--json prints {"run_dir": ... (or "daemon": SOCKET), "tasks": [{"id", "resource",
 "memory_mib", "memory_auto", "memory_mib_max", "asked_mib", "peak_mib",
 "attempts", "proposed_mib", "flag"}]}; resource is "memory_mib" (GPU) or
 "memory_mib_host", whose budget, auto and maximum the next three give;
 flag is "wasted", "oom-risk" or absent, and the sizes are 0 when not
-known.`,
+known; through a daemon each also has "owner" and "runs" (the runs of it
+read).`,
 		Args: optionalWorkflow,
 		RunE: func(c *cobra.Command, args []string) error {
+			if runDir != "" {
+				if route.daemon || route.socket != "" {
+					return inputf("--run-dir reads a run directory; it cannot go with --daemon or --socket, which read a daemon's history")
+				}
+				route.local = true
+			}
+			rt, err := chooseRoute(c.Context(), route)
+			if err != nil {
+				return err
+			}
+			if rt.daemon {
+				return suggestThroughDaemon(c, firstArg(args), rt, asJSON)
+			}
 			return runSuggest(c.OutOrStdout(), firstArg(args), runDir, asJSON)
 		},
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
+	c.Flags().BoolVar(&route.daemon, "daemon", false, "read the daemon's history (the one gpusched submit finds)")
+	c.Flags().StringVar(&route.socket, "socket", "", "read the history of the daemon on this socket")
+	c.Flags().BoolVar(&route.local, "local", false, "read the run directory even where runs go through a daemon")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON for other programs")
 	return c
 }
@@ -71,6 +96,8 @@ type suggestion struct {
 	Attempts     int         `json:"attempts"`
 	ProposedMiB  int64       `json:"proposed_mib"`
 	Flag         budget.Flag `json:"flag,omitempty"`
+	Owner        string      `json:"owner,omitempty"` // through a daemon: whose task
+	Runs         int         `json:"runs,omitempty"`  // through a daemon: the runs of it read
 	exclusive    bool
 	ran          bool // the run directory has attempts of it
 	res          budget.Resource
@@ -205,8 +232,14 @@ func advise(sp *task.Spec, row *store.Row, res budget.Resource) suggestion {
 }
 
 func writeSuggestions(w io.Writer, dir string, out []suggestion) {
+	writeSuggestionsFrom(w, "run directory "+dir, out)
+}
+
+// writeSuggestionsFrom writes the suggestions read from where ("run
+// directory DIR", "the daemon at SOCKET").
+func writeSuggestionsFrom(w io.Writer, where string, out []suggestion) {
 	if len(out) == 0 {
-		fmt.Fprintf(w, "no GPU task, nor one with memory_mib_host (run directory %s)\n", dir)
+		fmt.Fprintf(w, "no GPU task, nor one with memory_mib_host (%s)\n", where)
 		return
 	}
 	mib := func(v int64) string {
@@ -234,7 +267,7 @@ func writeSuggestions(w io.Writer, dir string, out []suggestion) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nPROPOSED is the peak of the last %d attempts + %d%% (at least %d MiB), rounded up to %d MiB;\n"+
-		"memory_mib: auto (memory_mib_host: auto for a host row) asks for it at each run (run directory %s)\n", budget.Window, budget.MarginPercent, budget.MinMarginMiB, budget.StepMiB, dir)
+		"memory_mib: auto (memory_mib_host: auto for a host row) asks for it at each run (%s)\n", budget.Window, budget.MarginPercent, budget.MinMarginMiB, budget.StepMiB, where)
 }
 
 // note says what is remarkable about a suggestion.

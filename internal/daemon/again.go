@@ -20,7 +20,12 @@ import (
 // environment and folder, its attempts kept and their numbers going on,
 // with the tasks it blocked, found through the runs' dependencies. The
 // answer is the scheduler's Retry's: the tasks that run again, or a
-// refusal naming the task that stands in the way.
+// refusal naming the task that stands in the way. A task taken up with
+// them that a dependency outside them now makes not needed (on: failure
+// of a task that completed) stays blocked, as not needed, as the
+// scheduler's Retry leaves it; and the tasks the scheduler holds that
+// counted a retried task's end (on: any, on: failure) wait for its new
+// end (the scheduler links them to the task taken up again).
 
 // held reports whether the scheduler holds task id.
 func held(d *Daemon, id string) bool {
@@ -106,8 +111,19 @@ func (d *Daemon) submitAgain(ctx context.Context, ids []string) ([]string, error
 			case task.Met:
 				continue
 			case task.NotNeeded:
-				return nil, errorf(http.StatusConflict, "task %s: it is not needed: it depends on %s%s, which is complete or not needed",
-					d.show(id), d.show(dep), task.Condition(on).Phrase())
+				if slices.Contains(ids, id) {
+					return nil, errorf(http.StatusConflict, "task %s: it is not needed: it depends on %s%s, which is complete or not needed",
+						d.show(id), d.show(dep), task.Condition(on).Phrase())
+				}
+				// Taken up with them, it stays blocked, as not needed now
+				// (the scheduler blocks it so on admission, by this
+				// dependency), as the scheduler's Retry leaves it.
+				sp.Dependencies = append(sp.Dependencies, dep)
+				if sp.DependencyOn == nil {
+					sp.DependencyOn = map[string]gpusched.DependencyCondition{}
+				}
+				sp.DependencyOn[dep] = on
+				continue
 			case task.Unmet, task.Unsettled:
 			}
 			return nil, errorf(http.StatusConflict, "task %s: it depends on %s, which is %s; retry that too", d.show(id), d.show(dep), rec.State)
@@ -120,10 +136,15 @@ func (d *Daemon) submitAgain(ctx context.Context, ids []string) ([]string, error
 	if err := d.sched.SubmitAgain(ctx, specs); err != nil {
 		return nil, d.controlError(fmt.Errorf("retry: %w", err))
 	}
+	done := make([]string, 0, len(set))
 	for _, id := range set {
 		d.tasks.forget(id)
+		if st, ok, err := d.sched.Lookup(id); err == nil && ok && st.Record.State == gpusched.StateBlocked && st.Record.NotNeeded {
+			continue // not needed: blocked again on admission
+		}
+		done = append(done, id)
 	}
-	return set, nil
+	return done, nil
 }
 
 // dependents returns, by the scheduler's id, the tasks that depend on each

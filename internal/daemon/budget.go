@@ -40,20 +40,32 @@ func (d *Daemon) history(ts gpusched.TaskSpec) []gpusched.Attempt {
 			return nil
 		}
 	}
-	argv := commandOf(ts.Payload)
+	return d.attemptsOf(d.sameTasks(uid, inner, ts.Dir, commandOf(ts.Payload)))
+}
+
+// sameTasks returns the scheduler's ids of the tasks of uid's runs that
+// are the same task as inner of a run, run in dir with argv (see above),
+// newest run first, within the bounds of the search.
+func (d *Daemon) sameTasks(uid int, inner, dir string, argv []string) []string {
 	all := d.runs.all()
-	var ids []string // the scheduler's ids, newest run first
+	var ids []string
 	for i, looked := len(all)-1, 0; i >= 0 && looked < historyRuns && len(ids) < historyTasks; i, looked = i-1, looked+1 {
 		r := all[i]
 		if r.uid != uid {
 			continue
 		}
 		for j := range r.tasks {
-			if m := &r.tasks[j]; m.inner == inner && m.dir == ts.Dir && slices.Equal(m.command, argv) {
+			if m := &r.tasks[j]; m.inner == inner && m.dir == dir && slices.Equal(m.command, argv) {
 				ids = append(ids, qualify(r.id, inner))
 			}
 		}
 	}
+	return ids
+}
+
+// attemptsOf returns the attempts of tasks ids (newest first), oldest
+// first, as the scheduler or the state database holds them.
+func (d *Daemon) attemptsOf(ids []string) []gpusched.Attempt {
 	var out []gpusched.Attempt
 	for _, id := range slices.Backward(ids) {
 		rec, held := d.sched.Record(id)

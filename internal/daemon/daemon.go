@@ -117,9 +117,9 @@ type Daemon struct {
 	readSummaries func(ids []string) ([]store.Summary, error)
 	lookupStored  func(id string) (gpusched.StoredTask, bool, error)
 	summaries     *summaryReader
-	// budgets keeps the learned GPU budgets the queue shows
+	// learned keeps the learned GPU budgets the queue shows
 	// (queuebudget.go).
-	budgets budgetCache
+	learned budgetCache
 
 	stopping chan struct{} // closed when the daemon starts stopping: streams end
 	stopOnce sync.Once

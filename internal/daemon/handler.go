@@ -52,6 +52,7 @@ func (d *Daemon) handler() http.Handler {
 		"/v1/gpus":     {http.MethodGet, users, d.gpus},
 		"/v1/events":   {http.MethodGet, users, d.events},
 		"/v1/metrics":  {http.MethodGet, users, d.metricsRoute},
+		"/v1/budgets":  {http.MethodGet, users, d.budgets},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := routes[r.URL.Path]

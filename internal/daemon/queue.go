@@ -189,7 +189,7 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, sh *shown, rec *gpusched.Rec
 				t.Job = &client.Job{System: a.Job.System, ID: a.Job.ID, State: a.Job.State, Node: a.Job.Node, Reason: a.Job.Reason, Queued: a.Job.Queued}
 			}
 			if m.gpuAuto {
-				d.budgets.show(d, &t, rec)
+				d.learned.show(d, &t, rec)
 			}
 		}
 	}

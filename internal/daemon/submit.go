@@ -158,6 +158,9 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: t.GPUMiB, Exclusive: t.Exclusive}
 		}
 		sp.Resources.GPUs = t.GPUs
+		if err := d.hostRequest(m.inner, &t, &sp.Resources); err != nil {
+			return nil, err
+		}
 		if t.Retries != nil {
 			sp.Retries = *t.Retries
 			if sp.Retries == 0 {

@@ -320,8 +320,41 @@ func (ev submitEvent) apply(e *Engine) {
 	if ev.Key != "" {
 		e.rememberKey(ev.Key, digest, true)
 	}
+	if len(again) > 0 {
+		e.relinkAgain(nodes, again, first)
+	}
 	e.queueRetireAdmitted(nodes)
 	e.effects = append(e.effects, func(err error) { ev.reply <- err })
+}
+
+// relinkAgain links the tasks held from before the batch (seq < first)
+// that depend on a retired task the batch takes up again to its new node,
+// in place of the retired one's; a pending one that counted the retired
+// task's end (on: any, on: failure) waits for its new end, as Retry has
+// it for a task held.
+func (e *Engine) relinkAgain(nodes []*node, again map[string]*store.Row, first int64) {
+	taken := make(map[string]*node, len(again))
+	for _, n := range nodes {
+		if again[n.spec.ID] != nil {
+			taken[n.spec.ID] = n
+		}
+	}
+	for _, d := range e.tasks {
+		if d.seq >= first {
+			continue
+		}
+		linked := false
+		for j, id := range d.spec.Dependencies {
+			if n := taken[id]; n != nil && d.deps[j] != n {
+				d.deps[j] = n
+				n.dependents = append(n.dependents, d)
+				linked = true
+			}
+		}
+		if linked && d.rec.State == task.Pending {
+			e.recount(d)
+		}
+	}
 }
 
 // admit sets a new task's first state from its dependencies', each judged

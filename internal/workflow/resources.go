@@ -78,6 +78,9 @@ func (p *parser) declaredResources(n *yaml.Node, where string) map[string]int {
 // defaults').
 func (p *parser) checkResources() {
 	w := p.w
+	if p.opts.DeclaredElsewhere {
+		return
+	}
 	declared := w.Scheduling.Resources
 	told := map[string]bool{} // "line name": said once
 	bit := uint64(1) << slices.Index(taskKeys, "resources")

@@ -61,6 +61,12 @@ type Options struct {
 	// ExecutorFrom names where Executor came from in messages, e.g.
 	// "--executor"; empty means "the default executor".
 	ExecutorFrom string
+	// DeclaredElsewhere: the custom resources the tasks take are declared
+	// by what runs them (a daemon's gpusched daemon --resource), which
+	// checks them, not by the file's scheduling.resources: a key of a
+	// task's resources that is not a built-in one is taken as a custom
+	// resource, declared or not.
+	DeclaredElsewhere bool
 }
 
 // taskLoc is where a task and its fields are in the file.
