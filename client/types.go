@@ -69,6 +69,10 @@ type Task struct {
 	// free. Exclusive asks for a card to itself. Neither: a CPU task.
 	GPUMiB    int64 `json:"gpu_mib,omitempty"`
 	Exclusive bool  `json:"exclusive,omitempty"`
+	// GPUs is how many cards a GPU task takes, all at once, each with
+	// GPUMiB free (exclusive: to itself); 0 or 1: one. A daemon that does
+	// not know it refuses the task rather than run it on one card.
+	GPUs int `json:"gpus,omitempty"`
 	// GPUMiBAuto: a GPU task whose budget the daemon learns from the
 	// peaks of the same task in its owner's earlier runs (same id
 	// within its run, command and dir); GPUMiB must be 0 then.
@@ -153,8 +157,15 @@ type TaskInfo struct {
 	State    string `json:"state"` // pending, running, complete, failed, blocked, cancelled
 	Attempts int    `json:"attempts"`
 	ExitCode *int   `json:"exit_code"`
-	GPU      *int   `json:"gpu"`     // the card of its last attempt
-	Waiting  string `json:"waiting"` // why a pending task waits, when known
+	GPU      *int   `json:"gpu"` // the card of its last attempt; the first, for one on several
+	// GPUs are the cards of its last attempt when it ran on several
+	// (resources.gpus), in the order chosen (CUDA_VISIBLE_DEVICES's), GPU
+	// first; absent for an attempt on one card or none.
+	GPUs []int `json:"gpus,omitempty"`
+	// Waiting says why a pending task waits, when known: "after 13/prep
+	// (any outcome)" names the dependencies not ended yet, each with its
+	// condition when not success (as gpusched status says it).
+	Waiting string `json:"waiting"`
 	// WaitingKind names the reason's kind: dependencies, slot, gpu-memory,
 	// card-reserved, card-unavailable, gpu-unknown, retry-delay, backoff,
 	// paused.
@@ -169,8 +180,37 @@ type TaskInfo struct {
 	Submitted time.Time  `json:"submitted"`
 	Started   *time.Time `json:"started,omitempty"` // the last attempt's start
 	Ended     *time.Time `json:"ended,omitempty"`   // the last attempt's end
-	Command   []string   `json:"command,omitempty"`
-	Dir       string     `json:"dir,omitempty"`
+	// GPUMiB is, for a task not finished whose GPU memory budget is
+	// learned from history (gpu_mib_auto), the budget the daemon chose;
+	// GPUMiBSource says from what: "history" (learned from earlier
+	// runs' peaks), "max" (gpu_mib_max: nothing to learn from yet),
+	// "default" or "grown" (after running out of memory); GPUBudget says
+	// it for a person, as gpusched status does ("memory_mib auto: 12544
+	// MiB (peak 11000 MiB in 3 attempts + margin)"). Absent for other
+	// tasks.
+	GPUMiB       int64  `json:"gpu_mib,omitempty"`
+	GPUMiBSource string `json:"gpu_mib_source,omitempty"`
+	GPUBudget    string `json:"gpu_budget,omitempty"`
+	// Job is, for a task not finished whose attempt runs in a batch
+	// system (Slurm), its job there as that system last said.
+	Job     *Job     `json:"job,omitempty"`
+	Command []string `json:"command,omitempty"`
+	Dir     string   `json:"dir,omitempty"`
+}
+
+// Job is an attempt's job in a batch system (Slurm), as that system last
+// said of it, in its own words.
+type Job struct {
+	System string `json:"system,omitempty"` // "Slurm"
+	ID     string `json:"id"`               // empty while submission waits
+	State  string `json:"state,omitempty"`  // PENDING, RUNNING, COMPLETING...
+	Node   string `json:"node,omitempty"`   // where it runs, once known
+	// Reason is why it waits (Priority, Resources...), or, before a job
+	// exists, why submission waits.
+	Reason string `json:"reason,omitempty"`
+	// Queued: it waits there (or to be submitted there); its command has
+	// not started.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // Finished reports whether nothing more happens to the task.
@@ -289,7 +329,9 @@ type Event struct {
 	Task     string    `json:"task,omitempty"`
 	Attempt  int       `json:"attempt,omitempty"`
 	ExitCode *int      `json:"exit_code,omitempty"`
-	GPU      *int      `json:"gpu,omitempty"`
+	GPU      *int      `json:"gpu,omitempty"` // the first, for an attempt on several cards
+	// GPUs are, for an attempt on several cards, all of them, GPU first.
+	GPUs []int `json:"gpus,omitempty"`
 	// GPUMiB is the GPU memory the attempt was admitted with (its
 	// budget: as asked, learned from history, or grown after running out
 	// of memory); 0 when it has no card.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 )
 
@@ -12,7 +13,8 @@ import (
 const chargeInterval = time.Second
 
 // chargeSource gives the live display the GPU memory charged to each
-// running task, by task id; read returns the last reading between two.
+// running task, by task id (on the card charged the most, for a task on
+// several); read returns the last reading between two.
 type chargeSource interface {
 	read(now time.Time) map[string]int64
 	close()
@@ -44,13 +46,20 @@ func (c *chargeReader) read(now time.Time) map[string]int64 {
 	if err != nil {
 		return c.last
 	}
+	c.last = chargedByTask(cards)
+	return c.last
+}
+
+// chargedByTask is the GPU memory charged to each task holding the cards:
+// for a task on several, the most one of them holds (the display shows it
+// beside its budget on each).
+func chargedByTask(cards []gpu.CardView) map[string]int64 {
 	m := map[string]int64{}
 	for _, card := range cards {
 		for _, h := range card.Holders {
-			m[h.Task] = h.ChargedMiB()
+			m[h.Task] = max(m[h.Task], h.ChargedMiB())
 		}
 	}
-	c.last = m
 	return m
 }
 

@@ -27,6 +27,7 @@ type multiAttemptJSON struct {
 	GPU     *int      `json:"gpu"`
 	GPUs    []int     `json:"gpus"`
 	LogPath string    `json:"log_path"`
+	PeakMiB int64     `json:"mem_peak_mib"`
 }
 
 type multiTaskJSON struct {
@@ -185,13 +186,19 @@ tasks:
 	}
 }
 
+// twoCardMachine is a machine of two 24 GiB cards whose nvidia-smi topo -m
+// prints no matrix.
+func twoCardMachine(t *testing.T) *fakeMachine {
+	return newFakeMachine(t, fakegpu.State{Cards: []fakegpu.Card{gpuCard(0, 24576), gpuCard(1, 24576)},
+		Topology: "Topology is not supported on this platform\n"})
+}
+
 // When nvidia-smi topo -m prints no matrix, a task on two cards still
 // runs (on the cards with the most room), and status says why no
 // closeness was taken into account.
 func TestGPUTopologyUnreadable(t *testing.T) {
 	t.Parallel()
-	m := newFakeMachine(t, fakegpu.State{Cards: []fakegpu.Card{gpuCard(0, 24576), gpuCard(1, 24576)},
-		Topology: "Topology is not supported on this platform\n"})
+	m := twoCardMachine(t)
 	wf, runDir := m.workflow(`
 scheduling:
   gpu_poll_interval: 100ms
@@ -209,5 +216,75 @@ tasks:
 	if !strings.Contains(table.stdout, "note: cannot read how the cards are connected") ||
 		!strings.Contains(table.stdout, "Topology is not supported") {
 		t.Errorf("status does not say the topology could not be read:\n%s", table.stdout)
+	}
+}
+
+// A fake job on a task's two cards takes its memory on both, as a
+// data-parallel job does: nvidia-smi shows its process on each, and the
+// scheduler's ledger sees it on each (the memory each holds, matched to
+// the task), and records its peak.
+func TestGPUJobUsesBothCards(t *testing.T) {
+	t.Parallel()
+	m := twoCardMachine(t)
+	gate := filepath.Join(m.dir, "gate")
+	job := q(fakeJobBin(t)) + " --mem 3000 --duration 5m --record " + q(m.record)
+	wf, runDir := m.workflow(`
+scheduling:
+  gpu_poll_interval: 100ms
+tasks:
+  - id: pair
+    resources: {device: cuda, memory_mib: 4000, gpus: 2}
+    args: ` + sh(job+" & j=$!; while [ ! -e "+q(gate)+" ]; do sleep 0.05; done; kill $j; wait $j; exit 0") + `
+`)
+	run := startGPURun(t, m.env, wf)
+	type holder struct {
+		Task        string `json:"task"`
+		ObservedMiB int64  `json:"observed_mib"`
+	}
+	var seen map[int]int64
+	waitFor(t, 30*time.Second, "the ledger to see pair's memory on both cards", func() bool {
+		if run.exited() {
+			t.Fatalf("the run ended early:\n%s%s", run.out.String(), run.errb.String())
+		}
+		r := gpuGS(t, nil, "status", "--json", "--run-dir", runDir)
+		var s struct {
+			GPUs []struct {
+				Index int      `json:"index"`
+				Tasks []holder `json:"tasks"`
+			} `json:"gpus"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
+			return false
+		}
+		seen = map[int]int64{}
+		for _, c := range s.GPUs {
+			for _, h := range c.Tasks {
+				if h.Task == "pair" {
+					seen[c.Index] = h.ObservedMiB
+				}
+			}
+		}
+		return seen[0] == 3000 && seen[1] == 3000
+	})
+	var starts []int
+	for _, e := range m.events() {
+		if e.Kind == fakegpu.EventStart {
+			if e.MemMiB != 3000 {
+				t.Errorf("the job started with %d MiB on card %d, want 3000", e.MemMiB, e.Index)
+			}
+			starts = append(starts, e.Index)
+		}
+	}
+	slices.Sort(starts)
+	if !slices.Equal(starts, []int{0, 1}) {
+		t.Errorf("the job took memory on cards %v, want on 0 and 1", starts)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t).want(t, 0)
+	s, _ := multiStatus(t, runDir)
+	if len(s.Tasks) != 1 || len(s.Tasks[0].History) != 1 || s.Tasks[0].History[0].PeakMiB != 3000 {
+		t.Fatalf("tasks %+v; want pair with one attempt, its peak 3000 MiB (the most on one card)", s.Tasks)
 	}
 }

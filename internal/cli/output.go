@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/term"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // What "gpusched run" shows a person while it goes: a live display on a
@@ -66,11 +67,7 @@ func cardsText(a *gpusched.Attempt) string {
 func gpuList(gpu *int, gpus []int) string {
 	switch {
 	case len(gpus) > 0:
-		parts := make([]string, len(gpus))
-		for i, c := range gpus {
-			parts[i] = strconv.Itoa(c)
-		}
-		return strings.Join(parts, ",")
+		return task.CardList(gpus)
 	case gpu != nil:
 		return strconv.Itoa(*gpu)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,7 +47,7 @@ func (s *progressState) frame(now, start time.Time) progressFrame {
 }
 
 func (f progressFrame) gpuRunning() bool {
-	return slices.ContainsFunc(f.running, func(t runningTask) bool { return t.card != nil })
+	return slices.ContainsFunc(f.running, func(t runningTask) bool { return len(t.cards) > 0 })
 }
 
 // The id column of the running tasks' lines: at most maxIDWidth cells, and
@@ -158,23 +159,23 @@ func (f progressFrame) render(width, height int) string {
 		maxID = min(maxIDWidth, max(minIDWidth, width-taskLineRest))
 	}
 	idWidth = min(idWidth, maxID)
-	for _, t := range shown {
-		where := "cpu"
-		switch {
-		case t.card != nil:
-			where = fmt.Sprintf("card %d", *t.card)
-		case t.job != nil && t.job.Queued:
-			where = "queued"
-		case t.job != nil && t.job.Node != "":
-			where = t.job.Node
-		}
-		fmt.Fprintf(&b, "  %s  %-7s %7s", padRight(elideMiddle(t.id, idWidth), idWidth), where, clock(f.now.Sub(t.start)))
-		if t.card != nil {
+	wheres := make([]string, len(shown))
+	whereWidth := 7
+	for i, t := range shown {
+		wheres[i] = t.where()
+		whereWidth = max(whereWidth, len(wheres[i]))
+	}
+	for i, t := range shown {
+		fmt.Fprintf(&b, "  %s  %-*s %7s", padRight(elideMiddle(t.id, idWidth), idWidth), whereWidth, wheres[i], clock(f.now.Sub(t.start)))
+		if len(t.cards) > 0 {
 			charged, ok := f.charged[t.id]
 			if !ok {
 				charged = t.reqMiB
 			}
 			fmt.Fprintf(&b, "  %d/%d MiB", charged, t.reqMiB)
+			if len(t.cards) > 1 {
+				b.WriteString(" each")
+			}
 		}
 		if t.attempt > 1 {
 			fmt.Fprintf(&b, "  attempt %d", t.attempt)
@@ -191,6 +192,23 @@ func (f progressFrame) render(width, height int) string {
 		fmt.Fprintf(&b, "  … and %d more running\n", more)
 	}
 	return b.String()
+}
+
+// where says where a running task runs, for its line of the display:
+// "card 2", "cards 2,1" (a task on several), "cpu", "queued" (in a batch
+// system's queue) or the batch system's node.
+func (t runningTask) where() string {
+	switch {
+	case len(t.cards) > 1:
+		return "cards " + task.CardList(t.cards)
+	case len(t.cards) == 1:
+		return "card " + strconv.Itoa(t.cards[0])
+	case t.job != nil && t.job.Queued:
+		return "queued"
+	case t.job != nil && t.job.Node != "":
+		return t.job.Node
+	}
+	return "cpu"
 }
 
 // queued counts the running tasks whose attempt waits in a batch

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -234,5 +235,44 @@ func TestProgressNotNeeded(t *testing.T) {
 	s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: "clean", Attempt: gpusched.Attempt{Number: 1, Start: now}})
 	if got, want := counts(), "complete 1 (1 kept) · failed 1 · blocked 1 · not needed 1 · running 1 · waiting 0"; got != want {
 		t.Errorf("counts line after clean started:\n got %q\nwant %q", got, want)
+	}
+}
+
+// A task on several cards shows them all, in the order chosen, and its
+// budget as each card's; the place column widens for them.
+func TestProgressFrameTaskOnTwoCards(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 5, 1, 10, 0, 0, 0, time.UTC)
+	first, one := 2, 0
+	s := newProgressState(0)
+	s.reset(pendingRecords(3))
+	s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: "t00001", Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-5 * time.Second),
+		GPU: &first, GPUs: []int{2, 1}, MemRequestedMiB: 20000}})
+	s.apply(gpusched.Event{Kind: gpusched.EventStarted, TaskID: "t00002", Attempt: gpusched.Attempt{Number: 1, Start: now.Add(-4 * time.Second),
+		GPU: &one, MemRequestedMiB: 1000}})
+	f := s.frame(now, now.Add(-time.Minute))
+	f.charged = map[string]int64{"t00001": 21000}
+	got := f.render(100, 10)
+	want := "" +
+		"░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░ 0/3 tasks  elapsed 1m00s  left ?\n" +
+		"complete 0 · failed 0 · running 2 · waiting 1\n" +
+		"  t00001  cards 2,1      5s  21000/20000 MiB each\n" +
+		"  t00002  card 0         4s  1000/1000 MiB\n"
+	if got != want {
+		t.Errorf("render:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// The charge the display shows of a task on several cards is the most one
+// of them holds; each card's other tasks keep theirs.
+func TestChargedByTask(t *testing.T) {
+	t.Parallel()
+	cards := []gpu.CardView{
+		{Index: 1, Holders: []gpu.Holding{{Task: "pair", RequestMiB: 20000, ObservedMiB: 21000}, {Task: "small", RequestMiB: 1000}}},
+		{Index: 2, Holders: []gpu.Holding{{Task: "pair", RequestMiB: 20000, ObservedMiB: 19000}}},
+	}
+	got := chargedByTask(cards)
+	if len(got) != 2 || got["pair"] != 21000 || got["small"] != 1000 {
+		t.Errorf("charged %v; want pair 21000 (its most on one card), small 1000", got)
 	}
 }

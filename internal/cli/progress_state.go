@@ -42,7 +42,9 @@ type runningTask struct {
 	id      string
 	attempt int
 	start   time.Time
-	card    *int
+	// cards are the cards it runs on (gpusched.Attempt.Cards), nil on
+	// none; reqMiB is its budget on each.
+	cards   []int
 	reqMiB  int64
 	adopted bool // started by an earlier scheduler, adopted by this one
 	// job is its job in a batch system (Slurm), as it last said; nil for
@@ -84,7 +86,7 @@ func (s *progressState) apply(ev gpusched.Event) {
 	switch ev.Kind {
 	case gpusched.EventStarted:
 		s.set(ev.TaskID, gpusched.StateRunning)
-		s.running[ev.TaskID] = runningTask{id: ev.TaskID, attempt: a.Number, start: a.Start, card: a.GPU, reqMiB: a.MemRequestedMiB}
+		s.running[ev.TaskID] = runningTask{id: ev.TaskID, attempt: a.Number, start: a.Start, cards: (*task.Attempt)(&a).Cards(), reqMiB: a.MemRequestedMiB}
 	case gpusched.EventRetrying:
 		s.set(ev.TaskID, gpusched.StatePending)
 		delete(s.running, ev.TaskID)
@@ -111,7 +113,7 @@ func (s *progressState) apply(ev gpusched.Event) {
 	case gpusched.EventAdopted:
 		if !ev.Ended {
 			s.set(ev.TaskID, gpusched.StateRunning)
-			s.running[ev.TaskID] = runningTask{id: ev.TaskID, attempt: a.Number, start: a.Start, card: a.GPU, reqMiB: a.MemRequestedMiB,
+			s.running[ev.TaskID] = runningTask{id: ev.TaskID, attempt: a.Number, start: a.Start, cards: (*task.Attempt)(&a).Cards(), reqMiB: a.MemRequestedMiB,
 				adopted: true, job: a.Job}
 		}
 	case gpusched.EventJob:

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gpusched/gpusched/client"
 	"github.com/gpusched/gpusched/internal/elide"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 func newQueueCmd() *cobra.Command {
@@ -24,17 +26,27 @@ func newQueueCmd() *cobra.Command {
 		Use:   "queue [--json] [--all] [--user U] [--state S]",
 		Short: "Show the daemon's tasks",
 		Long: `Show the daemon's tasks not finished yet (--all: every task), in submission
-order: id, owner, state (and why a pending one waits, when known), card,
-time (running for, or how long its last attempt took), and the command
-(your own tasks; others' show their run's name).
+order: id, owner, state (and why a pending one waits, when known: the
+tasks it runs after, each with its condition when not success, "after
+13/prep (any outcome)"; a blocked one not needed says so), card (every
+card, "2,1", for a task on several), time (running for, or how long its
+last attempt took), a note when some task has one (the GPU memory budget
+learned from history, gpu_mib_auto; the Slurm job), and the command (your
+own tasks; others' show their run's name).
 
 --user U shows one user's tasks (a name or a uid); --state S (pending,
 running, complete, failed, blocked, cancelled; comma-separated) tasks in
 these states. --json prints {"tasks": [{"id", "run", "kind", "name",
-"owner", "uid", "state", "attempts", "exit_code", "gpu", "waiting",
-"error", "blocked_by", "submitted", "started", "ended", "command",
-"dir"}]}; exit_code and gpu are null when not known, waiting is "" when
-the reason is not known.`,
+"owner", "uid", "state", "attempts", "exit_code", "gpu", "gpus",
+"waiting", "error", "blocked_by", "not_needed", "submitted", "started",
+"ended", "gpu_mib", "gpu_mib_source", "gpu_budget", "job", "command",
+"dir"}]}; exit_code and gpu are null when not known (gpu is the first
+card; gpus, all of them, only for a task on several), waiting is "" when
+the reason is not known; gpu_mib (the budget chosen), gpu_mib_source
+(history, max, default or grown) and gpu_budget (how, in words) only for
+a task not finished that learns its budget; job ({"system", "id",
+"state", "node", "reason", "queued"}) only for a task not finished whose
+attempt runs in Slurm.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if states != "" {
@@ -69,29 +81,65 @@ the reason is not known.`,
 	return c
 }
 
-// writeQueue prints the queue as a table.
+// writeQueue prints the queue as a table; with a NOTE column when a task
+// has a note (queueNote).
 func writeQueue(w io.Writer, tasks []client.TaskInfo, now time.Time) {
 	if len(tasks) == 0 {
 		fmt.Fprintln(w, "no tasks")
 		return
 	}
+	notes := make([]string, len(tasks))
+	noted := false
+	for i := range tasks {
+		notes[i] = queueNote(&tasks[i])
+		noted = noted || notes[i] != ""
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tCARD\tTIME\tCOMMAND")
-	for _, t := range tasks {
+	if noted {
+		fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tCARD\tTIME\tNOTE\tCOMMAND")
+	} else {
+		fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tCARD\tTIME\tCOMMAND")
+	}
+	for i, t := range tasks {
 		state := t.State
 		switch {
 		case t.Waiting != "":
 			state += ": " + t.Waiting
 		case t.Paused && t.State == "running":
 			state += " (paused: no retry starts)"
+		case t.NotNeeded && t.BlockedBy != "":
+			state += ": not needed (" + t.BlockedBy + " completed)"
+		case t.NotNeeded:
+			state += ": not needed"
 		}
 		card := "-"
-		if t.GPU != nil {
+		switch {
+		case len(t.GPUs) > 0:
+			card = task.CardList(t.GPUs)
+		case t.GPU != nil:
 			card = strconv.Itoa(*t.GPU)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Owner, elide.Line(state, 40), card, taskTime(t, now), taskWhat(t))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", t.ID, t.Owner, elide.Line(state, 40), card, taskTime(t, now))
+		if noted {
+			fmt.Fprintf(tw, "%s\t", cmp.Or(elide.Line(notes[i], 70), "-"))
+		}
+		fmt.Fprintln(tw, taskWhat(t))
 	}
 	tw.Flush()
+}
+
+// queueNote says what else the queue knows of t, "; " between, as gpusched
+// status says it: the GPU memory budget learned from history, and its
+// batch system's job; "" for neither.
+func queueNote(t *client.TaskInfo) string {
+	var parts []string
+	if t.GPUBudget != "" {
+		parts = append(parts, t.GPUBudget)
+	}
+	if j := t.Job; j != nil {
+		parts = append(parts, jobText(&task.RemoteJob{System: j.System, ID: j.ID, State: j.State, Node: j.Node, Reason: j.Reason, Queued: j.Queued}))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // taskTime is how long a running task has run, or its last attempt took.

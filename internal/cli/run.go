@@ -45,7 +45,8 @@ anything runs (see --keep-edited below).
 
 On a terminal, a live display shows an overall bar (tasks complete, failed,
 running and waiting, time elapsed, an estimate of the time left) and a line
-per running task (its card, its time, its GPU memory charged/requested);
+per running task (its card, or all of them for a task on several, "cards
+2,1"; its time; its GPU memory charged/requested, on each card);
 failures, retries, cancellations and quarantined cards are printed above
 it and stay in the scrollback. Elsewhere (a pipe, a file, CI), or with
 --no-progress, it prints one timestamped line per change instead. Either

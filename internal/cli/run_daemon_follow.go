@@ -149,7 +149,7 @@ func (f *daemonFollower) pass(ev client.Event) {
 	}
 	out := gpusched.Event{Time: ev.Time, Kind: kind, TaskID: ev.Task, BlockedBy: ev.BlockedBy, NotNeeded: ev.NotNeeded, Error: ev.Error}
 	if ev.Attempt > 0 {
-		a := gpusched.Attempt{Number: ev.Attempt, GPU: ev.GPU, ExitCode: ev.ExitCode, Start: ev.Time, End: ev.Time}
+		a := gpusched.Attempt{Number: ev.Attempt, GPU: ev.GPU, GPUs: ev.GPUs, ExitCode: ev.ExitCode, Start: ev.Time, End: ev.Time}
 		if kind == gpusched.EventStarted {
 			f.starts[ev.Task] = ev.Time
 			if ev.GPU != nil {
@@ -273,7 +273,7 @@ func (c *daemonCharges) read(now time.Time) map[string]int64 {
 	for _, card := range g.Cards {
 		for _, h := range card.Tasks {
 			if strings.HasPrefix(h.Task, c.run+"/") {
-				m[h.Task] = max(h.RequestMiB, h.ObservedMiB)
+				m[h.Task] = max(m[h.Task], h.RequestMiB, h.ObservedMiB) // on several cards: the most on one
 			}
 		}
 	}

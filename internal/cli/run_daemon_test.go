@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,25 @@ func TestDaemonFollower(t *testing.T) {
 	}
 	if !f.ended["7/a"] || !f.ended["7/b"] || f.ended["70/a"] {
 		t.Errorf("ended: %v; want 7/a and 7/b", f.ended)
+	}
+}
+
+// A task on several cards reaches the display with all of them, and its
+// line says so.
+func TestDaemonFollowerTwoCards(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	first := 2
+	f := newDaemonFollower(nil, []client.Task{{ID: "pair", GPUMiB: 500, GPUs: 2}})
+	d := &recordingDisplay{}
+	f.follow("7", d)
+	f.take(client.Event{Time: t0, Kind: "started", Task: "7/pair", Attempt: 1, GPU: &first, GPUs: []int{2, 1}, GPUMiB: 500})
+	if len(d.events) != 1 {
+		t.Fatalf("passed on %d events, want 1", len(d.events))
+	}
+	if a := d.events[0].Attempt; !slices.Equal(a.GPUs, []int{2, 1}) || a.GPU == nil || *a.GPU != 2 {
+		t.Errorf("started: gpu %v, gpus %v; want 2, [2 1]", a.GPU, a.GPUs)
+	}
+	if got := eventLine(d.events[0]); !strings.Contains(got, "cards 2,1, 500 MiB each") {
+		t.Errorf("line %q does not name both cards", got)
 	}
 }

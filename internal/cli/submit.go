@@ -214,7 +214,7 @@ func daemonTasks(w *workflow.Workflow) ([]client.Task, error) {
 		}
 		args, _ := t.Payload.([]string)
 		ct := client.Task{ID: t.ID, Command: args, Dependencies: t.Dependencies, Priority: t.Priority,
-			GPUMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive, GPUMiBAuto: t.Resources.MemoryAuto,
+			GPUMiB: t.Resources.MemoryMiB, Exclusive: t.Resources.Exclusive, GPUs: t.Resources.GPUs, GPUMiBAuto: t.Resources.MemoryAuto,
 			GPUMiBMax: t.Resources.MemoryMaxMiB, Timeout: client.Duration(t.Timeout), RetryDelay: client.Duration(t.RetryDelay), RetryOnExitCodes: t.RetryOnExitCodes, RetryOnTimeout: t.RetryOnTimeout,
 			Env: t.Env, Dir: t.Dir, Artifacts: t.Artifacts, HashArtifacts: t.HashArtifacts, OnComplete: t.OnComplete,
 			OnFailure: t.OnFailure, CPUs: t.Resources.CPUs, MemoryMiBHost: t.Resources.MemoryMiBHost,

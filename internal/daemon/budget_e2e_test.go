@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,29 +9,37 @@ import (
 	"testing"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/client"
 	"github.com/gpusched/gpusched/internal/gpu/fakegpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/testbin"
 )
 
-// Through the daemon, memory_mib: auto learns from the owner's earlier
-// runs: a task of the same id, command and dir asks for its peak plus the
-// margin; one whose command changed starts over at memory_mib_max.
-func TestDaemonLearnsAutoBudgets(t *testing.T) {
+// fakeGPUs has the world's daemons see the fake machine st, through the
+// fake nvidia-smi.
+func (w *world) fakeGPUs(t *testing.T, st fakegpu.State) {
+	t.Helper()
 	smi, err := testbin.Build("cmd/fake-nvidia-smi")
 	if err != nil {
 		t.Fatal(err)
 	}
+	gpuState := filepath.Join(w.dir, "gpu-state.json")
+	if err := fakegpu.Save(gpuState, st); err != nil {
+		t.Fatal(err)
+	}
+	w.env = append(w.env, "GPUSCHED_NVIDIA_SMI="+smi, fakegpu.EnvState+"="+gpuState)
+}
+
+// Through the daemon, memory_mib: auto learns from the owner's earlier
+// runs: a task of the same id, command and dir asks for its peak plus the
+// margin; one whose command changed starts over at memory_mib_max.
+func TestDaemonLearnsAutoBudgets(t *testing.T) {
 	job, err := testbin.Build("cmd/fake-gpu-job")
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := newWorld(t)
-	gpuState := filepath.Join(w.dir, "gpu-state.json")
-	if err := fakegpu.Save(gpuState, fakegpu.State{Cards: []fakegpu.Card{{Index: 0, UUID: "GPU-fade0000-7e57-4000-8000-000000000000", TotalMiB: 40960}}}); err != nil {
-		t.Fatal(err)
-	}
-	w.env = append(w.env, "GPUSCHED_NVIDIA_SMI="+smi, fakegpu.EnvState+"="+gpuState)
+	w.fakeGPUs(t, fakegpu.State{Cards: []fakegpu.Card{{Index: 0, UUID: "GPU-fade0000-7e57-4000-8000-000000000000", TotalMiB: 40960}}})
 	d := w.start(t)
 	work := filepath.Join(w.dir, "work")
 	os.Mkdir(work, 0o755)
@@ -78,5 +87,46 @@ func TestDaemonLearnsAutoBudgets(t *testing.T) {
 	}
 	if r, _, _ := st.LookupTask("1/train"); r.Attempts[0].MemPeakMiB != 3000 {
 		t.Errorf("1/train peaked at %d MiB, want 3000: the poll did not see the job", r.Attempts[0].MemPeakMiB)
+	}
+
+	// The queue says the budget chosen, and that it was learned, while
+	// the task waits: behind a gate, which its history does not look at.
+	gate := filepath.Join(w.dir, "gate")
+	doc := fmt.Sprintf(`tasks:
+  - id: gate
+    args: [sh, -c, "while [ ! -e %s ]; do sleep 0.05; done"]
+  - id: train
+    dependencies: [gate]
+    resources: {device: cuda, memory_mib: auto, memory_mib_max: 12000}
+    args: [%q, --mem, "3000", --duration, 2500ms]
+`, gate, job)
+	if err := os.WriteFile(wf, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := w.gs(t, work, nil, "submit", wf); code != 0 || strings.TrimSpace(out) != "3" {
+		t.Fatalf("submit 3: %q %q %d", out, errOut, code)
+	}
+	q, err := w.client(t).Queue(context.Background(), client.QueueOptions{IDs: []string{"3"}})
+	if err != nil || len(q) != 2 {
+		t.Fatalf("queue of run 3: %+v, %v", q, err)
+	}
+	const budget = "memory_mib auto: 3584 MiB (peak 3000 MiB in 2 attempts + margin)"
+	if tr := q[1]; tr.GPUMiB != 3584 || tr.GPUMiBSource != "history" || tr.GPUBudget != budget {
+		t.Errorf("3/train in the queue: gpu_mib %d, source %q, budget %q; want 3584, history, %q", tr.GPUMiB, tr.GPUMiBSource, tr.GPUBudget, budget)
+	}
+	if q[0].GPUMiB != 0 || q[0].GPUBudget != "" {
+		t.Errorf("3/gate, a CPU task, shows a budget: %+v", q[0])
+	}
+	if out, _, _ := w.gs(t, work, nil, "queue"); !strings.Contains(out, budget) {
+		t.Errorf("the queue's table does not say 3/train's budget:\n%s", out)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := w.gs(t, work, nil, "wait", "3"); code != 0 {
+		t.Fatalf("wait 3: %q, exit %d", errOut, code)
+	}
+	if q, err := w.client(t).Queue(context.Background(), client.QueueOptions{IDs: []string{"3/train"}}); err != nil || len(q) != 1 || q[0].GPUMiB != 0 {
+		t.Errorf("3/train, finished, in the queue: %+v, %v; want no budget shown", q, err)
 	}
 }

@@ -39,6 +39,20 @@ func TestSubmitAfterConditions(t *testing.T) {
 		submit("--after-any", bad, "--", "true"),
 		submit("--after", bad, "--", "true"),
 		submit("--after-failure", good, "--", "true")}
+	// Those after bad wait for it, each with its condition, as the
+	// engine says it.
+	waiting, err := c.Queue(ctx, client.QueueOptions{IDs: ids[2:5]})
+	if err != nil || len(waiting) != 3 {
+		t.Fatalf("queue of the tasks after bad: %+v, %v", waiting, err)
+	}
+	for i, want := range []string{"after " + bad + " (on its failure)", "after " + bad + " (any outcome)", "after " + bad} {
+		if waiting[i].Waiting != want {
+			t.Errorf("task %s waits %q, want %q", waiting[i].ID, waiting[i].Waiting, want)
+		}
+	}
+	if out, _, _ := w.gs(t, "/", nil, "queue"); !strings.Contains(out, "pending: after "+bad+" (any outcome)") {
+		t.Errorf("the queue's table does not say a task waits for any end of %s:\n%s", bad, out)
+	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +78,25 @@ func TestSubmitAfterConditions(t *testing.T) {
 		t.Errorf("the same task after twice: exit %d, want 2", code)
 	}
 
+	// A task waiting, with a condition, for one that runs on across a
+	// restart still says its condition after it.
+	gate2 := filepath.Join(w.dir, "gate2")
+	long := submit("--", "sh", "-c", "while [ ! -e "+gate2+" ]; do sleep 0.05; done")
+	onAny := submit("--after-any", long, "--", "true")
 	if _, _, code := w.gs(t, "/", nil, "daemon", "stop"); code != 0 {
 		t.Fatal("daemon stop failed")
 	}
 	w.start(t)
 	c = w.client(t)
+	if q, err := c.Queue(ctx, client.QueueOptions{IDs: []string{onAny}}); err != nil || len(q) != 1 || q[0].Waiting != "after "+long+" (any outcome)" {
+		t.Errorf("after a restart, the task after any end of %s: %+v, %v; want it waiting after %s (any outcome)", long, q, err, long)
+	}
+	if err := os.WriteFile(gate2, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := c.Wait(ctx, []string{onAny}, nil); err != nil || len(e) != 1 || e[0].State != "complete" {
+		t.Errorf("the task after any end of %s: %+v, %v", long, e, err)
+	}
 	_, errOut, code := w.gs(t, "/", nil, "submit", "--after-failure", good, "--", "true")
 	if code == 0 || !strings.Contains(errOut, "task "+good+" complete, so a task after it (on its failure) would never run") {
 		t.Errorf("after the failure of a task that completed: exit %d, %s", code, errOut)

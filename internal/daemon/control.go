@@ -220,7 +220,7 @@ func (d *Daemon) event(ev gpusched.Event) client.Event {
 		out.BlockedBy = d.show(ev.BlockedBy)
 	}
 	if ev.Attempt.Number > 0 {
-		out.Attempt, out.ExitCode, out.GPU = ev.Attempt.Number, ev.Attempt.ExitCode, ev.Attempt.GPU
+		out.Attempt, out.ExitCode, out.GPU, out.GPUs = ev.Attempt.Number, ev.Attempt.ExitCode, ev.Attempt.GPU, ev.Attempt.GPUs
 		if ev.Attempt.GPU != nil {
 			out.GPUMiB = ev.Attempt.MemRequestedMiB
 		}

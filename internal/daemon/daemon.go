@@ -117,6 +117,9 @@ type Daemon struct {
 	readSummaries func(ids []string) ([]store.Summary, error)
 	lookupStored  func(id string) (gpusched.StoredTask, bool, error)
 	summaries     *summaryReader
+	// learned keeps the learned GPU budgets the queue shows
+	// (queuebudget.go).
+	learned budgetCache
 
 	stopping chan struct{} // closed when the daemon starts stopping: streams end
 	stopOnce sync.Once

@@ -265,7 +265,9 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"malformed", "POST", "/v1/runs", `{"kind": "command", "tasks": [`, 400, "malformed JSON"},
 		{"not JSON", "POST", "/v1/runs", `kind=command`, 400, "malformed JSON"},
-		{"unknown field", "POST", "/v1/runs", `{"kind": "command", "tasks": [{"command": ["true"], "gpus": 2}]}`, 400, `unknown field "gpus"`},
+		{"unknown field", "POST", "/v1/runs", `{"kind": "command", "tasks": [{"command": ["true"], "colour": 2}]}`, 400, `unknown field "colour"`},
+		{"cards of a CPU task", "POST", "/v1/runs", `{"kind": "command", "tasks": [{"command": ["true"], "gpus": 2}]}`, 400, `task "cmd": gpus is for GPU tasks`},
+		{"too many cards", "POST", "/v1/runs", `{"kind": "command", "tasks": [{"command": ["true"], "gpu_mib": 10, "gpus": 65}]}`, 400, "resources.gpus"},
 		{"two values", "POST", "/v1/cancel", `{"ids": ["1"]} {}`, 400, "more than one JSON value"},
 		{"wrong type", "POST", "/v1/cancel", `{"ids": "1"}`, 400, `field "ids"`},
 		{"empty", "POST", "/v1/wait", ``, 400, "empty"},

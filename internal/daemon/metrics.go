@@ -111,6 +111,7 @@ func (d *Daemon) countEvents(sub *gpusched.Subscription, last *uint64) bool {
 			d.metrics.Observe(ev, d.ownerName(ev.TaskID))
 			if st, ok := endState(ev.Kind); ok {
 				d.tasks.note(ev.TaskID, summaryOfEvent(&ev, st))
+				d.learned.forget(ev.TaskID)
 			}
 		case <-d.stopping:
 			sub.Close()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/client"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // queue serves GET /v1/tasks: the tasks, in submission order, with who
@@ -172,7 +173,7 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, sh *shown, rec *gpusched.Rec
 	t := client.TaskInfo{
 		ID: showID(rn, m.inner), Run: strconv.FormatInt(rn.id, 10), Kind: rn.kind, Name: rn.name, Owner: rn.user, UID: rn.uid,
 		State: sh.state.String(), Attempts: sh.attempts, ExitCode: sh.exitCode, Error: sh.err, Submitted: sh.submitted,
-		GPU: sh.gpu, Started: sh.start, Ended: sh.end,
+		GPU: sh.gpu, GPUs: sh.gpus, Started: sh.start, Ended: sh.end,
 	}
 	if sh.blockedBy != "" {
 		t.BlockedBy = d.show(sh.blockedBy)
@@ -183,6 +184,14 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, sh *shown, rec *gpusched.Rec
 			t.Waiting, t.WaitingKind = d.waitingReason(rec, m, recs)
 		}
 		t.Paused = rec.Paused
+		if !rec.State.Terminal() {
+			if a := rec.LastAttempt(); a != nil && a.Job != nil {
+				t.Job = &client.Job{System: a.Job.System, ID: a.Job.ID, State: a.Job.State, Node: a.Job.Node, Reason: a.Job.Reason, Queued: a.Job.Queued}
+			}
+			if m.gpuAuto {
+				d.learned.show(d, &t, rec)
+			}
+		}
 	}
 	if owns(p, rn) {
 		t.Command, t.Dir = m.command, m.dir
@@ -192,7 +201,8 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, sh *shown, rec *gpusched.Rec
 
 // waitingReason says why a pending task waits, and the kind of reason: the
 // engine's reason, with the names of unfinished dependencies as the
-// daemon shows them (RUN/TASK, or a command run's number). A task the
+// daemon shows them (RUN/TASK, or a command run's number), each with its
+// condition as the engine says it ("13/train (any outcome)"). A task the
 // engine has not looked at yet waits for what the daemon can tell: its
 // retry delay, or a dependency not complete yet.
 func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[string]*gpusched.Record) (string, string) {
@@ -207,7 +217,7 @@ func (d *Daemon) waitingReason(rec *gpusched.Record, m *taskMeta, recs map[strin
 			// One that ended met the task's condition on it: else the
 			// task would be blocked.
 			if st, ok := d.stateOf(recs, dep); ok && !st.Terminal() {
-				after = append(after, d.show(dep))
+				after = append(after, d.show(dep)+task.Condition(m.on[dep]).Phrase())
 			}
 		}
 		if len(after) > 0 {

@@ -58,6 +58,16 @@ func appendTaskInfo(b []byte, t *client.TaskInfo) []byte {
 	b = appendIntPtr(b, t.ExitCode)
 	b = append(b, `,"gpu":`...)
 	b = appendIntPtr(b, t.GPU)
+	if len(t.GPUs) > 0 {
+		b = append(b, `,"gpus":[`...)
+		for i, c := range t.GPUs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(c), 10)
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"waiting":`...)
 	b = appendString(b, t.Waiting)
 	if t.WaitingKind != "" {
@@ -88,6 +98,21 @@ func appendTaskInfo(b []byte, t *client.TaskInfo) []byte {
 		b = append(b, `,"ended":`...)
 		b = appendTime(b, *t.Ended)
 	}
+	if t.GPUMiB != 0 {
+		b = append(b, `,"gpu_mib":`...)
+		b = strconv.AppendInt(b, t.GPUMiB, 10)
+	}
+	if t.GPUMiBSource != "" {
+		b = append(b, `,"gpu_mib_source":`...)
+		b = appendString(b, t.GPUMiBSource)
+	}
+	if t.GPUBudget != "" {
+		b = append(b, `,"gpu_budget":`...)
+		b = appendString(b, t.GPUBudget)
+	}
+	if t.Job != nil {
+		b = appendJob(b, t.Job)
+	}
 	if len(t.Command) > 0 {
 		b = append(b, `,"command":[`...)
 		for i, a := range t.Command {
@@ -101,6 +126,29 @@ func appendTaskInfo(b []byte, t *client.TaskInfo) []byte {
 	if t.Dir != "" {
 		b = append(b, `,"dir":`...)
 		b = appendString(b, t.Dir)
+	}
+	return append(b, '}')
+}
+
+// appendJob appends `,"job":` and j as encoding/json encodes a
+// client.Job.
+func appendJob(b []byte, j *client.Job) []byte {
+	b = append(b, `,"job":{`...)
+	if j.System != "" {
+		b = append(b, `"system":`...)
+		b = appendString(b, j.System)
+		b = append(b, ',')
+	}
+	b = append(b, `"id":`...)
+	b = appendString(b, j.ID)
+	for _, f := range []struct{ key, v string }{{`,"state":`, j.State}, {`,"node":`, j.Node}, {`,"reason":`, j.Reason}} {
+		if f.v != "" {
+			b = append(b, f.key...)
+			b = appendString(b, f.v)
+		}
+	}
+	if j.Queued {
+		b = append(b, `,"queued":true`...)
 	}
 	return append(b, '}')
 }

@@ -20,8 +20,12 @@ func TestQueueJSONIsEncodingJSONs(t *testing.T) {
 		{},
 		{ID: "12", Run: "12", Kind: "command", Name: "sh", Owner: "alice", UID: 1000, State: "pending", Submitted: plain},
 		{ID: "13/train", Run: "13", Kind: "workflow", Name: tricky, Owner: tricky, UID: 1001, State: "failed", Attempts: 2,
-			ExitCode: &code, GPU: &card, Waiting: tricky, WaitingKind: "gpu-memory", Paused: true, Error: tricky, BlockedBy: "13/prep", NotNeeded: true, Submitted: at, Started: &at, Ended: &plain,
+			ExitCode: &code, GPU: &card, GPUs: []int{0, 3, 12}, Waiting: tricky, WaitingKind: "gpu-memory", Paused: true, Error: tricky, BlockedBy: "13/prep", NotNeeded: true, Submitted: at, Started: &at, Ended: &plain,
+			GPUMiB: 12544, GPUMiBSource: "history", GPUBudget: tricky,
+			Job:     &client.Job{System: "Slurm", ID: "4242", State: "PENDING", Node: tricky, Reason: "Priority", Queued: true},
 			Command: []string{"python", tricky, ""}, Dir: "/home/a b"},
+		{ID: "14", Run: "14", State: "running", Job: &client.Job{ID: "7", Reason: "submission waits"}},
+		{ID: "15", Run: "15", State: "running", Job: &client.Job{}},
 	}
 	full := reflect.ValueOf(tasks[2])
 	for i := range full.NumField() {

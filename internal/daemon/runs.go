@@ -13,6 +13,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver, as the state database's
+
+	"github.com/gpusched/gpusched"
 )
 
 // RunsFile, in the state directory, holds the runs: who submitted what,
@@ -47,6 +49,12 @@ type taskMeta struct {
 	command []string // the argv; for the owner's eyes only
 	dir     string
 	deps    []string // the scheduler's ids of what it waits for
+	// on gives the conditions of deps other than success, by id; nil
+	// when all are success.
+	on map[string]gpusched.DependencyCondition
+	// gpuAuto: its GPU memory budget is learned from history; the queue
+	// says which it is (queuebudget.go).
+	gpuAuto bool
 }
 
 // runs are the daemon's runs, in memory and in runs.db. Writes are

@@ -128,7 +128,7 @@ func (d *Daemon) newRun(req client.RunRequest, p peer) (*run, error) {
 			}
 			dir = filepath.Join(req.Dir, dir)
 		}
-		nr.tasks[i] = taskMeta{inner: inner, command: t.Command, dir: dir}
+		nr.tasks[i] = taskMeta{inner: inner, command: t.Command, dir: dir, gpuAuto: t.GPUMiBAuto}
 	}
 	return nr, nil
 }
@@ -150,11 +150,14 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 			return nil, errorf(http.StatusBadRequest, "task %q: gpu_mib and gpu_mib_auto: give one", m.inner)
 		case t.GPUMiBMax != 0 && !t.GPUMiBAuto:
 			return nil, errorf(http.StatusBadRequest, "task %q: gpu_mib_max caps a budget learned from history: it goes with gpu_mib_auto", m.inner)
+		case t.GPUs != 0 && t.GPUMiB == 0 && !t.Exclusive && !t.GPUMiBAuto:
+			return nil, errorf(http.StatusBadRequest, "task %q: gpus is for GPU tasks: give gpu_mib, exclusive or gpu_mib_auto too", m.inner)
 		case t.GPUMiBAuto:
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryAuto: true, MemoryMaxMiB: t.GPUMiBMax, Exclusive: t.Exclusive}
 		case t.GPUMiB > 0 || t.Exclusive:
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: t.GPUMiB, Exclusive: t.Exclusive}
 		}
+		sp.Resources.GPUs = t.GPUs
 		if err := d.hostRequest(m.inner, &t, &sp.Resources); err != nil {
 			return nil, err
 		}
@@ -197,7 +200,7 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 			on[id] = c
 		}
 		sp.DependencyOn = on
-		m.deps = sp.Dependencies
+		m.deps, m.on = sp.Dependencies, on
 		specs[i] = sp
 	}
 	return specs, nil

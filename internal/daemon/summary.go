@@ -36,7 +36,7 @@ import (
 // as Unix nanoseconds (0: none), the texts apart as they are rare.
 type summary struct {
 	submitted, start, end int64
-	text                  *summaryText // nil when both are empty
+	text                  *summaryText // nil when all its fields are empty
 	attempts              int32
 	exit                  int32 // valid with hasExit
 	gpu                   int16 // the last attempt's card; -1: none
@@ -44,7 +44,12 @@ type summary struct {
 	flags                 uint8
 }
 
-type summaryText struct{ err, blockedBy string }
+// summaryText holds the rare parts of a summary: texts, and the cards of
+// a last attempt on several (gpu is the first).
+type summaryText struct {
+	err, blockedBy string
+	gpus           []int
+}
 
 const (
 	known     uint8 = 1 << iota // the fields besides state are known
@@ -75,7 +80,7 @@ func summaryOfEvent(ev *gpusched.Event, st gpusched.State) summary {
 func summaryOfStored(s *store.Summary) summary {
 	var last *gpusched.Attempt
 	if s.Last != nil {
-		last = &gpusched.Attempt{Number: s.Last.Number, Start: s.Last.Start, End: s.Last.End, GPU: s.Last.GPU}
+		last = &gpusched.Attempt{Number: s.Last.Number, Start: s.Last.Start, End: s.Last.End, GPU: s.Last.GPU, GPUs: s.Last.GPUs}
 	}
 	return makeSummary(gpusched.State(s.State), s.Attempts, s.ExitCode, s.Error, s.BlockedBy, s.NotNeeded, s.Submitted, last)
 }
@@ -88,8 +93,11 @@ func makeSummary(st gpusched.State, attempts int, exit *int, errText, blockedBy 
 	if exit != nil {
 		sm.exit, sm.flags = int32(*exit), sm.flags|hasExit
 	}
-	if errText != "" || blockedBy != "" {
-		sm.text = &summaryText{errText, blockedBy}
+	if errText != "" || blockedBy != "" || last != nil && len(last.GPUs) > 0 {
+		sm.text = &summaryText{err: errText, blockedBy: blockedBy}
+		if last != nil {
+			sm.text.gpus = last.GPUs
+		}
 	}
 	if last != nil {
 		sm.start, sm.end = nanos(last.Start), nanos(last.End)
@@ -128,6 +136,7 @@ type shown struct {
 	notNeeded  bool
 	submitted  time.Time
 	gpu        *int
+	gpus       []int // for a last attempt on several cards
 	start, end *time.Time
 }
 
@@ -136,7 +145,7 @@ func shownOf(rec *gpusched.Record) shown {
 	s := shown{state: rec.State, attempts: len(rec.Attempts), exitCode: rec.ExitCode, err: rec.Error, blockedBy: rec.BlockedBy,
 		notNeeded: rec.NotNeeded, submitted: rec.Submitted}
 	if a := rec.LastAttempt(); a != nil {
-		s.gpu = a.GPU
+		s.gpu, s.gpus = a.GPU, a.GPUs
 		start := a.Start
 		s.start = &start
 		if a.Ended() {
@@ -155,7 +164,7 @@ func (sm summary) shown() shown {
 		s.exitCode = &code
 	}
 	if sm.text != nil {
-		s.err, s.blockedBy = sm.text.err, sm.text.blockedBy
+		s.err, s.blockedBy, s.gpus = sm.text.err, sm.text.blockedBy, sm.text.gpus
 	}
 	if sm.attempts > 0 {
 		if sm.gpu >= 0 {

@@ -130,19 +130,20 @@ func buildMemory(samples []store.Sample, items []item, d *Data, cards []int, car
 		byCard[s.Index] = append(byCard[s.Index], s)
 	}
 	events := map[int]*cardEvents{}
+	// An attempt on several cards was admitted with its budget on each,
+	// and its peak is the most one of them held: both count on each.
 	for _, it := range items {
-		if it.card < 0 {
-			continue
-		}
-		ev := events[it.card]
-		if ev == nil {
-			ev = &cardEvents{}
-			events[it.card] = ev
-		}
 		a := &d.Rows[it.row].Attempts[it.att]
-		ev.starts = append(ev.starts, cardEvent{it.start, a.MemRequestedMiB})
-		if a.Ended() && !a.Interrupted {
-			ev.ends = append(ev.ends, cardEvent{a.End, a.MemPeakMiB})
+		for _, c := range it.cards {
+			ev := events[c]
+			if ev == nil {
+				ev = &cardEvents{}
+				events[c] = ev
+			}
+			ev.starts = append(ev.starts, cardEvent{it.start, a.MemRequestedMiB})
+			if a.Ended() && !a.Interrupted {
+				ev.ends = append(ev.ends, cardEvent{a.End, a.MemPeakMiB})
+			}
 		}
 	}
 	byTime := func(a, b cardEvent) int { return a.at.Compare(b.at) }

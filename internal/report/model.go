@@ -72,8 +72,13 @@ type item struct {
 	// record of its run.
 	known   time.Time
 	outcome Outcome
-	card    int
-	open    bool // no recorded end
+	// card is the card of the lane it is drawn in: the first of cards
+	// until buildTimeline draws it on each; -1 for an attempt on none.
+	card int
+	// cards are every card it ran on (task.Attempt.Cards): an attempt
+	// on several is drawn in the lane of each, and charged on each.
+	cards []int
+	open  bool // no recorded end
 }
 
 // Build computes the report of d.
@@ -140,8 +145,8 @@ func Build(d Data) Model {
 		for j := range r.Attempts {
 			a := &r.Attempts[j]
 			it := item{row: i, att: j, start: a.Start, end: a.End, card: -1}
-			if a.GPU != nil {
-				it.card = *a.GPU
+			if it.cards = a.Cards(); len(it.cards) > 0 {
+				it.card = it.cards[0]
 			}
 			it.outcome = outcomeOf(r, j, d.Live)
 			if !a.Ended() {
@@ -202,9 +207,9 @@ func Build(d Data) Model {
 		}
 	}
 	for _, it := range items {
-		if it.card >= 0 {
-			if _, ok := cardSet[it.card]; !ok {
-				cardSet[it.card] = gpu.CardView{Index: it.card}
+		for _, c := range it.cards {
+			if _, ok := cardSet[c]; !ok {
+				cardSet[c] = gpu.CardView{Index: c}
 			}
 		}
 	}

@@ -78,8 +78,8 @@ func buildRows(d Data, items []item) []TableRow {
 				slot += a.Start.Sub(a.ReadyAt)
 				known = true
 			}
-			if a.GPU != nil {
-				if c := strconv.Itoa(*a.GPU); !slices.Contains(cardList, c) {
+			if cs := a.Cards(); len(cs) > 0 {
+				if c := task.CardList(cs); !slices.Contains(cardList, c) {
 					cardList = append(cardList, c)
 				}
 			}

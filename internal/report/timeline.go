@@ -57,12 +57,15 @@ type Lane struct {
 
 // Bar is one attempt.
 type Bar struct {
-	Task       string
-	Row        int // the task's index in Model.Rows
-	Attempt    int
-	Outcome    Outcome
-	Class      string
-	Card       int // -1 for CPU attempts
+	Task    string
+	Row     int // the task's index in Model.Rows
+	Attempt int
+	Outcome Outcome
+	Class   string
+	Card    int // the lane's card; -1 for CPU attempts
+	// Cards are every card of an attempt on several (the same bar is
+	// drawn in the lane of each, marked); nil for one on one card or none.
+	Cards      []int
 	Start, End time.Time
 	// Known is how long the attempt is known to have run: End, or for one
 	// its scheduler's stop interrupted, its run's last record (End is then
@@ -117,9 +120,16 @@ func buildTimeline(d Data, items []item, cards []int, cardSet map[int]gpu.CardVi
 	tl := Timeline{Width: tlWidth, PlotX: tlLabelW, PlotW: tlWidth - tlLabelW - tlRight, LabelX: tlLabelW - 8}
 	x := func(t time.Time) float64 { return tl.PlotX + frac(t.Sub(t0), span)*tl.PlotW }
 
+	// An attempt on several cards is drawn in the lane of each.
 	byCard := map[int][]item{}
 	for _, it := range items {
-		byCard[it.card] = append(byCard[it.card], it)
+		if len(it.cards) == 0 {
+			byCard[-1] = append(byCard[-1], it)
+		}
+		for _, c := range it.cards {
+			it.card = c
+			byCard[c] = append(byCard[c], it)
+		}
 	}
 	y := 2.0
 	tl.Runs = runMarks(runs, t0, span, tl.PlotX, tl.PlotW, loc)
@@ -218,6 +228,9 @@ func makeBar(d *Data, it item, x func(time.Time) float64, laneY float64, loc *ti
 	a := &r.Attempts[it.att]
 	b := Bar{Task: r.ID, Row: it.row, Attempt: a.Number, Outcome: it.outcome, Class: it.outcome.Class(),
 		Card: it.card, Start: it.start, End: it.end, Known: it.known}
+	if len(it.cards) > 1 {
+		b.Cards = it.cards
+	}
 	x0, x1 := x(it.start), x(it.known)
 	b.X, b.W = round1(x0), round1(math.Max(x1-x0, minBarW))
 	if tail := round1(x(it.end) - (b.X + b.W)); it.end.After(it.known) && tail > 0 {
@@ -226,8 +239,12 @@ func makeBar(d *Data, it item, x func(time.Time) float64, laneY float64, loc *ti
 	b.Y, b.H = laneY+(rowH-barH)/2, barH
 	// The id inside the bar when it fits, or enough of it to tell (a
 	// stub like "ta…" says nothing).
-	if fit := int((b.W - 6) / charW); fit >= min(len([]rune(r.ID)), 10) {
-		b.Text = shorten(r.ID, fit)
+	label := r.ID
+	if len(b.Cards) > 0 {
+		label = fmt.Sprintf("%d× %s", len(b.Cards), r.ID) // says it is one of several cards' bars
+	}
+	if fit := int((b.W - 6) / charW); fit >= min(len([]rune(label)), 10) {
+		b.Text = shorten(label, fit)
 		b.TextX, b.TextY = round1(b.X+3), laneY+rowH/2+3.5
 	}
 
@@ -253,7 +270,16 @@ func makeBar(d *Data, it item, x func(time.Time) float64, laneY float64, loc *ti
 	if a.Error != "" {
 		t.WriteString("\n" + shorten(oneLine(a.Error), 200))
 	}
-	if it.card >= 0 {
+	switch {
+	case len(b.Cards) > 0:
+		fmt.Fprintf(&t, "\nGPUs %s: one of a %d-card task, drawn on each card", task.CardList(b.Cards), len(b.Cards))
+		if a.MemRequestedMiB > 0 {
+			fmt.Fprintf(&t, " · asked %d MiB on each", a.MemRequestedMiB)
+		}
+		if a.MemPeakMiB > 0 {
+			fmt.Fprintf(&t, " · peak %d MiB on one card", a.MemPeakMiB)
+		}
+	case it.card >= 0:
 		fmt.Fprintf(&t, "\nGPU %d", it.card)
 		if a.MemRequestedMiB > 0 {
 			fmt.Fprintf(&t, " · asked %d MiB", a.MemRequestedMiB)

@@ -73,3 +73,47 @@ func TestSplitInts(t *testing.T) {
 		t.Error(`splitInts("1,,2") accepted`)
 	}
 }
+
+// The summaries the daemon's queue reads of finished tasks, and the
+// briefs it reads at start, carry every card of the last attempt.
+func TestSummaryCards(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := OpenSQLite(path, filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Unix(1700000000, 0)
+	first, one := 3, 2
+	b := &Batch{
+		Tasks: []TaskWrite{{ID: "pair", Seq: 1, Kind: "command", Spec: []byte(`{}`), State: task.Complete},
+			{ID: "single", Seq: 2, Kind: "command", Spec: []byte(`{}`), State: task.Complete}},
+		Attempts: []AttemptWrite{
+			{TaskID: "pair", Attempt: task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second), GPU: &first, GPUs: []int{3, 1}}},
+			{TaskID: "single", Attempt: task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second), GPU: &one}},
+		},
+	}
+	if err := s.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	sums, err := s.FinishedSummaries([]string{"pair", "single"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	briefs, err := s.Briefs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range [][]Summary{sums, {briefs[0].Summary, briefs[1].Summary}} {
+		cards := map[string][]int{}
+		for _, sm := range got {
+			if sm.Last == nil {
+				t.Fatalf("%s: no last attempt", sm.ID)
+			}
+			cards[sm.ID] = sm.Last.Cards()
+		}
+		if !slices.Equal(cards["pair"], []int{3, 1}) || !slices.Equal(cards["single"], []int{2}) {
+			t.Errorf("last attempts' cards %v; want pair on [3 1], single on [2]", cards)
+		}
+	}
+}

@@ -51,7 +51,8 @@ func (s *SQLite) briefs() ([]Brief, error) {
 		var state string
 		var spec sql.RawBytes // valid until Next: decoded, never kept
 		var exit, submitted, number, start, end, gpu sql.NullInt64
-		if err := rows.Scan(&b.ID, &state, &spec, &exit, &b.Error, &b.BlockedBy, &b.NotNeeded, &submitted, &b.Attempts, &number, &start, &end, &gpu); err != nil {
+		var gpus sql.NullString
+		if err := rows.Scan(&b.ID, &state, &spec, &exit, &b.Error, &b.BlockedBy, &b.NotNeeded, &submitted, &b.Attempts, &number, &start, &end, &gpu, &gpus); err != nil {
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
 		if b.State, err = task.ParseState(state); err != nil {
@@ -67,7 +68,7 @@ func (s *SQLite) briefs() ([]Brief, error) {
 			out = append(out, b)
 			continue
 		}
-		b.fill(exit, submitted, number, start, end, gpu)
+		b.fill(exit, submitted, number, start, end, gpu, gpus)
 		out = append(out, b)
 	}
 	if err := rows.Err(); err != nil {

@@ -466,13 +466,7 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 
 // joinInts writes the cards of an attempt on several as "3,1"; "" for
 // none.
-func joinInts(v []int) string {
-	parts := make([]string, len(v))
-	for i, n := range v {
-		parts[i] = strconv.Itoa(n)
-	}
-	return strings.Join(parts, ",")
-}
+func joinInts(v []int) string { return task.CardList(v) }
 
 // splitInts reads what joinInts wrote; nil for "".
 func splitInts(s string) ([]int, error) {

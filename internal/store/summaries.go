@@ -22,7 +22,7 @@ type Summary struct {
 	NotNeeded bool
 	Submitted time.Time
 	Attempts  int
-	// Last is the last attempt (Number, Start, End, GPU set); nil when
+	// Last is the last attempt (Number, Start, End, GPU, GPUs set); nil when
 	// none ran.
 	Last *task.Attempt
 }
@@ -78,7 +78,8 @@ func (s *SQLite) scanSummaries(tx *sql.Tx, q string, args []any, want map[string
 		var r Summary
 		var state string
 		var exit, submitted, number, start, end, gpu sql.NullInt64
-		if err := rows.Scan(&r.ID, &state, &exit, &r.Error, &r.BlockedBy, &r.NotNeeded, &submitted, &r.Attempts, &number, &start, &end, &gpu); err != nil {
+		var gpus sql.NullString
+		if err := rows.Scan(&r.ID, &state, &exit, &r.Error, &r.BlockedBy, &r.NotNeeded, &submitted, &r.Attempts, &number, &start, &end, &gpu, &gpus); err != nil {
 			return nil, s.corrupt(fmt.Errorf("read task summaries from state db %s: %w", s.path, err))
 		}
 		if want != nil && !want[r.ID] {
@@ -87,7 +88,7 @@ func (s *SQLite) scanSummaries(tx *sql.Tx, q string, args []any, want map[string
 		if r.State, err = task.ParseState(state); err != nil {
 			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
 		}
-		r.fill(exit, submitted, number, start, end, gpu)
+		r.fill(exit, submitted, number, start, end, gpu, gpus)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -100,7 +101,7 @@ func (s *SQLite) scanSummaries(tx *sql.Tx, q string, args []any, want map[string
 // come from: the task, its attempts counted, and its last attempt.
 const (
 	summaryColumns = `t.exit_code, t.error, t.blocked_by, t.not_needed, t.submitted_at,
-		(SELECT COUNT(*) FROM attempts c WHERE c.task_id = t.id), a.number, a.started_at, a.ended_at, a.gpu`
+		(SELECT COUNT(*) FROM attempts c WHERE c.task_id = t.id), a.number, a.started_at, a.ended_at, a.gpu, a.gpus`
 	summaryFrom = `
 		FROM tasks t LEFT JOIN attempts a ON a.task_id = t.id
 			AND a.number = (SELECT MAX(number) FROM attempts m WHERE m.task_id = t.id)`
@@ -108,7 +109,7 @@ const (
 
 // fill sets the summary's fields read as summaryColumns (besides error,
 // blocked_by, not_needed and the count, scanned in place).
-func (r *Summary) fill(exit, submitted, number, start, end, gpu sql.NullInt64) {
+func (r *Summary) fill(exit, submitted, number, start, end, gpu sql.NullInt64, gpus sql.NullString) {
 	r.ExitCode = nullInt(exit)
 	if submitted.Valid {
 		r.Submitted = time.Unix(0, submitted.Int64)
@@ -118,6 +119,9 @@ func (r *Summary) fill(exit, submitted, number, start, end, gpu sql.NullInt64) {
 		if end.Valid {
 			a.End = time.Unix(0, end.Int64)
 		}
+		// A list that does not read (never written so) only loses the
+		// summary its other cards: the first is in gpu.
+		a.GPUs, _ = splitInts(gpus.String)
 		r.Last = a
 	}
 }

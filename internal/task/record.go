@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -135,6 +136,19 @@ func (a *Attempt) Cards() []int {
 		return []int{*a.GPU}
 	}
 	return nil
+}
+
+// CardList writes card indices as people and the status table read them:
+// "3,1"; "" for none.
+func CardList(cards []int) string {
+	b := make([]byte, 0, 3*len(cards))
+	for i, c := range cards {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(c), 10)
+	}
+	return string(b)
 }
 
 // Record is what happened to a task.

@@ -91,34 +91,65 @@ func (s *State) Release(pid int) int64 {
 
 // Device returns the card CUDA would use as device 0 for a process whose
 // environment holds CUDA_VISIBLE_DEVICES=visible and
-// CUDA_DEVICE_ORDER=order. Only the first entry of visible counts. An
+// CUDA_DEVICE_ORDER=order: the first of Devices.
+func (s State) Device(visible, order string) (Card, error) {
+	cards, err := s.Devices(visible, order)
+	if err != nil {
+		return Card{}, err
+	}
+	return cards[0], nil
+}
+
+// Devices returns the cards CUDA would number 0, 1, ... for a process
+// whose environment holds CUDA_VISIBLE_DEVICES=visible and
+// CUDA_DEVICE_ORDER=order, one per entry of visible, in its order. An
 // entry starting with "GPU-" is a uuid, or a prefix matching exactly one
 // card. A number is an index: with order "PCI_BUS_ID" it is nvidia-smi's
 // index; otherwise it counts cards in CUDA's default FASTEST_FIRST order,
 // for which the fake takes the cards by total memory, largest first (ties
 // by nvidia-smi index), so that forgetting PCI_BUS_ID shows on mixed
-// machines. Anything else, or an empty visible, gives ErrNoDevice.
-func (s State) Device(visible, order string) (Card, error) {
-	first, _, _ := strings.Cut(visible, ",")
-	first = strings.TrimSpace(first)
-	if first == "" {
+// machines. As CUDA does, the list ends before the first entry that names
+// no card (anything else, or a card named already); when that is the
+// first entry, or visible is empty, it returns ErrNoDevice.
+func (s State) Devices(visible, order string) ([]Card, error) {
+	var cards []Card
+	for entry := range strings.SplitSeq(visible, ",") {
+		c, err := s.device(strings.TrimSpace(entry), order)
+		if err == nil && slices.ContainsFunc(cards, func(d Card) bool { return d.UUID == c.UUID }) {
+			err = fmt.Errorf("CUDA_VISIBLE_DEVICES=%s names card %d twice: %w", visible, c.Index, ErrNoDevice)
+		}
+		if err != nil {
+			if len(cards) == 0 {
+				return nil, err
+			}
+			break
+		}
+		cards = append(cards, c)
+	}
+	return cards, nil
+}
+
+// device is the card one entry of CUDA_VISIBLE_DEVICES names (see
+// Devices).
+func (s State) device(entry, order string) (Card, error) {
+	if entry == "" {
 		return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES is empty: %w", ErrNoDevice)
 	}
-	if strings.HasPrefix(first, "GPU-") {
+	if strings.HasPrefix(entry, "GPU-") {
 		var found []Card
 		for _, c := range s.Cards {
-			if strings.HasPrefix(c.UUID, first) {
+			if strings.HasPrefix(c.UUID, entry) {
 				found = append(found, c)
 			}
 		}
 		if len(found) != 1 {
-			return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s matches %d cards: %w", first, len(found), ErrNoDevice)
+			return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s matches %d cards: %w", entry, len(found), ErrNoDevice)
 		}
 		return found[0], nil
 	}
-	i, err := strconv.Atoi(first)
+	i, err := strconv.Atoi(entry)
 	if err != nil || i < 0 {
-		return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s: %w", first, ErrNoDevice)
+		return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s: %w", entry, ErrNoDevice)
 	}
 	if order == "PCI_BUS_ID" {
 		for _, c := range s.Cards {
@@ -126,14 +157,14 @@ func (s State) Device(visible, order string) (Card, error) {
 				return c, nil
 			}
 		}
-		return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s: no card %d: %w", first, i, ErrNoDevice)
+		return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s: no card %d: %w", entry, i, ErrNoDevice)
 	}
 	cards := slices.Clone(s.Cards)
 	slices.SortFunc(cards, func(a, b Card) int {
 		return cmp.Or(cmp.Compare(b.TotalMiB, a.TotalMiB), cmp.Compare(a.Index, b.Index))
 	})
 	if i >= len(cards) {
-		return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s: only %d cards: %w", first, len(cards), ErrNoDevice)
+		return Card{}, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s: only %d cards: %w", entry, len(cards), ErrNoDevice)
 	}
 	return cards[i], nil
 }

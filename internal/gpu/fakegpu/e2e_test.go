@@ -553,3 +553,74 @@ func TestJobGrowthRefused(t *testing.T) {
 		t.Errorf("left registered: %+v", p)
 	}
 }
+
+// cardSteps are the recorded events as "kind:card:MiB".
+func (m *machine) cardSteps() []string {
+	var steps []string
+	for _, e := range m.events() {
+		steps = append(steps, fmt.Sprintf("%s:%d:%d", e.Kind, e.Index, e.MemMiB))
+	}
+	return steps
+}
+
+// A job given two cards takes its memory on each, so nvidia-smi lists its
+// process on both; it grows on each and gives both back at its end.
+func TestJobOnTwoCards(t *testing.T) {
+	m := newMachine(t, State{Cards: []Card{
+		{Index: 0, UUID: "GPU-aaaa", TotalMiB: 1000},
+		{Index: 1, UUID: "GPU-bbbb", TotalMiB: 1000},
+		{Index: 2, UUID: "GPU-cccc", TotalMiB: 1000},
+	}})
+	env := []string{"CUDA_VISIBLE_DEVICES=2,0", "CUDA_DEVICE_ORDER=PCI_BUS_ID"}
+	j := m.mustStartJob(env, "--mem", "100", "--duration", "1m", "--record", m.record)
+	if want := fmt.Sprintf("fake-gpu-job pid=%d gpu=GPU-cccc,GPU-aaaa mem=100 index=2,0", j.cmd.Process.Pid); j.line != want {
+		t.Fatalf("job printed %q, want %q (stderr %q)", j.line, want, j.stderr.String())
+	}
+	snap := m.mustProbe()
+	onCard := map[string]int64{}
+	for _, a := range snap.Apps {
+		if a.PID == j.cmd.Process.Pid {
+			onCard[a.GPUUUID] += a.Used.MiB
+		}
+	}
+	if len(onCard) != 2 || onCard["GPU-cccc"] != 100 || onCard["GPU-aaaa"] != 100 {
+		t.Errorf("nvidia-smi lists the job's memory by card as %v; want 100 MiB on GPU-cccc and on GPU-aaaa", onCard)
+	}
+	used := map[int]int64{}
+	for _, g := range snap.GPUs {
+		used[g.Index] = g.Used.MiB
+	}
+	if used[0] != 100 || used[1] != 0 || used[2] != 100 {
+		t.Errorf("cards' used memory %v; want 100 on cards 0 and 2, none on 1", used)
+	}
+	j.cmd.Process.Signal(syscall.SIGTERM)
+	if s := j.wait(); s != 143 {
+		t.Errorf("status %d after SIGTERM, want 143", s)
+	}
+	if got, want := m.cardSteps(), []string{"start:2:100", "start:0:100", "end:2:100", "end:0:100"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if p := m.processes(); len(p) != 0 {
+		t.Errorf("left registered: %+v", p)
+	}
+}
+
+// When one of a job's cards has too little room, it takes nothing on any:
+// the allocation is all or nothing, and only the refusal is recorded.
+func TestJobOnTwoCardsRefused(t *testing.T) {
+	m := newMachine(t, State{Cards: []Card{
+		{Index: 0, UUID: "GPU-aaaa", TotalMiB: 1000},
+		{Index: 1, UUID: "GPU-bbbb", TotalMiB: 1000, ForeignMiB: 950},
+	}})
+	line, stderr, status := m.runJob([]string{"CUDA_VISIBLE_DEVICES=GPU-aaaa,GPU-bbbb"}, "--mem", "100", "--record", m.record)
+	wantErr := "RuntimeError: CUDA out of memory. Tried to allocate 100 MiB (GPU 1; 1000 MiB total capacity; 50 MiB free)\n"
+	if status != 1 || line != "" || stderr != wantErr {
+		t.Errorf("status %d, stdout %q, stderr %q; want 1, nothing, %q", status, line, stderr, wantErr)
+	}
+	if got, want := m.cardSteps(), []string{"oom:1:100"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if p := m.processes(); len(p) != 0 {
+		t.Errorf("left registered: %+v", p)
+	}
+}

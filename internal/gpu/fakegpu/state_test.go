@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -190,7 +191,10 @@ func TestRelease(t *testing.T) {
 	}
 }
 
-func TestDevice(t *testing.T) {
+// Every entry of CUDA_VISIBLE_DEVICES is a device, in its order, up to the
+// first that names no card (or one named already), as CUDA reads it;
+// Device is the first.
+func TestDevices(t *testing.T) {
 	// Like the GTX 1060 / 1080 Ti capture: the biggest card is not index 0.
 	s := State{Cards: []Card{
 		{Index: 0, UUID: "GPU-f3da2e71", TotalMiB: 6144},
@@ -199,32 +203,47 @@ func TestDevice(t *testing.T) {
 	}}
 	tests := []struct {
 		visible, order string
-		want           int // card index; -1: ErrNoDevice
+		want           []int // card indices; nil: ErrNoDevice
 	}{
-		{"GPU-15ea7bf9", "", 1},
-		{"GPU-f3", "", 0},
-		{"GPU-15e", "", -1}, // ambiguous prefix
-		{"GPU-15ea7bf9,GPU-f3da2e71", "", 1},
-		{"0", "PCI_BUS_ID", 0},
-		{"2", "PCI_BUS_ID", 2},
-		{"0", "", 1}, // fastest (here: biggest) first
-		{"1", "", 0},
-		{"2", "FASTEST_FIRST", 2},
-		{"3", "PCI_BUS_ID", -1},
-		{"3", "", -1},
-		{"", "", -1},
-		{" ", "", -1},
-		{"-1", "", -1},
-		{"MIG-1234", "", -1},
-		{"cuda:0", "", -1},
+		{"GPU-15ea7bf9", "", []int{1}},
+		{"GPU-f3", "", []int{0}},
+		{"GPU-15e", "", nil}, // ambiguous prefix
+		{"GPU-15ea7bf9,GPU-f3da2e71", "", []int{1, 0}},
+		{"GPU-15eb,GPU-f3", "", []int{2, 0}},
+		{"0", "PCI_BUS_ID", []int{0}},
+		{"2", "PCI_BUS_ID", []int{2}},
+		{"0", "", []int{1}}, // fastest (here: biggest) first
+		{"1", "", []int{0}},
+		{"0,1", "", []int{1, 0}},
+		{"2", "FASTEST_FIRST", []int{2}},
+		{"2,1", "PCI_BUS_ID", []int{2, 1}},
+		{"0, 1,2", "PCI_BUS_ID", []int{0, 1, 2}},
+		{"1,7,0", "PCI_BUS_ID", []int{1}}, // no card 7: CUDA stops there
+		{"1,1,0", "PCI_BUS_ID", []int{1}},
+		{"2,", "PCI_BUS_ID", []int{2}},
+		{"7,1", "PCI_BUS_ID", nil},
+		{"3", "PCI_BUS_ID", nil},
+		{"3", "", nil},
+		{"", "", nil},
+		{" ", "", nil},
+		{"-1", "", nil},
+		{"MIG-1234", "", nil},
+		{"cuda:0", "", nil},
 	}
 	for _, tt := range tests {
-		c, err := s.Device(tt.visible, tt.order)
+		cards, err := s.Devices(tt.visible, tt.order)
+		var got []int
+		for _, c := range cards {
+			got = append(got, c.Index)
+		}
+		first, firstErr := s.Device(tt.visible, tt.order)
 		switch {
-		case tt.want < 0 && !errors.Is(err, ErrNoDevice):
-			t.Errorf("Device(%q, %q) = %+v, %v; want ErrNoDevice", tt.visible, tt.order, c, err)
-		case tt.want >= 0 && (err != nil || c.Index != tt.want):
-			t.Errorf("Device(%q, %q) = %+v, %v; want card %d", tt.visible, tt.order, c, err, tt.want)
+		case tt.want == nil && (!errors.Is(err, ErrNoDevice) || !errors.Is(firstErr, ErrNoDevice)):
+			t.Errorf("Devices(%q, %q) = %v, %v; Device: %v; want ErrNoDevice", tt.visible, tt.order, got, err, firstErr)
+		case tt.want != nil && (err != nil || !slices.Equal(got, tt.want)):
+			t.Errorf("Devices(%q, %q) = %v, %v; want cards %v", tt.visible, tt.order, got, err, tt.want)
+		case tt.want != nil && (firstErr != nil || first.Index != tt.want[0]):
+			t.Errorf("Device(%q, %q) = %+v, %v; want card %d", tt.visible, tt.order, first, firstErr, tt.want[0])
 		}
 	}
 }
