@@ -265,7 +265,7 @@ func decide(v View) Plan {
 			d.kept, d.stale = keptCards(make([]int, 0), d.cards), true // not nil from now on
 		}
 		if p.Reserved == nil && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
-			if i := gpu.Reserve(d.cards, c.Need); i >= 0 {
+			if i := gpu.Reserve(d.cards, c.Need, d.now); i >= 0 {
 				d.cards[i].ReservedFor, d.cards[i].ReservedMiB = c.ID, gpu.Reservation(c.Need)
 				p.Reserved = map[int]string{d.cards[i].Index: c.ID}
 				d.kept, d.stale = append(d.kept, i), true
@@ -352,7 +352,7 @@ func (d *decision) several(c *Candidate) bool {
 		d.kept, d.stale = keptCards(make([]int, 0), d.cards), true
 	}
 	if p.Reserved == nil && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
-		if set := d.reserveSet(c); set != nil {
+		if set := d.reserveSet(c); set != nil && d.reservesNow(c, set) {
 			p.Reserved = make(map[int]string, len(set))
 			for _, i := range set {
 				d.cards[i].ReservedFor, d.cards[i].ReservedMiB = c.ID, gpu.Reservation(c.Need)
@@ -379,7 +379,7 @@ func (d *decision) reserveSet(c *Candidate) []int {
 	if len(set) == c.Need.Cards() {
 		return set
 	}
-	return gpu.ReserveSet(d.cards, c.Need, d.topo, c.ID, set)
+	return gpu.ReserveSet(d.cards, c.Need, d.topo, c.ID, d.now, set)
 }
 
 // setWhy says why a task on several cards that fits on too few waits:
