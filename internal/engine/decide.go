@@ -165,10 +165,12 @@ type Pass struct {
 // task starts. A GPU task starts on the card Fit picks; one that fits
 // nowhere is passed over, so smaller tasks behind it may start (backfill).
 // But once it has been ready for ReserveAfter, the first such task in the
-// queue reserves the card closest to holding it, and no task after it in
-// the queue starts there unless it leaves the reserved task its memory
-// (which, on that card, it cannot: the task would have fitted); as tasks
-// on that card finish, it fits. One task at most has cards reserved at a
+// queue reserves the card likely to have its room soonest (gpu.Reserve:
+// the card whose tasks that must leave have run least, then the one
+// closest to holding it), and no task after it in the queue starts there
+// unless it leaves the reserved task its memory (which, on that card, it
+// cannot: the task would have fitted); as tasks on that card finish, it
+// fits. One task at most has cards reserved at a
 // time: reserving a card for every waiting big task would stop
 // backfilling everywhere (the simulation in sim_test.go measures this). A
 // CPU-only queue is walked only as far as tasks start, so choosing costs
@@ -178,11 +180,16 @@ type Pass struct {
 // hold it now, on the closest set of them (gpu.FitSet, by View.Topology);
 // else it is passed over like a task that fits nowhere. When it is the
 // first starving task, it reserves that many cards (gpu.ReserveSet: the
-// closest, then those with the most memory left; the same cards as in the
-// last decision while they can still be reserved): tasks behind it start
-// on them only if they leave it its memory, so cards that already have its
-// room keep working while the others drain, and none is held idle beyond
-// the memory it will take.
+// closest, then those likely to have its room soonest, then those with the
+// most memory left; the same cards as in the last decision while they can
+// still be reserved), but only when that is cheap or overdue
+// (reservesNow, reserve.go: the cards lack at most a tenth of its memory,
+// or it has waited its width times wideReservePerCard); until then it is
+// passed over without reserving, and the first starving task behind it
+// may reserve instead. Tasks behind a reservation start on its cards only
+// if they leave it its memory, so cards that already have its room keep
+// working while the others drain, and none is held idle beyond the memory
+// it will take.
 //
 // The queue comes in the fair order (priority, then the owner's usage,
 // then submission: readySet). A task whose owner is at a per-user cap
