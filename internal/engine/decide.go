@@ -185,8 +185,9 @@ type Pass struct {
 // still be reserved), but only when that is cheap or overdue
 // (reservesNow, reserve.go: the cards lack at most a tenth of its memory,
 // or it has waited its width times wideReservePerCard); until then it is
-// passed over without reserving, and the first starving task behind it
-// may reserve instead. Tasks behind a reservation start on its cards only
+// passed over without reserving, and the first starving task on one card
+// behind it may reserve instead (only the first starving task on several
+// cards is considered, so that a queue of them costs one choice of cards). Tasks behind a reservation start on its cards only
 // if they leave it its memory, so cards that already have its room keep
 // working while the others drain, and none is held idle beyond the memory
 // it will take.
@@ -323,6 +324,10 @@ type decision struct {
 	placement gpu.Placement
 	gpuKnown  bool
 	stale     bool
+	// wideAsked: a starving task on several cards was considered for a
+	// reservation (reservesNow); no later one is, so that a queue of them
+	// costs one choice of cards per decision, not one each.
+	wideAsked bool
 }
 
 // several decides for GPU candidate c, which needs several cards: it
@@ -358,7 +363,8 @@ func (d *decision) several(c *Candidate) bool {
 	if d.kept == nil {
 		d.kept, d.stale = keptCards(make([]int, 0), d.cards), true
 	}
-	if p.Reserved == nil && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
+	if p.Reserved == nil && !d.wideAsked && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
+		d.wideAsked = true
 		if set := d.reserveSet(c); set != nil && d.reservesNow(c, set) {
 			p.Reserved = make(map[int]string, len(set))
 			for _, i := range set {
