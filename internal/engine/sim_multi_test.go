@@ -222,3 +222,47 @@ func BenchmarkMixedGPUTrace(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSimulationSeeds replays seeds 1-8 of every trace (the one-card
+// batch and arrivals of sim_test.go, the mixed batch, busy and calm) under
+// gpusched's rule with reservations (1m) and without, and reports the means
+// over the seeds, for docs/benchmarks.md: one seed's makespan hangs on
+// where its few longest tasks fall, so rules are compared on these.
+// go test ./internal/engine -run '^$' -bench SimulationSeeds -benchtime 1x.
+func BenchmarkSimulationSeeds(b *testing.B) {
+	const seeds = 8
+	traces := []struct {
+		name  string
+		trace func(seed uint64) []simTask
+		bound func([]simTask) time.Duration
+	}{
+		{"onecard-batch", func(s uint64) []simTask { return simTrace(s, simTasks, 0) }, simBound},
+		{"onecard-arrivals", func(s uint64) []simTask { return simTrace(s, simTasks, simArrGap) }, simBound},
+		{"mixed-batch", func(s uint64) []simTask { return simMixedTrace(s, simMixedTasks, 0) }, simMixedBound},
+		{"mixed-busy", func(s uint64) []simTask { return simMixedTrace(s, simMixedTasks, simMixedBusyGap) }, simMixedBound},
+		{"mixed-calm", func(s uint64) []simTask { return simMixedTrace(s, simMixedTasks, simMixedCalmGap) }, simMixedBound},
+	}
+	for _, trc := range traces {
+		for _, pol := range []simPolicy{simPolicies[0], simPolicies[2]} {
+			b.Run(fmt.Sprintf("trace=%s/%s", trc.name, pol.name), func(b *testing.B) {
+				var ratio, wide, big float64
+				for b.Loop() {
+					ratio, wide, big = 0, 0, 0
+					for seed := uint64(1); seed <= seeds; seed++ {
+						tr := trc.trace(seed)
+						res, err := simulate(tr, pol, simOptions{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						ratio += res.makespan.Seconds() / trc.bound(tr).Seconds() / seeds
+						wide += res.maxWaitWide.Hours() / seeds
+						big += res.maxWaitBig.Hours() / seeds
+					}
+				}
+				b.ReportMetric(ratio, "x-bound")
+				b.ReportMetric(wide, "maxwait-8gpu-h")
+				b.ReportMetric(big, "maxwait-big-h")
+			})
+		}
+	}
+}
