@@ -20,7 +20,7 @@ const (
 	// wideReservePerCard is how long a task on N cards that starves waits
 	// for its cards to come nearly free before it reserves them anyway: N
 	// times this (and at least View.ReserveAfter).
-	wideReservePerCard = 3 * time.Hour
+	wideReservePerCard = 4 * time.Hour
 	// wideNearlyFree: the cards are nearly ready when what they lack of
 	// the task's memory, all together, is at most 1/wideNearlyFree of it.
 	wideNearlyFree = 10

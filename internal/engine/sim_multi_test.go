@@ -84,7 +84,7 @@ func simMixedBound(tr []simTask) time.Duration { return max(simBound(tr), simBig
 // keep the 8-card tasks from starving at a bounded cost: arriving at the
 // calmer pace, their longest wait with the default rule is under half of
 // what it is without reservations, at a makespan within 10% of the bound;
-// at the busy pace, under 60% of it, at a makespan within 0.15 of the
+// at the busy pace, under 75% of it, at a makespan within 0.05 of the
 // bound's multiple without.
 func TestSimulationMixedGPUs(t *testing.T) {
 	n := 300
@@ -137,16 +137,16 @@ func TestSimulationMixedGPUs(t *testing.T) {
 	// On a busy machine reserving costs makespan (memory held while the
 	// last card drains); the rule keeps the cost to what bounds the wait:
 	// the 8-card tasks' longest wait well under what it is without
-	// reservations, at a makespan within 0.15 of the bound's multiple
+	// reservations, at a makespan within 0.05 of the bound's multiple
 	// without (reserving for every starving task on several cards at once
 	// cost 0.30).
 	busy, busyNever := mean(simMixedBusyGap, simPolicies[0]), mean(simMixedBusyGap, simPolicies[2])
-	if busy.wait > 0.6*busyNever.wait {
-		t.Errorf("busy: longest wait of an 8-card task, mean over %d seeds: %.2f h with reservations, %.2f h without; want under 60%%",
+	if busy.wait > 0.75*busyNever.wait {
+		t.Errorf("busy: longest wait of an 8-card task, mean over %d seeds: %.2f h with reservations, %.2f h without; want under 75%%",
 			seeds, busy.wait, busyNever.wait)
 	}
-	if busy.ratio > busyNever.ratio+0.15 {
-		t.Errorf("busy: makespan over the bound, mean over %d seeds: %.3f with reservations, %.3f without; want within 0.15",
+	if busy.ratio > busyNever.ratio+0.05 {
+		t.Errorf("busy: makespan over the bound, mean over %d seeds: %.3f with reservations, %.3f without; want within 0.05",
 			seeds, busy.ratio, busyNever.ratio)
 	}
 	t.Logf("mean over %d seeds, with reservations (1m) and without: calm: 8-card tasks' longest wait %.2f h and %.2f h, makespan %.3fx and %.3fx the bound; "+
