@@ -179,7 +179,8 @@ func publicCards(cs []gpu.CardView) []CardView {
 			AvailableMiB: c.AvailableMiB, Holders: make([]Holding, len(c.Holders)), Exclusive: c.Exclusive,
 			State: CardState(c.State), Reason: c.Reason, Until: c.Until, ReservedFor: c.ReservedFor}
 		for j, h := range c.Holders {
-			v.Holders[j] = Holding(h)
+			v.Holders[j] = Holding{Task: h.Task, PID: h.PID, RequestMiB: h.RequestMiB, ObservedMiB: h.ObservedMiB, PeakMiB: h.PeakMiB,
+				Exclusive: h.Exclusive}
 		}
 		out[i] = v
 	}

@@ -169,7 +169,7 @@ func (e *Engine) adopt(r *store.Row, sp *task.Spec, rc executor.Recovery) *node 
 				held.MiB = a.MemRequestedMiB
 			}
 			for _, c := range cards {
-				e.board.Hold(sp.ID, c, held)
+				e.board.HoldSince(sp.ID, c, held, a.Start)
 				if a.PID > 0 {
 					e.board.SetPID(sp.ID, c, a.PID)
 				}

@@ -165,10 +165,12 @@ type Pass struct {
 // task starts. A GPU task starts on the card Fit picks; one that fits
 // nowhere is passed over, so smaller tasks behind it may start (backfill).
 // But once it has been ready for ReserveAfter, the first such task in the
-// queue reserves the card closest to holding it, and no task after it in
-// the queue starts there unless it leaves the reserved task its memory
-// (which, on that card, it cannot: the task would have fitted); as tasks
-// on that card finish, it fits. One task at most has cards reserved at a
+// queue reserves the card likely to have its room soonest (gpu.Reserve:
+// the card whose tasks that must leave have run least, then the one
+// closest to holding it), and no task after it in the queue starts there
+// unless it leaves the reserved task its memory (which, on that card, it
+// cannot: the task would have fitted); as tasks on that card finish, it
+// fits. One task at most has cards reserved at a
 // time: reserving a card for every waiting big task would stop
 // backfilling everywhere (the simulation in sim_test.go measures this). A
 // CPU-only queue is walked only as far as tasks start, so choosing costs
@@ -178,11 +180,17 @@ type Pass struct {
 // hold it now, on the closest set of them (gpu.FitSet, by View.Topology);
 // else it is passed over like a task that fits nowhere. When it is the
 // first starving task, it reserves that many cards (gpu.ReserveSet: the
-// closest, then those with the most memory left; the same cards as in the
-// last decision while they can still be reserved): tasks behind it start
-// on them only if they leave it its memory, so cards that already have its
-// room keep working while the others drain, and none is held idle beyond
-// the memory it will take.
+// closest, then those likely to have its room soonest, then those with the
+// most memory left; the same cards as in the last decision while they can
+// still be reserved), but only when that is cheap or overdue
+// (reservesNow, reserve.go: the cards lack at most a tenth of its memory,
+// or it has waited its width times wideReservePerCard); until then it is
+// passed over without reserving, and the first starving task on one card
+// behind it may reserve instead (only the first starving task on several
+// cards is considered, so that a queue of them costs one choice of cards). Tasks behind a reservation start on its cards only
+// if they leave it its memory, so cards that already have its room keep
+// working while the others drain, and none is held idle beyond the memory
+// it will take.
 //
 // The queue comes in the fair order (priority, then the owner's usage,
 // then submission: readySet). A task whose owner is at a per-user cap
@@ -265,7 +273,7 @@ func decide(v View) Plan {
 			d.kept, d.stale = keptCards(make([]int, 0), d.cards), true // not nil from now on
 		}
 		if p.Reserved == nil && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
-			if i := gpu.Reserve(d.cards, c.Need); i >= 0 {
+			if i := gpu.Reserve(d.cards, c.Need, d.now); i >= 0 {
 				d.cards[i].ReservedFor, d.cards[i].ReservedMiB = c.ID, gpu.Reservation(c.Need)
 				p.Reserved = map[int]string{d.cards[i].Index: c.ID}
 				d.kept, d.stale = append(d.kept, i), true
@@ -316,6 +324,10 @@ type decision struct {
 	placement gpu.Placement
 	gpuKnown  bool
 	stale     bool
+	// wideAsked: a starving task on several cards was considered for a
+	// reservation (reservesNow); no later one is, so that a queue of them
+	// costs one choice of cards per decision, not one each.
+	wideAsked bool
 }
 
 // several decides for GPU candidate c, which needs several cards: it
@@ -351,8 +363,9 @@ func (d *decision) several(c *Candidate) bool {
 	if d.kept == nil {
 		d.kept, d.stale = keptCards(make([]int, 0), d.cards), true
 	}
-	if p.Reserved == nil && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
-		if set := d.reserveSet(c); set != nil {
+	if p.Reserved == nil && !d.wideAsked && d.reserveAfter >= 0 && d.now.Sub(c.ReadySince) >= d.reserveAfter {
+		d.wideAsked = true
+		if set := d.reserveSet(c); set != nil && d.reservesNow(c, set) {
 			p.Reserved = make(map[int]string, len(set))
 			for _, i := range set {
 				d.cards[i].ReservedFor, d.cards[i].ReservedMiB = c.ID, gpu.Reservation(c.Need)
@@ -379,7 +392,7 @@ func (d *decision) reserveSet(c *Candidate) []int {
 	if len(set) == c.Need.Cards() {
 		return set
 	}
-	return gpu.ReserveSet(d.cards, c.Need, d.topo, c.ID, set)
+	return gpu.ReserveSet(d.cards, c.Need, d.topo, c.ID, d.now, set)
 }
 
 // setWhy says why a task on several cards that fits on too few waits:

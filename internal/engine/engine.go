@@ -676,7 +676,7 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 		n.foreignAtStart = 0
 		for _, c := range cards {
 			n.foreignAtStart += c.ForeignMiB
-			e.board.Hold(n.spec.ID, c.Index, n.need)
+			e.board.HoldSince(n.spec.ID, c.Index, n.need, att.Start)
 		}
 		if len(cards) > 1 {
 			att.GPUs = make([]int, len(cards))

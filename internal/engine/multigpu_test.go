@@ -91,7 +91,8 @@ func TestTaskOnTwoCards(t *testing.T) {
 }
 
 // A task on several cards never starts on fewer: while only one card has
-// room it waits, and a starving one reserves both cards it needs.
+// room it waits, and a starving one whose cards lack little (long leaves
+// pair 1500 MiB short of its 2 x 20000) reserves both cards it needs.
 func TestTaskOnTwoCardsWaitsForBoth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		probe := newFakeProbe(40500, 40500)
@@ -100,7 +101,7 @@ func TestTaskOnTwoCardsWaitsForBoth(t *testing.T) {
 		h.runner.script["long"] = []step{{dur: time.Minute}}
 		// small tasks keep arriving behind pair on the free card: the
 		// reservation keeps them from taking pair's room there.
-		specs := []*task.Spec{gspec("long", 30000), gspecN("pair", 2, 20000)}
+		specs := []*task.Spec{gspec("long", 22000), gspecN("pair", 2, 20000)}
 		for i := range 5 {
 			s := gspec("small"+itoa(i), 25000)
 			h.runner.script[s.ID] = []step{{dur: 30 * time.Second}}

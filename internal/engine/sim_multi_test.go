@@ -80,10 +80,12 @@ func simMixedBound(tr []simTask) time.Duration { return max(simBound(tr), simBig
 // baseline: no card is ever over-committed, every task of every size
 // runs, a task on several cards starts on that many distinct cards at
 // once, and a task behind a reservation takes none of the reserved
-// memory. Then, over eight seeds of the published size arriving at the
-// calmer pace, reservations keep the 8-card tasks from starving: their
-// longest wait with the default rule is under half of what it is without
-// reservations, at a makespan within 10% of the bound.
+// memory. Then, over eight seeds of the published size, reservations
+// keep the 8-card tasks from starving at a bounded cost: arriving at the
+// calmer pace, their longest wait with the default rule is under half of
+// what it is without reservations, at a makespan within 10% of the bound;
+// at the busy pace, under 75% of it, at a makespan within 0.05 of the
+// bound's multiple without.
 func TestSimulationMixedGPUs(t *testing.T) {
 	n := 300
 	if testing.Short() {
@@ -110,31 +112,46 @@ func TestSimulationMixedGPUs(t *testing.T) {
 		return
 	}
 	const seeds = 8
-	var withWait, neverWait, ratio, neverRatio float64
-	for seed := uint64(1); seed <= seeds; seed++ {
-		tr := simMixedTrace(seed, simMixedTasks, simMixedCalmGap)
-		def, err := simulate(tr, simPolicies[0], simOptions{})
-		if err != nil {
-			t.Fatal(err)
+	type figures struct{ wait, ratio float64 } // means over the seeds: 8-card tasks' longest wait (h), makespan over the bound
+	mean := func(gap time.Duration, pol simPolicy) figures {
+		var f figures
+		for seed := uint64(1); seed <= seeds; seed++ {
+			tr := simMixedTrace(seed, simMixedTasks, gap)
+			res, err := simulate(tr, pol, simOptions{})
+			if err != nil {
+				t.Fatalf("seed %d, gap %v, %s: %v", seed, gap, pol.name, err)
+			}
+			f.wait += res.maxWaitWide.Hours() / seeds
+			f.ratio += res.makespan.Seconds() / simMixedBound(tr).Seconds() / seeds
 		}
-		never, err := simulate(tr, simPolicies[2], simOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		withWait += def.maxWaitWide.Hours() / seeds
-		neverWait += never.maxWaitWide.Hours() / seeds
-		ratio += def.makespan.Seconds() / simMixedBound(tr).Seconds() / seeds
-		neverRatio += never.makespan.Seconds() / simMixedBound(tr).Seconds() / seeds
+		return f
 	}
-	if withWait > neverWait/2 {
-		t.Errorf("longest wait of an 8-card task, mean over %d seeds: %.2f h with reservations, %.2f h without; want under half",
-			seeds, withWait, neverWait)
+	calm, calmNever := mean(simMixedCalmGap, simPolicies[0]), mean(simMixedCalmGap, simPolicies[2])
+	if calm.wait > calmNever.wait/2 {
+		t.Errorf("calm: longest wait of an 8-card task, mean over %d seeds: %.2f h with reservations, %.2f h without; want under half",
+			seeds, calm.wait, calmNever.wait)
 	}
-	if ratio > 1.10 {
-		t.Errorf("makespan over the bound, mean over %d seeds: %.3f; want at most 1.10", seeds, ratio)
+	if calm.ratio > 1.10 {
+		t.Errorf("calm: makespan over the bound, mean over %d seeds: %.3f; want at most 1.10", seeds, calm.ratio)
 	}
-	t.Logf("calm arrivals, mean over %d seeds: 8-card tasks' longest wait %.2f h with reservations (1m), %.2f h without; makespan %.3fx and %.3fx the bound",
-		seeds, withWait, neverWait, ratio, neverRatio)
+	// On a busy machine reserving costs makespan (memory held while the
+	// last card drains); the rule keeps the cost to what bounds the wait:
+	// the 8-card tasks' longest wait well under what it is without
+	// reservations, at a makespan within 0.05 of the bound's multiple
+	// without (reserving for every starving task on several cards at once
+	// cost 0.30).
+	busy, busyNever := mean(simMixedBusyGap, simPolicies[0]), mean(simMixedBusyGap, simPolicies[2])
+	if busy.wait > 0.75*busyNever.wait {
+		t.Errorf("busy: longest wait of an 8-card task, mean over %d seeds: %.2f h with reservations, %.2f h without; want under 75%%",
+			seeds, busy.wait, busyNever.wait)
+	}
+	if busy.ratio > busyNever.ratio+0.05 {
+		t.Errorf("busy: makespan over the bound, mean over %d seeds: %.3f with reservations, %.3f without; want within 0.05",
+			seeds, busy.ratio, busyNever.ratio)
+	}
+	t.Logf("mean over %d seeds, with reservations (1m) and without: calm: 8-card tasks' longest wait %.2f h and %.2f h, makespan %.3fx and %.3fx the bound; "+
+		"busy: %.2f h and %.2f h, %.3fx and %.3fx", seeds, calm.wait, calmNever.wait, calm.ratio, calmNever.ratio,
+		busy.wait, busyNever.wait, busy.ratio, busyNever.ratio)
 }
 
 // BenchmarkMixedGPUSimulation replays the published mixed trace (seed 1,
@@ -203,5 +220,49 @@ func BenchmarkMixedGPUTrace(b *testing.B) {
 				simMixedBound(tr).Hours(), simBound(tr).Hours(), simBigBound(tr).Hours(), area, tr[len(tr)-1].arrive.Hours(), 100*load)
 			b.ReportMetric(simMixedBound(tr).Hours(), "bound-h")
 		})
+	}
+}
+
+// BenchmarkSimulationSeeds replays seeds 1-8 of every trace (the one-card
+// batch and arrivals of sim_test.go, the mixed batch, busy and calm) under
+// gpusched's rule with reservations (1m) and without, and reports the means
+// over the seeds, for docs/benchmarks.md: one seed's makespan hangs on
+// where its few longest tasks fall, so rules are compared on these.
+// go test ./internal/engine -run '^$' -bench SimulationSeeds -benchtime 1x.
+func BenchmarkSimulationSeeds(b *testing.B) {
+	const seeds = 8
+	traces := []struct {
+		name  string
+		trace func(seed uint64) []simTask
+		bound func([]simTask) time.Duration
+	}{
+		{"onecard-batch", func(s uint64) []simTask { return simTrace(s, simTasks, 0) }, simBound},
+		{"onecard-arrivals", func(s uint64) []simTask { return simTrace(s, simTasks, simArrGap) }, simBound},
+		{"mixed-batch", func(s uint64) []simTask { return simMixedTrace(s, simMixedTasks, 0) }, simMixedBound},
+		{"mixed-busy", func(s uint64) []simTask { return simMixedTrace(s, simMixedTasks, simMixedBusyGap) }, simMixedBound},
+		{"mixed-calm", func(s uint64) []simTask { return simMixedTrace(s, simMixedTasks, simMixedCalmGap) }, simMixedBound},
+	}
+	for _, trc := range traces {
+		for _, pol := range []simPolicy{simPolicies[0], simPolicies[2]} {
+			b.Run(fmt.Sprintf("trace=%s/%s", trc.name, pol.name), func(b *testing.B) {
+				var ratio, wide, big float64
+				for b.Loop() {
+					ratio, wide, big = 0, 0, 0
+					for seed := uint64(1); seed <= seeds; seed++ {
+						tr := trc.trace(seed)
+						res, err := simulate(tr, pol, simOptions{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						ratio += res.makespan.Seconds() / trc.bound(tr).Seconds() / seeds
+						wide += res.maxWaitWide.Hours() / seeds
+						big += res.maxWaitBig.Hours() / seeds
+					}
+				}
+				b.ReportMetric(ratio, "x-bound")
+				b.ReportMetric(wide, "maxwait-8gpu-h")
+				b.ReportMetric(big, "maxwait-big-h")
+			})
+		}
 	}
 }

@@ -157,7 +157,7 @@ func (o oneReservationQueue) Ascend(fn func(Candidate) bool) {
 		if reserved {
 			c.ReadySince = o.v.Now.Add(time.Nanosecond) // not starving, even with ReserveAfter 0
 		} else if o.v.ReserveAfter >= 0 && o.v.Now.Sub(c.ReadySince) >= o.v.ReserveAfter && c.Need.Count <= 1 &&
-			gpu.Fit(o.v.Cards, c.Need, o.v.Placement, c.ID) < 0 && gpu.Reserve(o.v.Cards, c.Need) >= 0 {
+			gpu.Fit(o.v.Cards, c.Need, o.v.Placement, c.ID) < 0 && gpu.Reserve(o.v.Cards, c.Need, o.v.Now) >= 0 {
 			reserved = true
 		}
 		return fn(c)
@@ -301,7 +301,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			v := gpu.CardView{Index: i, UUID: fmt.Sprint("GPU-", i), TotalMiB: simTotalMiB, CapacityMiB: simCapMiB,
 				ChargedMiB: c.charged, AvailableMiB: simCapMiB - c.charged, Holders: make([]gpu.Holding, 0, len(c.running))}
 			for _, ti := range c.running {
-				v.Holders = append(v.Holders, gpu.Holding{Task: tr[ti].id, RequestMiB: tr[ti].mib})
+				v.Holders = append(v.Holders, gpu.Holding{Task: tr[ti].id, RequestMiB: tr[ti].mib, Since: t0.Add(startAt[ti])})
 			}
 			if now < c.coolUntil {
 				v.State, v.Reason, v.Until = gpu.CardCooling, "a task just left it", t0.Add(c.coolUntil)

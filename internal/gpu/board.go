@@ -55,6 +55,11 @@ type Holding struct {
 	ObservedMiB int64  `json:"observed_mib"` // in the latest snapshot
 	PeakMiB     int64  `json:"peak_mib"`     // the most seen during the attempt
 	Exclusive   bool   `json:"exclusive,omitempty"`
+	// Since is when the attempt started (zero: not known, counted as just
+	// started). Admission reads it to tell which card a starving task
+	// should wait for (see Drain). Not saved: the views in the state
+	// database leave it out.
+	Since time.Time `json:"-"`
 }
 
 // ChargedMiB is what the task counts for on its card: the larger of its
@@ -320,9 +325,12 @@ func (b *Board) cardByUUID(uuid string) *card {
 }
 
 // Hold charges a task's request to a card from now on.
-func (b *Board) Hold(task string, index int, need Need) {
+func (b *Board) Hold(task string, index int, need Need) { b.HoldSince(task, index, need, time.Time{}) }
+
+// HoldSince is Hold for an attempt that started at since (Holding.Since).
+func (b *Board) HoldSince(task string, index int, need Need, since time.Time) {
 	c := b.card(index)
-	c.holders = append(c.holders, &Holding{Task: task, RequestMiB: need.MiB, Exclusive: need.Exclusive})
+	c.holders = append(c.holders, &Holding{Task: task, RequestMiB: need.MiB, Exclusive: need.Exclusive, Since: since})
 }
 
 func (b *Board) holding(task string, index int) (*card, int) {

@@ -110,22 +110,72 @@ func Charge(c *CardView, need Need, task string) {
 // Reserve picks the card a starving task should have to itself until it
 // fits: among cards that could hold it once our tasks there finish, and are
 // neither reserved, quarantined, unknown nor hidden (a cooling card is fine:
-// it comes back in seconds), the one closest to holding it now (most memory
-// left). An exclusive need also rules out cards with foreign processes,
-// which it could never use. It returns -1 if none.
-func Reserve(cards []CardView, need Need) int {
-	best := -1
+// it comes back in seconds), the one expected to have its room soonest
+// (the least Drain), then the closest to holding it now (most memory
+// left), then the lower index. An exclusive need also rules out cards with
+// foreign processes, which it could never use. It returns -1 if none.
+func Reserve(cards []CardView, need Need, now time.Time) int {
+	best, bestDrain := -1, time.Duration(0)
 	for i := range cards {
 		c := &cards[i]
 		if c.ReservedFor != "" || (c.State != CardOK && c.State != CardCooling) || !Fits(c, need) ||
 			(need.Exclusive && c.ForeignProcs > 0) {
 			continue
 		}
-		if best < 0 || c.AvailableMiB > cards[best].AvailableMiB {
-			best = i
+		d := Drain(c, need, now)
+		if best < 0 || d < bestDrain || d == bestDrain && c.AvailableMiB > cards[best].AvailableMiB {
+			best, bestDrain = i, d
 		}
 	}
 	return best
+}
+
+// Drain says how soon card c may have room for need, from how long the
+// tasks that must leave first have run: run times are long-tailed, so a
+// task that has already run long is the likeliest to run on. Counting the
+// room as freed by the youngest tasks first, it returns the run time at now
+// of the oldest task that must leave: 0 when the card has the room now
+// (or only tasks started at now must leave), more the longer the card is
+// likely to take. Every task must leave for an exclusive need. A task whose
+// start is not known (Holding.Since zero) counts as just started; with no
+// start known at all, every card drains as soon as another, and Reserve
+// falls back on the memory left.
+func Drain(c *CardView, need Need, now time.Time) time.Duration {
+	freed := c.AvailableMiB
+	if !need.Exclusive && need.MiB <= freed {
+		return 0
+	}
+	// Take the holders youngest first (ties: the earlier listed), without
+	// sorting a copy: a card holds a few tasks, and a decision asks this
+	// of a few cards at most.
+	last, lastAt := time.Duration(-1), -1
+	for need.Exclusive || freed < need.MiB {
+		next, nextAge := -1, time.Duration(0)
+		for i := range c.Holders {
+			a := ranFor(&c.Holders[i], now)
+			if a < last || a == last && i <= lastAt {
+				continue // taken already
+			}
+			if next < 0 || a < nextAge {
+				next, nextAge = i, a
+			}
+		}
+		if next < 0 {
+			break // every task gone: the rest is foreign memory (Fits says whether it will do)
+		}
+		freed += c.Holders[next].ChargedMiB()
+		last, lastAt = nextAge, next
+	}
+	return max(last, 0)
+}
+
+// ranFor is how long holding h has run at now: 0 when its start is not
+// known or is after now.
+func ranFor(h *Holding, now time.Time) time.Duration {
+	if h.Since.IsZero() {
+		return 0
+	}
+	return max(now.Sub(h.Since), 0)
 }
 
 // NeverFits says why need can never be met by these cards, or "" if it may

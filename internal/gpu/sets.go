@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
+	"time"
 )
 
 // Choosing several cards for one task (Need.Count > 1): all of them at
@@ -38,7 +40,7 @@ func FitSet(cards []CardView, need Need, p Placement, topo *Topology, task strin
 			cand = append(cand, i)
 		}
 	}
-	return chooseSet(cards, cand, need, p, topo, out)
+	return chooseSet(cards, cand, need, p, topo, nil, out)
 }
 
 // Tally counts the cards for a need of several: those that hold it for
@@ -91,20 +93,31 @@ func Reservable(c *CardView, need Need, task string) bool {
 // ReserveSet returns the positions in cards of the need.Cards() cards a
 // starving task should have reserved until it fits, appended to out[:0];
 // nil if fewer cards than that are Reservable. It picks as FitSet does,
-// among the reservable cards, with the most memory available first on
-// ties (those closest to holding it now).
-func ReserveSet(cards []CardView, need Need, topo *Topology, task string, out []int) []int {
+// among the reservable cards, but ranks them by how soon each may have the
+// room (the least Drain at now), then by the memory available (those
+// closest to holding it now): of sets as close by topo, the one whose
+// cards are likely to be free soonest.
+func ReserveSet(cards []CardView, need Need, topo *Topology, task string, now time.Time, out []int) []int {
 	var cand []int
 	for i := range cards {
 		if Reservable(&cards[i], need, task) {
 			cand = append(cand, i)
 		}
 	}
-	return chooseSet(cards, cand, Need{Count: need.Count}, Spread, topo, out)
+	if len(cand) < need.Cards() {
+		return nil
+	}
+	drain := make([]time.Duration, len(cards))
+	for _, i := range cand {
+		drain[i] = Drain(&cards[i], need, now)
+	}
+	return chooseSet(cards, cand, Need{Count: need.Count}, Spread, topo, drain, out)
 }
 
-// chooseSet picks need.Cards() of the positions cand (see FitSet).
-func chooseSet(cards []CardView, cand []int, need Need, p Placement, topo *Topology, out []int) []int {
+// chooseSet picks need.Cards() of the positions cand (see FitSet). With
+// drain (by position in cards), the least drain ranks first, before the
+// one-card rule.
+func chooseSet(cards []CardView, cand []int, need Need, p Placement, topo *Topology, drain []time.Duration, out []int) []int {
 	k := need.Cards()
 	if len(cand) < k {
 		return nil
@@ -117,6 +130,9 @@ func chooseSet(cards []CardView, cand []int, need Need, p Placement, topo *Topol
 				return 1
 			}
 			return -1
+		}
+		if drain != nil && drain[a] != drain[b] {
+			return cmp.Compare(drain[a], drain[b])
 		}
 		switch {
 		case ca.AvailableMiB == cb.AvailableMiB:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // view is an idle card at index i with capacity 80000 MiB and avail left
@@ -194,18 +195,18 @@ func TestReserveSet(t *testing.T) {
 	// PCIe tree: pairs {0,1} {2,3} {4,5} {6,7}. Reservable: 0, 1, 2, 3, 5,
 	// 6 (4 is quarantined, 7 reserved for another); the closest pairs are
 	// {0,1} and {2,3}, and {0,1} has more memory.
-	if got := indices(cards, ReserveSet(cards, need, pcieTree(2), "big", nil)); !slices.Equal(got, []int{0, 1}) {
+	if got := indices(cards, ReserveSet(cards, need, pcieTree(2), "big", time.Time{}, nil)); !slices.Equal(got, []int{0, 1}) {
 		t.Errorf("ReserveSet = %v, want [0 1]", got)
 	}
 	// Without a topology: the most memory available.
-	if got := indices(cards, ReserveSet(cards, need, nil, "big", nil)); !slices.Equal(got, []int{0, 6}) {
+	if got := indices(cards, ReserveSet(cards, need, nil, "big", time.Time{}, nil)); !slices.Equal(got, []int{0, 6}) {
 		t.Errorf("ReserveSet without topology = %v, want [0 6]", got)
 	}
 	// A card too small to ever hold it is no candidate; too few left.
 	small := views(70000, 70000, 70000)
 	small[1].CapacityMiB = 50000
 	small[2].ForeignMiB = 30000
-	if got := ReserveSet(small, Need{MiB: 60000, Count: 2}, nil, "big", nil); got != nil {
+	if got := ReserveSet(small, Need{MiB: 60000, Count: 2}, nil, "big", time.Time{}, nil); got != nil {
 		t.Errorf("ReserveSet = %v, want nil: only one card can ever hold 60000", got)
 	}
 }
