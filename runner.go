@@ -115,6 +115,9 @@ func (r runner) job(req engine.AttemptRequest) executor.Job {
 		GPUs:      gpus(req.Spec),
 		GPUMiB:    req.GPUMiB,
 		Slurm:     req.Spec.Slurm,
+		CPUs:      req.Spec.Resources.CPUs,
+		// The budget as chosen, when it is learned (memory_mib_host: auto).
+		MemoryMiBHost: req.Spec.Resources.MemoryMiBHost,
 	}
 }
 

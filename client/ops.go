@@ -30,6 +30,8 @@ type Command struct {
 	Env       map[string]string
 	GPUMiB    int64 // a GPU memory budget; 0 with Exclusive false: a CPU task
 	Exclusive bool
+	// GPUs is how many cards a GPU task takes at once (Task.GPUs); 0: one.
+	GPUs int
 	// CPUs, MemoryMiBHost and Resources are what it takes of the
 	// machine's cores, host memory and the daemon's custom resources
 	// (Task.CPUs, MemoryMiBHost, Resources).
@@ -55,7 +57,7 @@ func (c *Client) Submit(ctx context.Context, cmd Command) (Submitted, error) {
 	}
 	return c.submit(ctx, RunRequest{Kind: KindCommand, Name: name, Dir: cmd.Dir, Env: cmd.Env, Key: cmd.Key,
 		Tasks: []Task{{Command: cmd.Args, After: cmd.After, AfterOn: cmd.AfterOn, Priority: cmd.Priority, GPUMiB: cmd.GPUMiB,
-			Exclusive: cmd.Exclusive, Timeout: Duration(cmd.Timeout), Retries: cmd.Retries,
+			Exclusive: cmd.Exclusive, GPUs: cmd.GPUs, Timeout: Duration(cmd.Timeout), Retries: cmd.Retries,
 			CPUs: cmd.CPUs, MemoryMiBHost: cmd.MemoryMiBHost, Resources: cmd.Resources}}})
 }
 

@@ -191,6 +191,13 @@ type TaskInfo struct {
 	GPUMiB       int64  `json:"gpu_mib,omitempty"`
 	GPUMiBSource string `json:"gpu_mib_source,omitempty"`
 	GPUBudget    string `json:"gpu_budget,omitempty"`
+	// MemoryMiBHost, MemoryMiBHostSource and HostBudget are the same of
+	// a host memory budget learned from history (memory_mib_host_auto):
+	// HostBudget as gpusched status says it ("memory_mib_host auto: 768
+	// MiB (peak 640 MiB in 2 attempts + margin)").
+	MemoryMiBHost       int64  `json:"memory_mib_host,omitempty"`
+	MemoryMiBHostSource string `json:"memory_mib_host_source,omitempty"`
+	HostBudget          string `json:"host_budget,omitempty"`
 	// Job is, for a task not finished whose attempt runs in a batch
 	// system (Slurm), its job there as that system last said.
 	Job     *Job     `json:"job,omitempty"`

@@ -11,7 +11,10 @@
 // run as real processes: releasing a job (or submitting it not held)
 // starts "fake-slurm run-job ID" in a session of its own, which runs the
 // batch script with /bin/sh, its output appended to --output, and
-// records how it ended. Its answers copy real Slurm's formats (see
+// records how it ended; as Slurm does, it gives the script
+// SLURM_CPUS_PER_TASK and SLURM_MEM_PER_NODE (MB) when --cpus-per-task and
+// --mem were given, and CUDA_VISIBLE_DEVICES for --gres=gpu. Its answers
+// copy real Slurm's formats (see
 // internal/executor/slurm/testdata), for the options gpusched uses only.
 //
 // Files in $FAKE_SLURM_DIR that change its behaviour:
@@ -74,6 +77,11 @@ type job struct {
 	Exit      string    `json:"exit"` // CODE:SIGNAL
 	SID       int       `json:"sid,omitempty"`
 	ShellPID  int       `json:"shell_pid,omitempty"`
+	// CPUsPerTask and MemMB are --cpus-per-task and --mem (in MB), as
+	// the job's SLURM_CPUS_PER_TASK and SLURM_MEM_PER_NODE say them; 0:
+	// not given.
+	CPUsPerTask int   `json:"cpus_per_task,omitempty"`
+	MemMB       int64 `json:"mem_mb,omitempty"`
 }
 
 var dir string
@@ -261,6 +269,16 @@ func sbatch(args []string) {
 	if t := o["time"]; t != "" {
 		j.TimeMin, _ = strconv.Atoi(t)
 	}
+	if c := o["cpus-per-task"]; c != "" {
+		if j.CPUsPerTask, err = strconv.Atoi(c); err != nil || j.CPUsPerTask < 1 {
+			fail("sbatch", "Invalid --cpus-per-task argument: "+c)
+		}
+	}
+	if m := o["mem"]; m != "" {
+		if j.MemMB = memMB(m); j.MemMB <= 0 {
+			fail("sbatch", "Invalid --mem specification")
+		}
+	}
 	_, j.Held = o["hold"]
 	if j.Held {
 		j.Reason = "JobHeldUser"
@@ -296,6 +314,28 @@ func sbatch(args []string) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// memMB is sbatch's --mem in MB: a number with an optional unit K, M
+// (the default), G or T; 0 for anything else.
+func memMB(s string) int64 {
+	num, unit := s, "M"
+	if i := len(s) - 1; i > 0 && strings.ContainsAny(s[i:], "KkMmGgTt") {
+		num, unit = s[:i], strings.ToUpper(s[i:])
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	switch unit {
+	case "K":
+		return (n + 1023) / 1024
+	case "G":
+		return n * 1024
+	case "T":
+		return n * 1024 * 1024
+	}
+	return n
+}
 
 // spawn starts the runner of job id in a session of its own.
 func spawn(id int) {
@@ -370,6 +410,12 @@ func runJob(idStr string) {
 	}
 	env = append(env, "SLURM_JOB_ID="+idStr, "SLURM_JOBID="+idStr, "SLURM_JOB_NAME="+j.Name, "SLURMD_NODENAME=fake1",
 		"SLURM_EXPORT_ENV=NONE", "ENVIRONMENT=BATCH")
+	if j.CPUsPerTask > 0 {
+		env = append(env, "SLURM_CPUS_PER_TASK="+strconv.Itoa(j.CPUsPerTask))
+	}
+	if j.MemMB > 0 {
+		env = append(env, "SLURM_MEM_PER_NODE="+strconv.FormatInt(j.MemMB, 10))
+	}
 	if n, ok := strings.CutPrefix(j.Gres, "gpu:"); ok {
 		// gpu:N or gpu:TYPE:N: the count is last.
 		k, _ := strconv.Atoi(n[strings.LastIndexByte(n, ':')+1:])

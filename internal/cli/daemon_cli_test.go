@@ -116,8 +116,8 @@ func TestDaemonTasks(t *testing.T) {
 
 // The queue's table shows every card of a task on several, a dependency's
 // condition as the daemon gives it, a task not needed, and, in a NOTE
-// column, a learned GPU budget and a Slurm job, as gpusched status says
-// them.
+// column, a learned GPU or host memory budget and a Slurm job, as
+// gpusched status says them.
 func TestWriteQueueNotes(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	started := now.Add(-90 * time.Second)
@@ -130,12 +130,15 @@ func TestWriteQueueNotes(t *testing.T) {
 		{ID: "14", Owner: "alice", State: "running", Started: &started, Command: []string{"remote"},
 			Job: &client.Job{System: "Slurm", ID: "4242", State: "PENDING", Reason: "Priority", Queued: true}},
 		{ID: "15", Owner: "alice", State: "blocked", NotNeeded: true, BlockedBy: "12", Command: []string{"cleanup"}},
+		{ID: "16", Owner: "alice", State: "pending", Command: []string{"prep"},
+			MemoryMiBHost: 768, MemoryMiBHostSource: "history", HostBudget: "memory_mib_host auto: 768 MiB (peak 41 MiB in 2 attempts + margin)"},
 	}, now)
 	want := `ID  OWNER  STATE                               CARD  TIME   NOTE                                                                COMMAND
 12  alice  running                             2,1   1m30s  memory_mib auto: 12544 MiB (peak 11000 MiB in 3 attempts + margin)  train
 13  alice  pending: after 12 (any outcome)     -     -      -                                                                   report
 14  alice  running                             -     1m30s  Slurm job 4242 PENDING (Priority)                                   remote
 15  alice  blocked: not needed (12 completed)  -     -      -                                                                   cleanup
+16  alice  pending                             -     -      memory_mib_host auto: 768 MiB (peak 41 MiB in 2 attempts + margin)  prep
 `
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

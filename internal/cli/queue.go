@@ -129,12 +129,15 @@ func writeQueue(w io.Writer, tasks []client.TaskInfo, now time.Time) {
 }
 
 // queueNote says what else the queue knows of t, "; " between, as gpusched
-// status says it: the GPU memory budget learned from history, and its
-// batch system's job; "" for neither.
+// status says it: the GPU and host memory budgets learned from history,
+// and its batch system's job; "" for none.
 func queueNote(t *client.TaskInfo) string {
 	var parts []string
 	if t.GPUBudget != "" {
 		parts = append(parts, t.GPUBudget)
+	}
+	if t.HostBudget != "" {
+		parts = append(parts, t.HostBudget)
 	}
 	if j := t.Job; j != nil {
 		parts = append(parts, jobText(&task.RemoteJob{System: j.System, ID: j.ID, State: j.State, Node: j.Node, Reason: j.Reason, Queued: j.Queued}))

@@ -146,7 +146,10 @@ func checkTasks(w *workflow.Workflow) ([]slurm.CheckTask, []slurm.Finding) {
 	grace := max(cmp.Or(w.Scheduling.KillGrace, gpusched.DefaultKillGrace), 0)
 	tasks := make([]slurm.CheckTask, 0, len(specs))
 	for _, sp := range specs {
-		t := slurm.CheckTask{ID: sp.ID, Slurm: sp.Slurm, Dir: sp.Dir}
+		t := slurm.CheckTask{ID: sp.ID, Slurm: sp.Slurm, Dir: sp.Dir, CPUs: sp.Resources.CPUs, MemoryMiBHost: sp.Resources.MemoryMiBHost}
+		if sp.Resources.MemoryHostAuto {
+			t.MemoryMiBHost = sp.Resources.MemoryHostMaxMiB // its first budget, and the most a learned one is
+		}
 		if sp.Resources.GPU() {
 			t.GPUs = max(sp.Resources.GPUs, 1)
 			t.GPUType, t.LaterGPUTypes = gpuTypesOf(sp)

@@ -126,6 +126,41 @@ tasks:
 	}
 }
 
+// TestSlurmCheckHostResources: a task's resources.cpus and
+// memory_mib_host are judged as its job asks them (--cpus-per-task,
+// --mem): more than the fake's node (2 CPUs, 21694 MB) is a problem, and
+// a learned host budget counts at its memory_mib_host_max.
+func TestSlurmCheckHostResources(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "flow.yaml"), `
+scheduling:
+  executor: slurm
+tasks:
+  - id: wide
+    args: ["true"]
+    resources: {cpus: 4}
+  - id: hungry
+    args: ["true"]
+    resources: {memory_mib_host: auto, memory_mib_host_max: 30000}
+  - id: fits
+    args: ["true"]
+    resources: {cpus: 2, memory_mib_host: 20000}
+`)
+	r := slurmCheck(t, fakeSlurmPath(t), dir, "flow.yaml", "--run-dir", filepath.Join(dir, "run"))
+	r.want(t, 1)
+	for _, want := range []string{
+		"problem  partition     debug: task wide asks 4 CPUs per task, and its largest node has 2",
+		"fix: lower slurm.cpus_per_task or resources.cpus",
+		"problem  partition     debug: task hungry asks 30000 MB of memory, and its largest node has 21694 MB",
+		"\n2 problems.\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
 // TestSlurmCheckGPUTypes: a GPU task's type (slurm.gpu_types, the
 // smallest that holds its budget), and the larger one it may ask after
 // running out of memory, are problems when no node has them (the fake's

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/client"
+	"github.com/gpusched/gpusched/internal/task"
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
@@ -20,6 +21,7 @@ import (
 type submitFlags struct {
 	gpuMiB    int64
 	exclusive bool
+	gpus      int // --gpus: cards at once
 	cpus      int
 	hostMiB   int64    // --memory-mib-host
 	resources []string // --resource NAME=N
@@ -38,7 +40,7 @@ type submitFlags struct {
 func newSubmitCmd() *cobra.Command {
 	var f submitFlags
 	c := &cobra.Command{
-		Use:   "submit [--gpu-mib N] [--exclusive] [--cpus N] [--memory-mib-host MIB] [--resource NAME=N]... [--after ID]... [--after-any ID]... [--after-failure ID]... [--priority P] [--timeout D] [--retries N] [--name NAME] [--dir D] [--json] -- CMD [ARG]... | submit WORKFLOW.yaml",
+		Use:   "submit [--gpu-mib N] [--exclusive] [--gpus N] [--cpus N] [--memory-mib-host MIB] [--resource NAME=N]... [--after ID]... [--after-any ID]... [--after-failure ID]... [--priority P] [--timeout D] [--retries N] [--name NAME] [--dir D] [--json] -- CMD [ARG]... | submit WORKFLOW.yaml",
 		Short: "Queue a command, or a workflow, on the daemon",
 		Long: `Queue one command on the daemon and return at once, printing its id (a
 run of one task, e.g. 12), or with --json {"id", "run", "tasks"}. It runs
@@ -52,7 +54,8 @@ the workflow's folder. The workflow's scheduling settings are the
 daemon's to decide and are ignored.
 
 --gpu-mib N asks for a card with N MiB of GPU memory free (a CUDA task),
---exclusive for a card to itself. --cpus N and --memory-mib-host MIB are
+--exclusive for a card to itself; --gpus N for N such cards at once (with
+--gpu-mib or --exclusive). --cpus N and --memory-mib-host MIB are
 the cores and host memory it takes of those the daemon gives tasks
 (default 1 core, no memory), --resource NAME=N units of a custom resource
 the daemon declares (gpusched daemon --resource). --after ID (repeatable) waits for a task
@@ -83,6 +86,7 @@ says so on stderr; its output goes to daemon.log in its state directory.`,
 	fl := c.Flags()
 	fl.Int64Var(&f.gpuMiB, "gpu-mib", 0, "GPU memory budget in MiB: run on a card with that much free")
 	fl.BoolVar(&f.exclusive, "exclusive", false, "run on a card of its own")
+	fl.IntVar(&f.gpus, "gpus", 0, "how many cards it takes at once, each as --gpu-mib or --exclusive says (default 1)")
 	fl.IntVar(&f.cpus, "cpus", 0, "the cores it takes of those the daemon gives tasks (default 1)")
 	fl.Int64Var(&f.hostMiB, "memory-mib-host", 0, "its host memory budget in MiB, of what the daemon gives tasks (default: none)")
 	fl.StringArrayVar(&f.resources, "resource", nil, "take N units of a custom resource the daemon declares, NAME=N (repeatable)")
@@ -117,6 +121,10 @@ func submitCommand(c *cobra.Command, args []string, f submitFlags) error {
 		return inputf("--cpus must not be negative, got %d", f.cpus)
 	case f.hostMiB < 0:
 		return inputf("--memory-mib-host must not be negative, got %d", f.hostMiB)
+	case c.Flags().Changed("gpus") && (f.gpus < 1 || f.gpus > task.MaxGPUs):
+		return inputf("--gpus must be from 1 to %d cards, got %d", task.MaxGPUs, f.gpus)
+	case f.gpus != 0 && f.gpuMiB == 0 && !f.exclusive:
+		return inputf("--gpus is for a GPU task: give --gpu-mib N or --exclusive too")
 	}
 	counters, err := resourceFlags("--resource", f.resources)
 	if err != nil {
@@ -142,7 +150,7 @@ func submitCommand(c *cobra.Command, args []string, f submitFlags) error {
 	if err != nil {
 		return err
 	}
-	cmd := client.Command{Args: args, Name: f.name, Dir: dir, Env: environMap(), GPUMiB: f.gpuMiB, Exclusive: f.exclusive,
+	cmd := client.Command{Args: args, Name: f.name, Dir: dir, Env: environMap(), GPUMiB: f.gpuMiB, Exclusive: f.exclusive, GPUs: f.gpus,
 		CPUs: f.cpus, MemoryMiBHost: f.hostMiB, Resources: counters,
 		After: after, AfterOn: afterOn, Priority: f.priority, Timeout: f.timeout}
 	if c.Flags().Changed("retries") {
@@ -166,7 +174,7 @@ func submitError(what string, err error) error {
 }
 
 func submitWorkflow(c *cobra.Command, path string, f submitFlags) error {
-	for _, name := range []string{"gpu-mib", "exclusive", "cpus", "memory-mib-host", "resource", "after", "after-any", "after-failure", "priority", "timeout", "retries", "dir"} {
+	for _, name := range []string{"gpu-mib", "exclusive", "gpus", "cpus", "memory-mib-host", "resource", "after", "after-any", "after-failure", "priority", "timeout", "retries", "dir"} {
 		if c.Flags().Changed(name) {
 			return inputf("--%s is for a command; a workflow's tasks say their own", name)
 		}

@@ -97,3 +97,44 @@ func TestDaemonTaskOnTwoCards(t *testing.T) {
 	c = w.client(t)
 	queue("after a restart", true)
 }
+
+// gpusched submit --gpus N queues a command on N cards; a count out of
+// range, or one without a GPU budget, is refused on one line before the
+// daemon is asked.
+func TestDaemonSubmitGPUsFlag(t *testing.T) {
+	w := newWorld(t)
+	w.fakeGPUs(t, fakegpu.State{Cards: []fakegpu.Card{
+		{Index: 0, UUID: "GPU-fade0000-7e57-4000-8000-000000000000", TotalMiB: 40960},
+		{Index: 1, UUID: "GPU-fade0001-7e57-4000-8000-000000000001", TotalMiB: 40960},
+	}, Topology: "Topology is not supported on this platform\n"})
+	w.start(t)
+	c := w.client(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpus", "0", "--gpu-mib", "1000"}, "--gpus must be from 1 to 64"},
+		{[]string{"--gpus", "65", "--exclusive"}, "--gpus must be from 1 to 64"},
+		{[]string{"--gpus", "2"}, "give --gpu-mib N or --exclusive"},
+	} {
+		out, errOut, code := w.gs(t, w.dir, nil, append(append([]string{"submit"}, tc.args...), "--", "true")...)
+		if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("submit %q: exit %d, stdout %q, stderr %q; want exit 2 and one line saying %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	out, errOut, code := w.gs(t, w.dir, nil, "submit", "--gpus", "2", "--gpu-mib", "1000", "--", "true")
+	if code != 0 {
+		t.Fatalf("submit --gpus 2: exit %d: %s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	if _, errOut, code := w.gs(t, w.dir, nil, "wait", id); code != 0 {
+		t.Fatalf("wait %s: %q, exit %d", id, errOut, code)
+	}
+	q, err := c.Queue(context.Background(), client.QueueOptions{All: true, IDs: []string{id}})
+	if err != nil || len(q) != 1 {
+		t.Fatalf("queue %s: %+v, %v", id, q, err)
+	}
+	if got := slices.Sorted(slices.Values(q[0].GPUs)); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("task %s ran on cards %v (gpu %v), want both", id, q[0].GPUs, q[0].GPU)
+	}
+}

@@ -188,7 +188,7 @@ func (d *Daemon) info(p peer, rn *run, m *taskMeta, sh *shown, rec *gpusched.Rec
 			if a := rec.LastAttempt(); a != nil && a.Job != nil {
 				t.Job = &client.Job{System: a.Job.System, ID: a.Job.ID, State: a.Job.State, Node: a.Job.Node, Reason: a.Job.Reason, Queued: a.Job.Queued}
 			}
-			if m.gpuAuto {
+			if m.gpuAuto || m.hostAuto {
 				d.learned.show(d, &t, rec)
 			}
 		}

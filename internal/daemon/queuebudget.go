@@ -9,29 +9,44 @@ import (
 	"github.com/gpusched/gpusched/internal/budget"
 )
 
-// The GPU memory budget the scheduler chose for a task that learns it
-// (gpu_mib_auto), as the queue shows it. The scheduler chooses it when
-// the task is submitted (again, for a retry or a restart) and saves it
-// in the task's definition, which its record does not carry: the queue
-// reads the definition once per submission, and keeps what it said.
+// The GPU and host memory budgets the scheduler chose for a task that
+// learns them (gpu_mib_auto, memory_mib_host_auto), as the queue shows
+// them. The scheduler chooses them when the task is submitted (again, for
+// a retry or a restart) and saves them in the task's definition, which its
+// record does not carry: the queue reads the definition once per
+// submission, and keeps what it said.
 
 // budgetCache holds, by the scheduler's task id, what the queue showed of
 // the budgets of tasks not finished.
 type budgetCache struct {
 	mu sync.Mutex
-	m  map[string]shownBudget // guarded by mu
+	m  map[string]shownBudgets // guarded by mu
 }
 
-// shownBudget is a budget chosen at one submission of a task.
+// shownBudgets are the budgets chosen at one submission of a task.
+type shownBudgets struct {
+	submitted time.Time // the submission they were chosen at
+	gpu, host shownBudget
+}
+
+// shownBudget is one learned budget; zero: not learned.
 type shownBudget struct {
-	submitted time.Time // the submission it was chosen at
-	mib       int64
-	source    string
-	note      string
+	mib    int64
+	source string
+	note   string // as gpusched status says it
 }
 
-// show sets t's budget fields for task rec, which learns its GPU memory
-// budget: from what was read at rec's submission, or read now.
+// chosen is the budget of r learned for req, or zero.
+func chosen(r budget.Resource, mib int64, b *gpusched.MemoryBudget) shownBudget {
+	if b == nil {
+		return shownBudget{}
+	}
+	return shownBudget{mib: mib, source: string(b.Source), note: budget.Describe(r, mib, b)}
+}
+
+// show sets t's budget fields for task rec, which learns its GPU or host
+// memory budget, or both: from what was read at rec's submission, or read
+// now.
 func (c *budgetCache) show(d *Daemon, t *client.TaskInfo, rec *gpusched.Record) {
 	c.mu.Lock()
 	b, ok := c.m[rec.ID]
@@ -41,20 +56,29 @@ func (c *budgetCache) show(d *Daemon, t *client.TaskInfo, rec *gpusched.Record) 
 		if err != nil {
 			d.log.Printf("read task %s: %v", rec.ID, err)
 		}
+		if !found || err != nil {
+			return
+		}
 		r := st.Spec.Resources
-		if !found || err != nil || !r.MemoryAuto || r.Budget == nil {
+		b = shownBudgets{submitted: rec.Submitted}
+		if r.MemoryAuto {
+			b.gpu = chosen(budget.GPUMemory, r.MemoryMiB, r.Budget)
+		}
+		if r.MemoryHostAuto {
+			b.host = chosen(budget.HostMemory, r.MemoryMiBHost, r.HostBudget)
+		}
+		if b.gpu == (shownBudget{}) && b.host == (shownBudget{}) {
 			return // being submitted: not chosen yet
 		}
-		b = shownBudget{submitted: rec.Submitted, mib: r.MemoryMiB, source: string(r.Budget.Source),
-			note: budget.Describe(budget.GPUMemory, r.MemoryMiB, r.Budget)}
 		c.mu.Lock()
 		if c.m == nil {
-			c.m = map[string]shownBudget{}
+			c.m = map[string]shownBudgets{}
 		}
 		c.m[rec.ID] = b
 		c.mu.Unlock()
 	}
-	t.GPUMiB, t.GPUMiBSource, t.GPUBudget = b.mib, b.source, b.note
+	t.GPUMiB, t.GPUMiBSource, t.GPUBudget = b.gpu.mib, b.gpu.source, b.gpu.note
+	t.MemoryMiBHost, t.MemoryMiBHostSource, t.HostBudget = b.host.mib, b.host.source, b.host.note
 }
 
 // forget drops what is kept of finished task id.

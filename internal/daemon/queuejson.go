@@ -110,6 +110,18 @@ func appendTaskInfo(b []byte, t *client.TaskInfo) []byte {
 		b = append(b, `,"gpu_budget":`...)
 		b = appendString(b, t.GPUBudget)
 	}
+	if t.MemoryMiBHost != 0 {
+		b = append(b, `,"memory_mib_host":`...)
+		b = strconv.AppendInt(b, t.MemoryMiBHost, 10)
+	}
+	if t.MemoryMiBHostSource != "" {
+		b = append(b, `,"memory_mib_host_source":`...)
+		b = appendString(b, t.MemoryMiBHostSource)
+	}
+	if t.HostBudget != "" {
+		b = append(b, `,"host_budget":`...)
+		b = appendString(b, t.HostBudget)
+	}
 	if t.Job != nil {
 		b = appendJob(b, t.Job)
 	}

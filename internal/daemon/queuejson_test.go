@@ -22,6 +22,7 @@ func TestQueueJSONIsEncodingJSONs(t *testing.T) {
 		{ID: "13/train", Run: "13", Kind: "workflow", Name: tricky, Owner: tricky, UID: 1001, State: "failed", Attempts: 2,
 			ExitCode: &code, GPU: &card, GPUs: []int{0, 3, 12}, Waiting: tricky, WaitingKind: "gpu-memory", Paused: true, Error: tricky, BlockedBy: "13/prep", NotNeeded: true, Submitted: at, Started: &at, Ended: &plain,
 			GPUMiB: 12544, GPUMiBSource: "history", GPUBudget: tricky,
+			MemoryMiBHost: 768, MemoryMiBHostSource: "max", HostBudget: tricky,
 			Job:     &client.Job{System: "Slurm", ID: "4242", State: "PENDING", Node: tricky, Reason: "Priority", Queued: true},
 			Command: []string{"python", tricky, ""}, Dir: "/home/a b"},
 		{ID: "14", Run: "14", State: "running", Job: &client.Job{ID: "7", Reason: "submission waits"}},

@@ -231,4 +231,43 @@ func TestDaemonLearnsHostMemoryBudgets(t *testing.T) {
 		!strings.Contains(out, "the daemon at") {
 		t.Errorf("suggest --daemon wf.yaml: exit %d\n%s%s", code, out, errOut)
 	}
+
+	// The queue says the learned budget while the task waits, behind a
+	// gate, as it says a learned GPU budget.
+	gate := filepath.Join(w.dir, "gate")
+	gated := fmt.Sprintf(`tasks:
+  - id: gate
+    args: [sh, -c, "while [ ! -e %s ]; do sleep 0.05; done"]
+  - id: prep
+    dependencies: [gate]
+    resources: {memory_mib_host: auto, memory_mib_host_max: 3000}
+    args: [sh, -c, 'x=$(head -c 40000000 /dev/zero | tr "\0" a); sleep 2.5; echo ${#x}']
+`, gate)
+	if err := os.WriteFile(wf, []byte(gated), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := w.gs(t, work, nil, "submit", wf); code != 0 || strings.TrimSpace(out) != "3" {
+		t.Fatalf("submit 3: %q %q %d", out, errOut, code)
+	}
+	q, err := w.client(t).Queue(context.Background(), client.QueueOptions{IDs: []string{"3"}})
+	if err != nil || len(q) != 2 {
+		t.Fatalf("queue of run 3: %+v, %v", q, err)
+	}
+	note := fmt.Sprintf("memory_mib_host auto: %d MiB (peak ", asked2)
+	if p := q[1]; p.MemoryMiBHost != asked2 || p.MemoryMiBHostSource != "history" || !strings.HasPrefix(p.HostBudget, note) ||
+		!strings.HasSuffix(p.HostBudget, " in 2 attempts + margin)") || p.GPUBudget != "" || p.GPUMiB != 0 {
+		t.Errorf("3/prep in the queue: %+v; want memory_mib_host %d from history, said %q...", p, asked2, note)
+	}
+	if q[0].MemoryMiBHost != 0 || q[0].HostBudget != "" {
+		t.Errorf("3/gate, with no learned budget, shows one: %+v", q[0])
+	}
+	if out, _, _ := w.gs(t, work, nil, "queue"); !strings.Contains(out, q[1].HostBudget) {
+		t.Errorf("the queue's table does not say 3/prep's budget %q:\n%s", q[1].HostBudget, out)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := w.gs(t, work, nil, "wait", "3"); code != 0 {
+		t.Fatalf("wait 3: %q, exit %d", errOut, code)
+	}
 }

@@ -121,7 +121,7 @@ func (d *Daemon) restore() error {
 			continue
 		}
 		m.command, m.dir, m.deps = commandOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
-		m.on, m.gpuAuto = st.Spec.DependencyOn, st.Spec.Resources.MemoryAuto
+		m.on, m.gpuAuto, m.hostAuto = st.Spec.DependencyOn, st.Spec.Resources.MemoryAuto, st.Spec.Resources.MemoryHostAuto
 		// Its Owner is part of its definition, kept as it was submitted.
 		sp := st.Spec
 		sp.Dependencies, sp.DependencyOn = nil, nil

@@ -52,9 +52,9 @@ type taskMeta struct {
 	// on gives the conditions of deps other than success, by id; nil
 	// when all are success.
 	on map[string]gpusched.DependencyCondition
-	// gpuAuto: its GPU memory budget is learned from history; the queue
-	// says which it is (queuebudget.go).
-	gpuAuto bool
+	// gpuAuto, hostAuto: its GPU, host memory budget is learned from
+	// history; the queue says which it is (queuebudget.go).
+	gpuAuto, hostAuto bool
 }
 
 // runs are the daemon's runs, in memory and in runs.db. Writes are

@@ -128,7 +128,7 @@ func (d *Daemon) newRun(req client.RunRequest, p peer) (*run, error) {
 			}
 			dir = filepath.Join(req.Dir, dir)
 		}
-		nr.tasks[i] = taskMeta{inner: inner, command: t.Command, dir: dir, gpuAuto: t.GPUMiBAuto}
+		nr.tasks[i] = taskMeta{inner: inner, command: t.Command, dir: dir, gpuAuto: t.GPUMiBAuto, hostAuto: t.MemoryMiBHostAuto}
 	}
 	return nr, nil
 }

@@ -68,6 +68,12 @@ type Job struct {
 	// given (an exclusive task without a budget, or a CPU task). The
 	// local executor ignores it: there the scheduler charged the card.
 	GPUMiB int64
+	// CPUs and MemoryMiBHost are the task's resources.cpus and
+	// memory_mib_host (its budget, learned or not), for an executor that
+	// places work itself (Slurm: --cpus-per-task, --mem); 0: none said.
+	// The local executor ignores them: there the scheduler admitted them.
+	CPUs          int
+	MemoryMiBHost int64
 	// Slurm is what the attempt asks of Slurm, for the slurm executor
 	// (others ignore it); nil: nothing beyond the executor's defaults.
 	Slurm *task.SlurmSettings

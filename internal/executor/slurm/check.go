@@ -66,6 +66,12 @@ type CheckTask struct {
 	// memory (those of its gpu_types larger than GPUType): a partition
 	// must offer them too.
 	LaterGPUTypes []string
+	// CPUs and MemoryMiBHost are its resources.cpus and memory_mib_host
+	// (for one learned from history, the most it may be), which its job
+	// asks as --cpus-per-task and --mem unless its slurm: keys say
+	// otherwise (executor.Job's fields of the same names).
+	CPUs          int
+	MemoryMiBHost int64
 	// Time is its job's --time (its timeout plus kill grace); 0 none.
 	Time time.Duration
 	// Dir is its folder, which the nodes must see too; "" none.

@@ -392,19 +392,20 @@ func judgeNeeds(p *PartitionInfo, tasks []CheckTask) []Finding {
 				byLater[n] = append(byLater[n], t)
 			}
 		}
+		cpus, mem := hostAsk(t.Slurm, t.CPUs, t.MemoryMiBHost) // as sbatch is given them
+		switch {
+		case cpus > cpuAsk:
+			cpuAsk, maxCPU = cpus, []CheckTask{t}
+		case cpus == cpuAsk && cpuAsk > 0:
+			maxCPU = append(maxCPU, t)
+		}
+		switch m := memMB(mem); {
+		case m > memAsk:
+			memAsk, maxMem = m, []CheckTask{t}
+		case m == memAsk && m > 0:
+			maxMem = append(maxMem, t)
+		}
 		if s := t.Slurm; s != nil {
-			switch {
-			case s.CPUsPerTask > cpuAsk:
-				cpuAsk, maxCPU = s.CPUsPerTask, []CheckTask{t}
-			case s.CPUsPerTask == cpuAsk && cpuAsk > 0:
-				maxCPU = append(maxCPU, t)
-			}
-			switch m := memMB(s.Mem); {
-			case m > memAsk:
-				memAsk, maxMem = m, []CheckTask{t}
-			case m == memAsk && m > 0:
-				maxMem = append(maxMem, t)
-			}
 			if featureWord.MatchString(s.Constraint) {
 				if byFeature[s.Constraint] == nil {
 					features = append(features, s.Constraint)
@@ -458,13 +459,13 @@ func judgeNeeds(p *PartitionInfo, tasks []CheckTask) []Finding {
 	if cpuAsk > 0 {
 		if most := maxNode(p, func(n NodeInfo) int64 { return int64(n.CPUs) }); int64(cpuAsk) > most {
 			add(LevelProblem, fmt.Sprintf("%s: %s %d CPUs per task, and its largest node has %d: the job would wait for ever (PartitionConfig)",
-				p.Name, taskNote(maxCPU, "%s ask%s"), cpuAsk, most), "lower slurm.cpus_per_task, or choose a partition with larger nodes")
+				p.Name, taskNote(maxCPU, "%s ask%s"), cpuAsk, most), "lower slurm.cpus_per_task or resources.cpus, or choose a partition with larger nodes")
 		}
 	}
 	if memAsk > 0 {
 		if most := maxNode(p, func(n NodeInfo) int64 { return n.MemoryMB }); most > 0 && memAsk > most {
 			add(LevelProblem, fmt.Sprintf("%s: %s %d MB of memory, and its largest node has %d MB: sbatch refuses it",
-				p.Name, taskNote(maxMem, "%s ask%s"), memAsk, most), "lower slurm.mem, or choose a partition with larger nodes")
+				p.Name, taskNote(maxMem, "%s ask%s"), memAsk, most), "lower slurm.mem or resources.memory_mib_host, or choose a partition with larger nodes")
 		}
 	}
 	for _, f := range features {

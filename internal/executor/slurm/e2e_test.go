@@ -97,6 +97,44 @@ tasks:
 	}
 }
 
+// TestRunAsksHostResources: a Slurm task's resources.cpus and
+// memory_mib_host reach its job as --cpus-per-task and --mem (a learned
+// budget as chosen: memory_mib_host_max on a first run), as the job's
+// SLURM_CPUS_PER_TASK and SLURM_MEM_PER_NODE show; a task that says
+// neither asks neither.
+func TestRunAsksHostResources(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	dir := t.TempDir()
+	show := "[" + sleeper + ", -env, SLURM_CPUS_PER_TASK, -env, SLURM_MEM_PER_NODE]"
+	writeFile(t, filepath.Join(dir, "wf.yaml"), `
+scheduling:
+  executor: slurm
+tasks:
+  - id: sized
+    args: `+show+`
+    resources: {cpus: 2, memory_mib_host: 512}
+  - id: learned
+    args: `+show+`
+    resources: {memory_mib_host: auto, memory_mib_host_max: 700}
+  - id: plain
+    args: `+show+`
+`)
+	run := filepath.Join(dir, "run")
+	if out, err := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress").CombinedOutput(); err != nil {
+		t.Fatalf("gpusched run: %v\n%s", err, out)
+	}
+	for id, want := range map[string]string{
+		"sized":   "SLURM_CPUS_PER_TASK=2\nSLURM_MEM_PER_NODE=512\n",
+		"learned": "SLURM_CPUS_PER_TASK=<unset>\nSLURM_MEM_PER_NODE=700\n",
+		"plain":   "SLURM_CPUS_PER_TASK=<unset>\nSLURM_MEM_PER_NODE=<unset>\n",
+	} {
+		if log := readFile(t, filepath.Join(run, "logs", id, "attempt-1.log")); log != want {
+			t.Errorf("%s's job saw %q, want %q", id, log, want)
+		}
+	}
+}
+
 // TestRunKilledThenAgain: gpusched is killed (-9) while a job runs; run
 // again, it adopts the job by its handle instead of submitting another.
 func TestRunKilledThenAgain(t *testing.T) {

@@ -30,6 +30,9 @@ func TestCancelBeforeTrackerSawStart(t *testing.T) {
 	rec := newRecorder()
 	done := start(newExecutor(t, cfg), ctx, j, rec)
 	waitFor(t, "the command runs", func() bool { return countLines(pidfile) == 1 })
+	// The helper notes the start just after the command's own first
+	// steps: under load, the pidfile can come first.
+	waitFor(t, "the helper's note of the start", func() bool { _, ok := readStarted(filesOf(j).result); return ok })
 	cancel()
 	r := await(t, done, "cancel")
 	if r.Reason != executor.Cancelled || !r.Started {

@@ -42,6 +42,20 @@ func progressOf(s jobState, running bool) executor.Progress {
 	return executor.Progress{Job: s.ID, State: s.State, Reason: reason, Node: s.Node, Queued: !running && queued(s.State)}
 }
 
+// endState is the state Slurm gives a job whose helper wrote result r,
+// as the helper's exit code decides it: COMPLETED when that is 0 (the
+// command ran and exited 0), else FAILED. A state last seen that already
+// ends the job (TIMEOUT, CANCELLED...) is kept: it is Slurm's own word.
+func endState(r executor.Result, last string) string {
+	switch {
+	case terminal(last):
+		return last
+	case r.Started && r.Signal == 0 && r.ExitCode == 0:
+		return "COMPLETED"
+	}
+	return "FAILED"
+}
+
 // queued reports whether Slurm's state means the job waits to run: in
 // the queue, or for its node to boot, or to be queued again.
 func queued(state string) bool {

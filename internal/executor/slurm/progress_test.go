@@ -41,8 +41,8 @@ func (l *progressLog) has(ok func(executor.Progress) bool) bool {
 }
 
 // TestProgress: the job id once released, Slurm's pending reason while
-// it waits, the node once it runs; each change told once, not once per
-// tracking round.
+// it waits, the node once it runs, and how it ended once its result file
+// is read; each change told once, not once per tracking round.
 func TestProgress(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
@@ -76,6 +76,9 @@ func TestProgress(t *testing.T) {
 		{System: "Slurm", Job: id, State: "PENDING", Reason: "Priority", Queued: true},
 		{System: "Slurm", Job: id, State: "RUNNING", Node: "fake1"},
 	}
+	if end := (executor.Progress{System: "Slurm", Job: id, State: "COMPLETED", Node: "fake1"}); all[len(all)-1] != end {
+		t.Errorf("last progress = %+v, want %+v: the result file says the job ended", all[len(all)-1], end)
+	}
 	if len(all) < len(want) {
 		t.Fatalf("progress told: %+v, want at least %+v", all, want)
 	}
@@ -91,6 +94,30 @@ func TestProgress(t *testing.T) {
 	}
 	if n := f.count("squeue"); len(all) > len(want)+1 || len(all) >= n {
 		t.Errorf("%d progress calls over %d rounds: want one per change (%+v)", len(all), n, all)
+	}
+}
+
+// TestProgressEndState: once the result file is read, the job is told
+// ended as Slurm ends it by the helper's exit code: COMPLETED for a
+// command that exited 0, FAILED for one that did not, or did not run.
+func TestProgressEndState(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	ex := newExecutor(t, testConfig(f))
+	for _, tc := range []struct {
+		args  []string
+		state string
+	}{
+		{[]string{sleeper, "-exit", "0"}, "COMPLETED"},
+		{[]string{sleeper, "-exit", "3"}, "FAILED"},
+		{[]string{filepath.Join(t.TempDir(), "missing")}, "FAILED"},
+	} {
+		var log progressLog
+		ex.Execute(context.Background(), executortest.NewJob(t, tc.args[0], tc.args[1:]...), executor.Hooks{Progress: log.add})
+		all := log.get()
+		if len(all) == 0 || all[len(all)-1].State != tc.state || all[len(all)-1].Queued {
+			t.Errorf("%q: progress %+v, want it to end %s", tc.args, all, tc.state)
+		}
 	}
 }
 

@@ -295,6 +295,9 @@ func (e *Executor) follow(ctx context.Context, job executor.Job, hd handleData, 
 				return executor.Result{Reason: executor.Lost, Started: told, Start: since, End: time.Now(), Err: s.err}
 			case s.outcome != nil:
 				r := s.outcome.result()
+				// Its job ends as the helper exits: say so, not the state
+				// last seen (RUNNING), which would stay the attempt's.
+				rep.report(progressOf(jobState{ID: hd.JobID, State: endState(r, last.State), Node: last.Node}, true))
 				if r.Started {
 					tell(r.Start)
 					r.Start = since

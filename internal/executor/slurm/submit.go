@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // sbatchArgs are the arguments of the sbatch call that submits job, held,
@@ -26,23 +27,45 @@ func sbatchArgs(job executor.Job, f files) []string {
 	if gres, _ := gresFor(job); gres != "" {
 		args = append(args, "--gres="+gres)
 	}
-	if s := job.Slurm; s != nil {
-		opt := func(name, v string) {
-			if v != "" {
-				args = append(args, "--"+name+"="+v)
-			}
+	opt := func(name, v string) {
+		if v != "" {
+			args = append(args, "--"+name+"="+v)
 		}
+	}
+	s := job.Slurm
+	if s != nil {
 		opt("partition", s.Partition)
 		opt("account", s.Account)
 		opt("qos", s.QOS)
 		opt("constraint", s.Constraint)
-		if s.CPUsPerTask > 0 {
-			opt("cpus-per-task", strconv.Itoa(s.CPUsPerTask))
-		}
-		opt("mem", s.Mem)
+	}
+	cpus, mem := hostAsk(s, job.CPUs, job.MemoryMiBHost)
+	if cpus > 0 {
+		opt("cpus-per-task", strconv.Itoa(cpus))
+	}
+	opt("mem", mem)
+	if s != nil {
 		args = append(args, s.ExtraArgs...)
 	}
 	return append(args, f.script)
+}
+
+// hostAsk is what a job asks of its node's cores and memory:
+// slurm.cpus_per_task, else the task's resources.cpus when above 1 (0:
+// Slurm's default, one); slurm.mem, else its memory_mib_host in MiB
+// ("24000M"; "": Slurm's default). The slurm: keys win, as options meant
+// for Slurm alone. gpusched slurm check judges the same numbers.
+func hostAsk(s *task.SlurmSettings, cpus int, hostMiB int64) (cpusPerTask int, mem string) {
+	if s != nil {
+		cpusPerTask, mem = s.CPUsPerTask, s.Mem
+	}
+	if cpusPerTask <= 0 && cpus > 1 {
+		cpusPerTask = cpus
+	}
+	if mem == "" && hostMiB > 0 {
+		mem = strconv.FormatInt(hostMiB, 10) + "M"
+	}
+	return max(cpusPerTask, 0), mem
 }
 
 // gresFor is the generic resource job asks of Slurm: job.GPUs GPUs (the

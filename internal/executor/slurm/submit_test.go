@@ -49,6 +49,39 @@ func TestGresFor(t *testing.T) {
 	}
 }
 
+// TestHostAsk: a job asks its task's resources.cpus (above 1) as
+// --cpus-per-task and its memory_mib_host as --mem in MiB, unless its
+// slurm: keys say otherwise; nothing when none says anything.
+func TestHostAsk(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		cpus    int
+		hostMiB int64
+		slurm   *task.SlurmSettings
+		want    []string // the options
+	}{
+		{"nothing", 0, 0, nil, nil},
+		{"one core is Slurm's default", 1, 0, nil, nil},
+		{"cores", 8, 0, nil, []string{"--cpus-per-task=8"}},
+		{"memory", 0, 24000, &task.SlurmSettings{Partition: "p"}, []string{"--mem=24000M"}},
+		{"both", 4, 512, nil, []string{"--cpus-per-task=4", "--mem=512M"}},
+		{"slurm keys win", 4, 512, &task.SlurmSettings{CPUsPerTask: 2, Mem: "1G"}, []string{"--cpus-per-task=2", "--mem=1G"}},
+		{"slurm keys alone", 0, 0, &task.SlurmSettings{CPUsPerTask: 2, Mem: "1G"}, []string{"--cpus-per-task=2", "--mem=1G"}},
+	} {
+		job := executor.Job{CPUs: tc.cpus, MemoryMiBHost: tc.hostMiB, Slurm: tc.slurm}
+		var got []string
+		for _, a := range sbatchArgs(job, filesOf(job)) {
+			if strings.HasPrefix(a, "--cpus-per-task=") || strings.HasPrefix(a, "--mem=") {
+				got = append(got, a)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: sbatch options %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestGPUTypeInHandleAndLog: the handle records the gres the job asked
 // for; a budget no type holds is said in the attempt's log, and the job
 // asks for the largest type.

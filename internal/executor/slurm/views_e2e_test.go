@@ -159,6 +159,11 @@ tasks:
 	if !pending || !running || !ended {
 		t.Errorf("--events: job pending %v, running %v, attempt-ended with it %v; want all", pending, running, ended)
 	}
+	// Ended, its job is no longer shown as last seen running.
+	st = c.status(t, dir, run)
+	if h := st.Tasks[0].History; len(h) != 1 || h[0].Job == nil || h[0].Job.State != "COMPLETED" || h[0].Job.Node != "fake1" {
+		t.Errorf("status --json once it ended: history %+v; want its job COMPLETED on fake1", h)
+	}
 	report, err = c.gpusched(t, dir, "report", "--run-dir", run, "-o", "-").Output()
 	if err != nil || !strings.Contains(string(report), "Slurm job "+id+" on fake1") {
 		t.Errorf("report (%v): does not name the job and its node", err)
