@@ -58,7 +58,7 @@ func (s *Scheduler) submit(ctx context.Context, key string, tasks []TaskSpec) er
 // submitWith is submit, taking up retired tasks again when again is set
 // (SubmitAgain), with opts (SubmitWith).
 func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, tasks []TaskSpec, opts SubmitOptions) ([]EditedTask, error) {
-	specs, blobs, err := prepare(tasks, s.handlers, s.qualified)
+	specs, blobs, err := prepare(tasks, s.handlers, s.qualified, true)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (s *Scheduler) checkNvidiaSMI(specs []*task.Spec) error {
 // nothing is written and nothing runs. It returns the first problem found,
 // as SubmitMany would.
 func ValidateTasks(tasks []TaskSpec) error {
-	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
+	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false, false)
 	if err != nil {
 		return err
 	}
@@ -164,12 +164,15 @@ func ValidateTasks(tasks []TaskSpec) error {
 }
 
 // prepare copies, normalizes and validates each spec on its own, and
-// encodes it for the state database. qualified accepts RUN/TASK ids
-// (WithQualifiedIDs).
-func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*task.Spec, [][]byte, error) {
+// with encode encodes it for the state database. qualified accepts
+// RUN/TASK ids (WithQualifiedIDs). Without encode, blobs is nil; a
+// command's definition, which always encodes, is then not encoded at all.
+func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified, encode bool) (specs []*task.Spec, blobs [][]byte, err error) {
 	all := make([]task.Spec, len(tasks)) // one allocation for the batch
-	specs := make([]*task.Spec, len(tasks))
-	blobs := make([][]byte, len(tasks))
+	specs = make([]*task.Spec, len(tasks))
+	if encode {
+		blobs = make([][]byte, len(tasks))
+	}
 	for i := range tasks {
 		sp := &all[i]
 		*sp = tasks[i].spec() // a copy: the caller may reuse its own
@@ -191,7 +194,7 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*
 		if !ok {
 			return nil, nil, &TaskError{TaskID: sp.ID, Field: "kind", Reason: fmt.Sprintf("no handler is registered for kind %q", sp.Kind), Kind: ErrUnknownKind}
 		}
-		var err error
+		_, command := h.(CommandHandler)
 		switch v := h.(type) {
 		case CommandHandler:
 			_, err = argv(sp.ID, sp.Payload)
@@ -201,11 +204,17 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*
 		if err != nil {
 			return nil, nil, err
 		}
+		specs[i] = sp
+		if !encode && command {
+			continue // strings, numbers and maps of them: it encodes
+		}
 		b, err := json.Marshal(sp)
 		if err != nil {
 			return nil, nil, &TaskError{TaskID: sp.ID, Field: "payload", Reason: "cannot be saved as JSON: " + err.Error(), Kind: ErrInvalidTask}
 		}
-		specs[i], blobs[i] = sp, b
+		if encode {
+			blobs[i] = b
+		}
 	}
 	return specs, blobs, nil
 }
