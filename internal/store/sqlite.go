@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -806,12 +807,21 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"+where+" ORDER BY seq, id", args...)
+	var out []Row
+	byID := map[string]int{}
+	if len(one) == 0 {
+		// Sized once: a row is large, and growing a slice of 100,000 of
+		// them copies each several times.
+		var n int
+		if err := tx.QueryRow("SELECT count(*) FROM tasks").Scan(&n); err != nil {
+			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
+		}
+		out, byID = make([]Row, 0, n), make(map[string]int, n)
+	}
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
-	var out []Row
-	byID := map[string]int{}
 	for rows.Next() {
 		var r Row
 		var state, waitKind string
@@ -845,6 +855,26 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
+	}
+	// In submission order. Sorted here rather than by SQLite (ORDER BY
+	// seq, id), which would copy every row into a temporary b-tree first:
+	// the rows come in the order they were inserted, nearly sorted already.
+	sorted := true
+	for i := 1; i < len(out) && sorted; i++ {
+		sorted = bySeq(&out[i-1], &out[i]) <= 0
+	}
+	if !sorted {
+		order := make([]int32, len(out)) // rows are large: sort their indexes
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(a, b int32) int { return bySeq(&out[a], &out[b]) })
+		in := out
+		out = make([]Row, len(in))
+		for i, j := range order {
+			out[i] = in[j]
+			byID[out[i].ID] = i
+		}
 	}
 	if len(out) == 0 {
 		return nil, nil // no task, so no attempts or artifacts (foreign keys)
@@ -928,6 +958,11 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// bySeq orders rows by submission: seq, then id.
+func bySeq(a, b *Row) int {
+	return cmp.Or(cmp.Compare(a.Seq, b.Seq), strings.Compare(a.ID, b.ID))
 }
 
 // readFiles reads the rows of table (artifacts or inputs: a task's files,
