@@ -849,7 +849,6 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
 		}
 		r.Waiting = stored(kind, r.Waiting.Detail, r.RetryAt)
-		byID[r.ID] = len(out)
 		out = append(out, r)
 	}
 	rows.Close()
@@ -858,23 +857,32 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 	}
 	// In submission order. Sorted here rather than by SQLite (ORDER BY
 	// seq, id), which would copy every row into a temporary b-tree first:
-	// the rows come in the order they were inserted, nearly sorted already.
+	// the rows come in the order they were first written, often in order.
 	sorted := true
 	for i := 1; i < len(out) && sorted; i++ {
 		sorted = bySeq(&out[i-1], &out[i]) <= 0
 	}
 	if !sorted {
-		order := make([]int32, len(out)) // rows are large: sort their indexes
-		for i := range order {
-			order[i] = int32(i)
+		// Rows are large: sort their keys, then move each row once.
+		type key struct {
+			seq int64
+			at  int
 		}
-		slices.SortFunc(order, func(a, b int32) int { return bySeq(&out[a], &out[b]) })
+		order := make([]key, len(out))
+		for i := range out {
+			order[i] = key{out[i].Seq, i}
+		}
+		slices.SortFunc(order, func(a, b key) int {
+			return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(out[a.at].ID, out[b.at].ID))
+		})
 		in := out
 		out = make([]Row, len(in))
-		for i, j := range order {
-			out[i] = in[j]
-			byID[out[i].ID] = i
+		for i, k := range order {
+			out[i] = in[k.at]
 		}
+	}
+	for i := range out {
+		byID[out[i].ID] = i
 	}
 	if len(out) == 0 {
 		return nil, nil // no task, so no attempts or artifacts (foreign keys)
