@@ -481,8 +481,8 @@ func (r *flowReader) collection(kind yaml.Kind, tag string, closer byte) (*yaml.
 }
 
 // scalar reads a quoted or plain value inside [...] or {...}, and the
-// spaces after it. A plain one ends at , [ ] { } or :, and a : inside
-// one is left to the library.
+// spaces after it. A plain one ends at , [ ] { } or ": "; one holding
+// another : or a ? is left to the library.
 func (r *flowReader) scalar() (*yaml.Node, bool) {
 	rest := r.s[r.i:]
 	if rest == "" {
@@ -497,12 +497,12 @@ func (r *flowReader) scalar() (*yaml.Node, bool) {
 		r.spaces()
 		return r.f.node(yaml.ScalarNode, "!!str", v, r.line), true
 	}
-	j := strings.IndexAny(rest, ",[]{}:")
+	j := strings.IndexAny(rest, ",[]{}:?")
 	if j < 0 {
 		return nil, false // an unclosed [ or {
 	}
-	if rest[j] == ':' && (j+1 >= len(rest) || rest[j+1] != ' ') {
-		return nil, false
+	if rest[j] == '?' || rest[j] == ':' && (j+1 >= len(rest) || rest[j+1] != ' ') {
+		return nil, false // the library ends a value at a ? inside [...]
 	}
 	v := strings.TrimRight(rest[:j], " ")
 	if v == "" || !plainStart(v) {

@@ -227,6 +227,9 @@ var fastCorpus = []string{
 	"a: { }\nb: [ ]\n",
 	"a: {" + strings.Repeat("k", 1100) + ": 1}\n",
 	strings.Repeat("k", 1100) + ": 1\n",
+	"a: " + strings.Repeat("v", 3000) + "\nb: [" + strings.Repeat("w", 3000) + ", x]\nc:\n- " + strings.Repeat("u", 3000) + "\n",
+	"a: [" + strings.Repeat("w, ", 1000) + "x]\nb: {k: " + strings.Repeat("v", 2000) + "}\n",
+	"tasks:\n  - id: a\n    args: [\"" + strings.Repeat("q", 3000) + "\"]\n",
 }
 
 // TestFastYAMLMatchesLibrary: every file of the corpus, of the examples
