@@ -288,6 +288,14 @@ func FuzzFastYAML(f *testing.F) {
 	for _, s := range fastCorpus {
 		f.Add([]byte(s))
 	}
+	for _, glob := range []string{"testdata/*.yaml", "../../examples/*.yaml"} {
+		names, _ := filepath.Glob(glob)
+		for _, name := range names {
+			if b, err := os.ReadFile(name); err == nil {
+				f.Add(b)
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if _, err := compareFast(data); err != nil {
 			t.Fatalf("%v\n--- file:\n%q", err, data)

@@ -61,8 +61,6 @@ type Options struct {
 	// ExecutorFrom names where Executor came from in messages, e.g.
 	// "--executor"; empty means "the default executor".
 	ExecutorFrom string
-
-	noFastPath bool // read with the YAML library alone (tests compare the two)
 }
 
 // taskLoc is where a task and its fields are in the file.
@@ -211,10 +209,9 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 		parsed(data)
 	}
 	var top *yaml.Node
-	if f := newFastYAML(data); !opts.noFastPath {
-		if n, ok := f.parse(true); ok {
-			top, p.fast = n, f
-		}
+	f := newFastYAML(data)
+	if n, ok := f.parse(true); ok {
+		top, p.fast = n, f
 	}
 	if top == nil {
 		var err *ErrorList
