@@ -76,7 +76,7 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 // PlanWith is Plan for a submission with opts (SubmitWith): the same
 // checks, the same errors, and the same rules.
 func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, error) {
-	all, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
+	all, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false, false)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/gpusched/gpusched/internal/dag"
 	"github.com/gpusched/gpusched/internal/engine"
@@ -58,7 +60,7 @@ func (s *Scheduler) submit(ctx context.Context, key string, tasks []TaskSpec) er
 // submitWith is submit, taking up retired tasks again when again is set
 // (SubmitAgain), with opts (SubmitWith).
 func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, tasks []TaskSpec, opts SubmitOptions) ([]EditedTask, error) {
-	specs, blobs, err := prepare(tasks, s.handlers, s.qualified)
+	specs, blobs, err := prepare(tasks, s.handlers, s.qualified, true)
 	if err != nil {
 		return nil, err
 	}
@@ -86,8 +88,15 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	if sel.some {
 		runs, whys = make([]bool, len(specs)), make([]string, len(specs))
 	}
+	parallel(len(specs), func(i int) {
+		if _, ok := specs[i].Payload.([]string); ok { // a command's: plain data
+			sub.Fingerprint[i] = specs[i].Fingerprint()
+		}
+	})
 	for i, sp := range specs {
-		sub.Fingerprint[i] = sp.Fingerprint()
+		if sub.Fingerprint[i] == "" {
+			sub.Fingerprint[i] = sp.Fingerprint()
+		}
 		r, ok := s.engine.Earlier(sp.ID)
 		if !ok {
 			if runs != nil {
@@ -150,7 +159,7 @@ func (s *Scheduler) checkNvidiaSMI(specs []*task.Spec) error {
 // nothing is written and nothing runs. It returns the first problem found,
 // as SubmitMany would.
 func ValidateTasks(tasks []TaskSpec) error {
-	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false)
+	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false, false)
 	if err != nil {
 		return err
 	}
@@ -164,12 +173,16 @@ func ValidateTasks(tasks []TaskSpec) error {
 }
 
 // prepare copies, normalizes and validates each spec on its own, and
-// encodes it for the state database. qualified accepts RUN/TASK ids
-// (WithQualifiedIDs).
-func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*task.Spec, [][]byte, error) {
+// with encode encodes it for the state database. qualified accepts
+// RUN/TASK ids (WithQualifiedIDs). Without encode, blobs is nil; a
+// command's definition, which always encodes, is then not encoded at all.
+// The first problem in task order is the one returned.
+func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified, encode bool) (specs []*task.Spec, blobs [][]byte, err error) {
 	all := make([]task.Spec, len(tasks)) // one allocation for the batch
-	specs := make([]*task.Spec, len(tasks))
-	blobs := make([][]byte, len(tasks))
+	specs = make([]*task.Spec, len(tasks))
+	command := make([]bool, len(tasks)) // its handler is CommandHandler
+	valid := len(tasks)                 // the tasks before this one are valid
+	var invalid error                   // what is wrong with that one
 	for i := range tasks {
 		sp := &all[i]
 		*sp = tasks[i].spec() // a copy: the caller may reuse its own
@@ -180,32 +193,90 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified bool) ([]*
 		if !sp.Resources.MemoryHostAuto {
 			sp.Resources.HostBudget = nil
 		}
-		validate := sp.Validate
-		if qualified {
-			validate = sp.ValidateQualified
+		if invalid = checkSpec(sp, handlers, qualified); invalid != nil {
+			valid = i
+			break
 		}
-		if err := validate(); err != nil {
-			return nil, nil, publicError(err)
-		}
-		h, ok := handlers[sp.Kind]
-		if !ok {
-			return nil, nil, &TaskError{TaskID: sp.ID, Field: "kind", Reason: fmt.Sprintf("no handler is registered for kind %q", sp.Kind), Kind: ErrUnknownKind}
-		}
-		var err error
-		switch v := h.(type) {
-		case CommandHandler:
-			_, err = argv(sp.ID, sp.Payload)
-		case PayloadValidator:
-			err = v.ValidatePayload(publicSpec(sp))
-		}
+		_, command[i] = handlers[sp.Kind].(CommandHandler)
+		specs[i] = sp
+	}
+	// Encoding is most of the work, and a definition's encoding depends
+	// on it alone: commands' are encoded in parallel; other kinds', whose
+	// payloads may have encoders of their own, in order.
+	if encode {
+		blobs = make([][]byte, len(tasks))
+	}
+	errs := make([]error, valid)
+	encodeOne := func(i int) {
+		b, err := json.Marshal(specs[i])
 		if err != nil {
-			return nil, nil, err
+			errs[i] = &TaskError{TaskID: specs[i].ID, Field: "payload", Reason: "cannot be saved as JSON: " + err.Error(), Kind: ErrInvalidTask}
+		} else if encode {
+			blobs[i] = b
 		}
-		b, err := json.Marshal(sp)
-		if err != nil {
-			return nil, nil, &TaskError{TaskID: sp.ID, Field: "payload", Reason: "cannot be saved as JSON: " + err.Error(), Kind: ErrInvalidTask}
+	}
+	if encode {
+		parallel(valid, func(i int) {
+			if command[i] {
+				encodeOne(i)
+			}
+		})
+	}
+	for i := range valid {
+		if !command[i] {
+			encodeOne(i)
 		}
-		specs[i], blobs[i] = sp, b
+		if errs[i] != nil {
+			return nil, nil, errs[i]
+		}
+	}
+	if invalid != nil {
+		return nil, nil, invalid
 	}
 	return specs, blobs, nil
+}
+
+// checkSpec checks one normalized spec, and its payload against its
+// kind's handler.
+func checkSpec(sp *task.Spec, handlers map[string]Handler, qualified bool) error {
+	validate := sp.Validate
+	if qualified {
+		validate = sp.ValidateQualified
+	}
+	if err := validate(); err != nil {
+		return publicError(err)
+	}
+	h, ok := handlers[sp.Kind]
+	if !ok {
+		return &TaskError{TaskID: sp.ID, Field: "kind", Reason: fmt.Sprintf("no handler is registered for kind %q", sp.Kind), Kind: ErrUnknownKind}
+	}
+	switch v := h.(type) {
+	case CommandHandler:
+		_, err := argv(sp.ID, sp.Payload)
+		return err
+	case PayloadValidator:
+		return v.ValidatePayload(publicSpec(sp))
+	}
+	return nil
+}
+
+// parallel calls f(i) for every i below n, spread over the processors
+// when n is large enough to pay for the goroutines.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), 8, n/1024)
+	if workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w * n / workers; i < (w+1)*n/workers; i++ {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -59,7 +59,9 @@ another executor does not make it run again.
 			if err != nil {
 				return err
 			}
-			return runPlan(c.OutOrStdout(), args[0], runDir, asJSON, opts, rerun)
+			return buffered(c.OutOrStdout(), func(w io.Writer) error {
+				return runPlan(w, args[0], runDir, asJSON, opts, rerun)
+			})
 		},
 	}
 	addExecutorFlag(c, &executor)

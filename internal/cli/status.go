@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bufio"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,11 +66,13 @@ prints a new full status every interval, after a blank line.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return writeStatusJSON(c.OutOrStdout(), v)
-			}
-			writeStatusTable(c.OutOrStdout(), v, time.Now(), 0)
-			return nil
+			return buffered(c.OutOrStdout(), func(w io.Writer) error {
+				if asJSON {
+					return writeStatusJSON(w, v)
+				}
+				writeStatusTable(w, v, time.Now(), 0)
+				return nil
+			})
 		},
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory")
@@ -76,4 +80,16 @@ prints a new full status every interval, after a blank line.`,
 	c.Flags().BoolVar(&watch, "watch", false, "show it again every --interval until Ctrl-C or the end of the run")
 	c.Flags().DurationVar(&interval, "interval", time.Second, "how often --watch refreshes")
 	return c
+}
+
+// buffered calls write with a buffer in front of w, and empties it: a
+// table of 100,000 rows is otherwise written a line, a system call, at a
+// time.
+func buffered(w io.Writer, write func(io.Writer) error) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	err := write(bw)
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
 }

@@ -98,11 +98,11 @@ func TestStatusNotesAutoBudget(t *testing.T) {
 	now := time.Date(2025, 5, 1, 10, 16, 50, 0, time.Local)
 	auto := gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryAuto: true, MemoryMiB: 6400,
 		Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetHistory, PeakMiB: 5800, Attempts: 3, Since: 1}}
-	v := &runView{specs: map[string]gpusched.TaskSpec{
-		"waits": {ID: "waits", Resources: auto},
-		"runs":  {ID: "runs", Resources: auto},
-		"done":  {ID: "done", Resources: auto},
-		"fixed": {ID: "fixed", Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 6400}},
+	v := &runView{specs: map[string]specView{
+		"waits": {Resources: auto},
+		"runs":  {Resources: auto},
+		"done":  {Resources: auto},
+		"fixed": {Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 6400}},
 	}, waiting: map[string]string{"waits": "needs 6400 MiB; best card 0 has 2000 MiB left", "fixed": "a free slot"}}
 	const why = "memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts + margin)"
 	started := []task.Attempt{{Number: 1, Start: now.Add(-time.Minute)}}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -800,12 +801,21 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"+where+" ORDER BY seq, id", args...)
+	var out []Row
+	byID := map[string]int{}
+	if len(one) == 0 {
+		// Sized once: a row is large, and growing a slice of 100,000 of
+		// them copies each several times.
+		var n int
+		if err := tx.QueryRow("SELECT count(*) FROM tasks").Scan(&n); err != nil {
+			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
+		}
+		out, byID = make([]Row, 0, n), make(map[string]int, n)
+	}
+	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
-	var out []Row
-	byID := map[string]int{}
 	for rows.Next() {
 		var r Row
 		var state, waitKind string
@@ -833,12 +843,40 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
 		}
 		r.Waiting = stored(kind, r.Waiting.Detail, r.RetryAt)
-		byID[r.ID] = len(out)
 		out = append(out, r)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
+	}
+	// In submission order. Sorted here rather than by SQLite (ORDER BY
+	// seq, id), which would copy every row into a temporary b-tree first:
+	// the rows come in the order they were first written, often in order.
+	sorted := true
+	for i := 1; i < len(out) && sorted; i++ {
+		sorted = bySeq(&out[i-1], &out[i]) <= 0
+	}
+	if !sorted {
+		// Rows are large: sort their keys, then move each row once.
+		type key struct {
+			seq int64
+			at  int
+		}
+		order := make([]key, len(out))
+		for i := range out {
+			order[i] = key{out[i].Seq, i}
+		}
+		slices.SortFunc(order, func(a, b key) int {
+			return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(out[a.at].ID, out[b.at].ID))
+		})
+		in := out
+		out = make([]Row, len(in))
+		for i, k := range order {
+			out[i] = in[k.at]
+		}
+	}
+	for i := range out {
+		byID[out[i].ID] = i
 	}
 	if len(out) == 0 {
 		return nil, nil // no task, so no attempts or artifacts (foreign keys)
@@ -922,6 +960,11 @@ func (s *SQLite) load(one ...string) ([]Row, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// bySeq orders rows by submission: seq, then id.
+func bySeq(a, b *Row) int {
+	return cmp.Or(cmp.Compare(a.Seq, b.Seq), strings.Compare(a.ID, b.ID))
 }
 
 // readFiles reads the rows of table (artifacts or inputs: a task's files,

@@ -322,7 +322,10 @@ func (s *Spec) Fingerprint() string {
 		num(-1)
 		str(string(b))
 	}
-	keys := slices.Sorted(maps.Keys(s.Env))
+	var keys []string
+	if len(s.Env) > 0 {
+		keys = slices.Sorted(maps.Keys(s.Env))
+	}
 	num(int64(len(keys)))
 	for _, k := range keys {
 		str(k)
@@ -822,6 +825,9 @@ func (r ResourceRequest) validate(id string) error {
 	}
 	if r.MemoryHostMaxMiB > 0 && !r.MemoryHostAuto {
 		return Invalid(id, "resources.memory_mib_host_max", "caps a host memory budget learned from history: set memory_mib_host to auto, or drop memory_mib_host_max")
+	}
+	if len(r.Counters) == 0 {
+		return nil // the common case: no sorting of no names
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Counters)) {
 		if why, ok := ValidResourceName(name); !ok {

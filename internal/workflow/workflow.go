@@ -211,25 +211,21 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 			return nil, p.fail(&Error{Path: path, Msg: cmp.Or(opts.ExecutorFrom, "the default executor") + ": " + why})
 		}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, p.fail(&Error{Path: path, Msg: emptyWorkflow})
+	if parsed != nil {
+		parsed(data)
+	}
+	var top *yaml.Node
+	f := newFastYAML(data)
+	if n, ok := f.parse(true); ok {
+		top, p.fast = n, f
+	}
+	if top == nil {
+		var err *ErrorList
+		if top, err = p.decode(data); err != nil {
+			return nil, err
 		}
-		return nil, p.fail(p.yamlError(err))
 	}
-	var second yaml.Node
-	if err := dec.Decode(&second); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, p.fail(p.yamlError(err))
-		}
-		return nil, p.fail(p.errorf(&second, "a second YAML document (after ---): a workflow file holds one"))
-	}
-	if len(doc.Content) == 0 {
-		return nil, p.fail(&Error{Path: path, Msg: emptyWorkflow})
-	}
-	p.top(doc.Content[0])
+	p.top(top)
 	p.applyExecutor()
 	p.checkResources()
 	for i := range w.Tasks {
@@ -257,6 +253,35 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 	}
 	return nil, p.list()
 }
+
+// decode reads data with the YAML library, into the node under its one
+// document.
+func (p *parser) decode(data []byte) (*yaml.Node, *ErrorList) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, p.fail(&Error{Path: p.path, Msg: emptyWorkflow})
+		}
+		return nil, p.fail(p.yamlError(err))
+	}
+	var second yaml.Node
+	if err := dec.Decode(&second); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, p.fail(p.yamlError(err))
+		}
+		return nil, p.fail(p.errorf(&second, "a second YAML document (after ---): a workflow file holds one"))
+	}
+	if len(doc.Content) == 0 {
+		return nil, p.fail(&Error{Path: p.path, Msg: emptyWorkflow})
+	}
+	return doc.Content[0], nil
+}
+
+// parsed, when not nil, is called with every file ParseWith reads: the
+// package's tests check there that the fast path reads each as the YAML
+// library does.
+var parsed func(data []byte)
 
 const emptyWorkflow = "empty workflow: it needs a list of tasks under \"tasks:\""
 
@@ -542,6 +567,8 @@ type parser struct {
 	variants            int                     // the tasks the file's matrices expand to, so far
 	globs               bool                    // a dependency is a glob
 	unexpanded          bool                    // a task with an id could not be read: a glob may miss it
+
+	fast *fastYAML // the fast path's reader, when it read the file; its tasks list is read as it is walked
 }
 
 func (p *parser) errorf(n *yaml.Node, format string, args ...any) *Error {
@@ -721,7 +748,7 @@ func (p *parser) top(n *yaml.Node) {
 	case tasksKey == nil && has(keys.meant, topKeys, "tasks"): // a misspelt "tasks:" said it
 	case tasksKey == nil:
 		p.add(p.errorf(n, "the workflow has no tasks: list them under \"tasks:\""))
-	case tasks.Kind == yaml.SequenceNode && len(tasks.Content) == 0:
+	case tasks.Kind == yaml.SequenceNode && len(tasks.Content) == 0 && (p.fast == nil || tasks != p.fast.tasks):
 		p.add(p.errorf(tasksKey, "the workflow has no tasks: the list under \"tasks:\" is empty"))
 	}
 }
@@ -878,11 +905,19 @@ func (p *parser) tasks(n *yaml.Node) {
 		p.add(p.errorf(n, "tasks must be a list (each item starting with \"- id: ...\"), not %s", kindName(n)))
 		return
 	}
-	p.w.Tasks = slices.Grow(p.w.Tasks, len(n.Content))
-	p.w.locs = slices.Grow(p.w.locs, len(n.Content))
-	p.badKeys = slices.Grow(p.badKeys, len(n.Content))
-	for i, tn := range n.Content {
-		p.task(i, tn)
+	if p.fast != nil && n == p.fast.tasks {
+		count := p.fast.tasksCount
+		p.w.Tasks = slices.Grow(p.w.Tasks, count)
+		p.w.locs = slices.Grow(p.w.locs, count)
+		p.badKeys = slices.Grow(p.badKeys, count)
+		p.fast.items(p.task)
+	} else {
+		p.w.Tasks = slices.Grow(p.w.Tasks, len(n.Content))
+		p.w.locs = slices.Grow(p.w.locs, len(n.Content))
+		p.badKeys = slices.Grow(p.badKeys, len(n.Content))
+		for i, tn := range n.Content {
+			p.task(i, tn)
+		}
 	}
 	if p.globs {
 		p.expandGlobs()

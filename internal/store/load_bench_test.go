@@ -1,0 +1,82 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// BenchmarkLoad100k: reading back a run of 100,000 tasks, 20,000 of which
+// ran once (what status, plan and a resumed run read first).
+func BenchmarkLoad100k(b *testing.B) {
+	s, err := OpenSQLite(filepath.Join(b.TempDir(), "state.db"), "/run")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	batch := &Batch{}
+	at := time.Unix(1_700_000_000, 0)
+	for i := range 100_000 {
+		id := fmt.Sprintf("task-%06d", i)
+		w := TaskWrite{ID: id, Seq: int64(i), Kind: "command", Submitted: at, Fingerprint: "f",
+			Spec: fmt.Appendf(nil, `{"id":%q,"kind":"command","dependencies":["task-000001"],"payload":["true"],"priority":3}`, id), State: task.Pending}
+		if i < 20_000 {
+			w.State = task.Complete
+			code := 0
+			w.ExitCode = &code
+			batch.Attempts = append(batch.Attempts, AttemptWrite{TaskID: id, Attempt: task.Attempt{Number: 1, Start: at, End: at.Add(time.Second), ExitCode: &code,
+				LogPath: "/run/logs/" + id + "/attempt-1.log", PID: 1000 + i}})
+		}
+		batch.Tasks = append(batch.Tasks, w)
+	}
+	if err := s.Apply(batch); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		rows, err := s.Load()
+		if err != nil || len(rows) != 100_000 || len(rows[0].Attempts) != 1 {
+			b.Fatal(len(rows), err)
+		}
+	}
+}
+
+// Load returns rows in submission order (seq, then id) whatever order they
+// were written in, each with its own attempts.
+func TestLoadOrdersBySeqWithOwnAttempts(t *testing.T) {
+	s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	batch := &Batch{}
+	at := time.Unix(1_700_000_000, 0)
+	// Written: e(5) d(4) c(3) b(1) a(1): seq ties break by id.
+	seqs := map[string]int64{"e": 5, "d": 4, "c": 3, "b": 1, "a": 1}
+	for i, id := range []string{"e", "d", "c", "b", "a"} {
+		seq := seqs[id]
+		batch.Tasks = append(batch.Tasks, TaskWrite{ID: id, Seq: seq, Kind: "command", Spec: []byte(`{}`), State: task.Complete})
+		batch.Attempts = append(batch.Attempts, AttemptWrite{TaskID: id, Attempt: task.Attempt{Number: 1, Start: at, PID: 100 + i}})
+	}
+	if err := s.Apply(batch); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.ID)
+		want := map[string]int{"e": 100, "d": 101, "c": 102, "b": 103, "a": 104}[r.ID]
+		if len(r.Attempts) != 1 || r.Attempts[0].PID != want {
+			t.Errorf("task %s: attempts %+v, want one with pid %d", r.ID, r.Attempts, want)
+		}
+	}
+	if fmt.Sprint(got) != "[a b c d e]" {
+		t.Errorf("order %v, want [a b c d e]", got)
+	}
+}
