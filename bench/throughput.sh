@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Throughput of gpusched against xargs on no-op tasks, and the cost of a
-# dependency hop, measured in the same run on the same machine.
+# Throughput of gpusched against the floor and xargs on no-op tasks, and the
+# cost of a dependency hop, measured in the same run on the same machine.
 #
 #   bench/throughput.sh [N_TASKS] [CHAIN_LEN]     (defaults: 2000 and 200)
 #
-# 1. N_TASKS independent `true` tasks through `gpusched run -j 2`, and the same
-#    N_TASKS `true` commands through `xargs -P 2`: prints both rates and their
-#    ratio (goal: gpusched >= 0.7 of xargs).
-# 2. A chain of CHAIN_LEN `true` tasks, each depending on the previous one,
+# 1. N_TASKS independent `true` tasks through `gpusched run -j P`, against
+#    the floor (bench/floor: a minimal Go program that starts the same
+#    commands, P at a time, each with a log file of its own in one folder,
+#    and does nothing else), at P = 2 and P = 8 (JOBS="2 8" to change). The
+#    two take turns, 3 rounds (ROUNDS=3); for each the best wall time, its
+#    rate, and the CPU (user+system) of every process of that run, the
+#    supervisor and scheduler of gpusched included (bench/reap); then the
+#    ratio of gpusched's rate to the floor's (goal: >= 0.9).
+# 2. The same N_TASKS `true` commands through `xargs -P 2`, best of 3.
+# 3. A chain of CHAIN_LEN `true` tasks, each depending on the previous one,
 #    through `gpusched run -j 1`, against a shell loop that runs /bin/true
 #    CHAIN_LEN times: prints the extra time per dependency hop (goal < 2 ms).
 # Each measurement is the best of 3 runs (fresh run directory each time), so
 # a passing hiccup on a shared machine does not decide the figure.
 #
 # BASELINE=path/to/another/gpusched also measures that binary on the same
-# 2,000 tasks, its runs alternating with this checkout's, and prints both:
-# how a change was measured against the commit before it.
+# N_TASKS tasks at -j 2, its runs alternating with this checkout's, and
+# prints both: how a change was measured against the commit before it.
 #
 # UNSUPERVISED=1 takes as the baseline this checkout with its attempts run
 # inside the scheduler (GPUSCHED_NO_SUPERVISOR=1): what the supervisor
@@ -30,6 +36,7 @@ truebin=$(command -v true)
 case $truebin in /*) ;; *) truebin=/bin/true ;; esac
 
 go build -o "$work/gpusched" "$root/cmd/gpusched"
+(cd "$root" && go build -o "$work/floor" ./bench/floor && go build -o "$work/reap" ./bench/reap)
 if [ -n "${UNSUPERVISED:-}" ]; then
 	printf '#!/bin/sh\nGPUSCHED_NO_SUPERVISOR=1 exec %s "$@"\n' "$work/gpusched" >"$work/unsupervised"
 	chmod +x "$work/unsupervised"
@@ -65,6 +72,34 @@ best() { # best of 3: prints the smallest elapsed seconds of "$@"
 }
 xargs_run() { seq 1 "$n" | xargs -P 2 -n 1 "$truebin" ; }
 loop_run() { for _ in $(seq 1 "$chain"); do "$truebin"; done; }
+
+# timed LABEL CMD...: runs CMD under reap in a fresh run directory and
+# appends "LABEL WALL USER SYS" to $work/times.
+timed() {
+	local label=$1
+	shift
+	rm -rf "$work/run" "$work/floorlogs"
+	"$work/reap" -o "$work/one" "$@" >/dev/null
+	echo "$label $(cat "$work/one")" >>"$work/times"
+}
+# bestof LABEL: "WALL USER SYS" of LABEL's fastest run.
+bestof() { awk -v l="$1" '$1 == l' "$work/times" | sort -g -k2 | head -1 | cut -d' ' -f2-; }
+
+rounds=${ROUNDS:-3}
+: >"$work/times"
+for j in ${JOBS:-2 8}; do
+	for _ in $(seq 1 "$rounds"); do # alternate, so that a change in load falls on both
+		timed "gpusched-$j" "$work/gpusched" run "$work/flat.yaml" --run-dir "$work/run" -j "$j"
+		timed "floor-$j" "$work/floor" -j "$j" -logs "$work/floorlogs" -n "$n" -- "$truebin"
+	done
+	read -r gw gu gs <<<"$(bestof "gpusched-$j")"
+	read -r fw fu fs <<<"$(bestof "floor-$j")"
+	printf 'against the floor: %d no-op tasks at -j %d, best of %d alternating runs (CPU: user+system of that run)\n' "$n" "$j" "$rounds"
+	printf '  gpusched  %6.3f s  %7.0f tasks/s  CPU %6.3f s (%.2f+%.2f)\n' "$gw" "$(echo "$n / $gw" | bc -l)" "$(echo "$gu + $gs" | bc -l)" "$gu" "$gs"
+	printf '  floor     %6.3f s  %7.0f tasks/s  CPU %6.3f s (%.2f+%.2f)\n' "$fw" "$(echo "$n / $fw" | bc -l)" "$(echo "$fu + $fs" | bc -l)" "$fu" "$fs"
+	printf '  ratio (gpusched rate / floor rate): %.2f   (CPU, floor / gpusched: %.2f)\n' "$(echo "$fw / $gw" | bc -l)" "$(echo "($fu + $fs) / ($gu + $gs)" | bc -l)"
+done
+[ -n "${FLOOR_ONLY:-}" ] && exit 0
 
 if [ -n "${BASELINE:-}" ]; then
 	g="" b=""
