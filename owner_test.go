@@ -155,7 +155,7 @@ func TestOwnerWhoIsNoUserGetsTheReasonInTheLog(t *testing.T) {
 	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o755) // t.TempDir's folders are 0700
 	}
-	logs := filepath.Join(dir, gpusched.LogsDir, "orphan")
+	logs := filepath.Join(dir, gpusched.LogsDir) // its owner's, as a daemon makes logs/RUN
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		t.Fatal(err)
 	}

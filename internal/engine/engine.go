@@ -121,7 +121,7 @@ type Config struct {
 	MaxParallel    int           // attempts running at once; must be > 0
 	DefaultTimeout time.Duration // per attempt; 0 means none
 	DefaultRetries int           // extra attempts of a failing task
-	LogDir         string        // attempt logs go to LogDir/<task>/attempt-<n>.log
+	LogDir         string        // attempt logs go to LogDir/<task>.attempt-<n>.log (AttemptLog)
 	Store          store.Store   // required
 	Runner         Runner        // required
 	// Observer, if set, is told of every transition after it is committed,
@@ -656,7 +656,7 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 	att := task.Attempt{
 		Number:  number,
 		Start:   e.cfg.Now(),
-		LogPath: filepath.Join(e.cfg.LogDir, n.spec.ID, "attempt-"+strconv.Itoa(number)+".log"),
+		LogPath: AttemptLog(e.cfg.LogDir, n.spec.ID, number),
 		ReadyAt: n.readySince,
 	}
 	var assign *Assignment
@@ -716,6 +716,19 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 			e.send(exitEvent{n: n, number: number, out: out, cause: context.Cause(ctx)})
 		}()
 	})
+}
+
+// AttemptLog is where attempt number of task id writes its output in the
+// log folder dir: dir/<id>.attempt-<number>.log, every task's logs in the
+// one folder. (Until issue 14 each task had a folder of its own,
+// dir/<id>/attempt-<number>.log: creating it cost as much as the log
+// file. Readers follow the path saved with each attempt, so run
+// directories of either layout read alike.) A task id cannot contain
+// "/" except the one of a daemon's RUN/TASK, whose logs go in dir/RUN.
+// The name is never another attempt's: the number is what follows the
+// last ".attempt-", and the id what precedes it.
+func AttemptLog(dir, id string, number int) string {
+	return filepath.Join(dir, id+".attempt-"+strconv.Itoa(number)+".log")
 }
 
 // request is what the Runner needs to run (or recover) attempt number of n.
