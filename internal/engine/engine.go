@@ -254,6 +254,8 @@ type Engine struct {
 	earlier   map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
 	batch     store.Batch
 	effects   []func(commitErr error) // to do once the batch is committed
+	later     []laterWrite            // attempts to write with the next commit, at the latest at laterDue (see writeAttemptLater)
+	laterDue  time.Time               // zero while later is empty
 	run       *runState               // the Run in progress, or nil
 	broken    error                   // a failed commit: nothing new starts
 	closing   chan error              // Close's reply, once asked
@@ -514,7 +516,7 @@ func (e *Engine) loop() {
 		e.saveUsage()
 		e.queueRunEnd()
 		e.flush()
-		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext, rssNext)
+		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext, rssNext, e.laterDue)
 		e.finishRun()
 		e.afterTurn()
 		if e.closing != nil && e.running == 0 && !e.delivering() {
@@ -584,8 +586,13 @@ func (e *Engine) schedule() {
 	}
 }
 
-// flush commits the batch, then performs the effects it allows.
+// flush commits the batch, then performs the effects it allows. The
+// attempts written later (writeAttemptLater) go with it, or on their own
+// once they are due.
 func (e *Engine) flush() {
+	if len(e.later) > 0 && (e.batch.Len() > 0 || len(e.effects) > 0 || e.closing != nil || !e.cfg.Now().Before(e.laterDue)) {
+		e.foldLater()
+	}
 	var err error
 	if e.batch.Len() > 0 {
 		err = e.cfg.Store.Apply(&e.batch)
@@ -821,8 +828,8 @@ func (ev runningEvent) apply(e *Engine) {
 			e.board.SetPID(n.spec.ID, c, ev.run.PID)
 		}
 	}
-	e.writeAttempt(n, ev.number)
-	e.jobRuns(n, ev.number) // it no longer waits in a batch system's queue
+	e.writeAttemptLater(n, ev.number) // it permits nothing: no commit of its own
+	e.jobRuns(n, ev.number)           // it no longer waits in a batch system's queue
 }
 
 func (n *node) setHandle(number int, h executor.Handle) {
@@ -1250,6 +1257,46 @@ func (e *Engine) writeAttempt(n *node, number int) {
 	e.batch.Attempts = append(e.batch.Attempts, store.AttemptWrite{
 		TaskID: n.spec.ID, Attempt: n.rec.Attempts[number-1], Handle: n.handles[number],
 	})
+}
+
+// laterDelay is how long an attempt's write may wait for the next commit
+// (writeAttemptLater).
+const laterDelay = 50 * time.Millisecond
+
+// laterWrite names an attempt whose row is to be written later.
+type laterWrite struct {
+	n      *node
+	number int
+}
+
+// writeAttemptLater queues attempt number of n to be written with the next
+// commit, as it is then, or on its own within laterDelay if none comes:
+// for a change that permits no effect, so that it need not cost a commit
+// of its own. That an attempt runs (its PID, handle and real start, which
+// the executor reports once its process is started) is such a change:
+// its start was committed before the process was, and a scheduler that
+// dies before the write finds the attempt by its token (docs/states.md,
+// "What is saved, and when"). With many short tasks the next commit comes
+// within milliseconds (another task's end and the next start), and the
+// write costs no transaction.
+func (e *Engine) writeAttemptLater(n *node, number int) {
+	if len(e.later) == 0 {
+		e.laterDue = e.cfg.Now().Add(laterDelay)
+	}
+	e.later = append(e.later, laterWrite{n, number})
+}
+
+// foldLater puts the attempts written later into the batch, as they are
+// now. One that ended since is in the batch already, whole: its end was
+// written in this turn (any earlier commit would have taken it along).
+func (e *Engine) foldLater() {
+	for _, w := range e.later {
+		if w.number <= len(w.n.rec.Attempts) && !w.n.rec.Attempts[w.number-1].Ended() {
+			e.writeAttempt(w.n, w.number)
+		}
+	}
+	clear(e.later)
+	e.later, e.laterDue = e.later[:0], time.Time{}
 }
 
 // notify queues an event for the observer and subscribers, published
