@@ -11,7 +11,8 @@
 #    two take turns, 3 rounds (ROUNDS=3); for each the best wall time, its
 #    rate, and the CPU (user+system) of every process of that run, the
 #    supervisor and scheduler of gpusched included (bench/reap); then the
-#    ratio of gpusched's rate to the floor's (goal: >= 0.9).
+#    ratio of gpusched's rate to the floor's (goal: >= 0.9). With
+#    BASELINE set, that binary takes its turn too. FLOOR_ONLY=1 stops here.
 # 2. The same N_TASKS `true` commands through `xargs -P 2`, best of 3.
 # 3. A chain of CHAIN_LEN `true` tasks, each depending on the previous one,
 #    through `gpusched run -j 1`, against a shell loop that runs /bin/true
@@ -20,8 +21,9 @@
 # a passing hiccup on a shared machine does not decide the figure.
 #
 # BASELINE=path/to/another/gpusched also measures that binary on the same
-# N_TASKS tasks at -j 2, its runs alternating with this checkout's, and
-# prints both: how a change was measured against the commit before it.
+# N_TASKS tasks, its runs alternating with this checkout's (in 1. and at
+# -j 2 against xargs), and prints both: how a change was measured against
+# the commit before it.
 #
 # UNSUPERVISED=1 takes as the baseline this checkout with its attempts run
 # inside the scheduler (GPUSCHED_NO_SUPERVISOR=1): what the supervisor
@@ -82,22 +84,38 @@ timed() {
 	"$work/reap" -o "$work/one" "$@" >/dev/null
 	echo "$label $(cat "$work/one")" >>"$work/times"
 }
-# bestof LABEL: "WALL USER SYS" of LABEL's fastest run.
-bestof() { awk -v l="$1" '$1 == l' "$work/times" | sort -g -k2 | head -1 | cut -d' ' -f2-; }
+# figures LABEL: "BEST_WALL MEDIAN_CPU" of LABEL's runs (CPU: user+system).
+figures() {
+	local w c
+	w=$(awk -v l="$1" '$1 == l { print $2 }' "$work/times" | sort -g | head -1)
+	c=$(awk -v l="$1" '$1 == l { print $3 + $4 }' "$work/times" | sort -g |
+		awk '{ c[NR] = $1 } END { print (NR % 2) ? c[(NR + 1) / 2] : (c[NR / 2] + c[NR / 2 + 1]) / 2 }')
+	echo "$w $c"
+}
+row() { # row NAME WALL CPU
+	printf '  %-10s %6.3f s  %7.0f tasks/s  CPU %6.3f s\n' "$1" "$2" "$(echo "$n / $2" | bc -l)" "$3"
+}
 
 rounds=${ROUNDS:-3}
 : >"$work/times"
 for j in ${JOBS:-2 8}; do
-	for _ in $(seq 1 "$rounds"); do # alternate, so that a change in load falls on both
+	for _ in $(seq 1 "$rounds"); do # take turns, so that a change in load falls on all
 		timed "gpusched-$j" "$work/gpusched" run "$work/flat.yaml" --run-dir "$work/run" -j "$j"
 		timed "floor-$j" "$work/floor" -j "$j" -logs "$work/floorlogs" -n "$n" -- "$truebin"
+		if [ -n "${BASELINE:-}" ]; then
+			timed "baseline-$j" "$BASELINE" run "$work/flat.yaml" --run-dir "$work/run" -j "$j"
+		fi
 	done
-	read -r gw gu gs <<<"$(bestof "gpusched-$j")"
-	read -r fw fu fs <<<"$(bestof "floor-$j")"
-	printf 'against the floor: %d no-op tasks at -j %d, best of %d alternating runs (CPU: user+system of that run)\n' "$n" "$j" "$rounds"
-	printf '  gpusched  %6.3f s  %7.0f tasks/s  CPU %6.3f s (%.2f+%.2f)\n' "$gw" "$(echo "$n / $gw" | bc -l)" "$(echo "$gu + $gs" | bc -l)" "$gu" "$gs"
-	printf '  floor     %6.3f s  %7.0f tasks/s  CPU %6.3f s (%.2f+%.2f)\n' "$fw" "$(echo "$n / $fw" | bc -l)" "$(echo "$fu + $fs" | bc -l)" "$fu" "$fs"
-	printf '  ratio (gpusched rate / floor rate): %.2f   (CPU, floor / gpusched: %.2f)\n' "$(echo "$fw / $gw" | bc -l)" "$(echo "($fu + $fs) / ($gu + $gs)" | bc -l)"
+	read -r gw gc <<<"$(figures "gpusched-$j")"
+	read -r fw fc <<<"$(figures "floor-$j")"
+	printf 'against the floor: %d no-op tasks at -j %d, %d runs each taking turns: best wall time, median CPU of every process\n' "$n" "$j" "$rounds"
+	row gpusched "$gw" "$gc"
+	row floor "$fw" "$fc"
+	if [ -n "${BASELINE:-}" ]; then
+		read -r bw bc <<<"$(figures "baseline-$j")"
+		row baseline "$bw" "$bc"
+	fi
+	printf '  ratio (gpusched rate / floor rate): %.2f   (floor CPU / gpusched CPU: %.2f)\n' "$(echo "$fw / $gw" | bc -l)" "$(echo "$fc / $gc" | bc -l)"
 done
 [ -n "${FLOOR_ONLY:-}" ] && exit 0
 
