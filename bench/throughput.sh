@@ -7,11 +7,16 @@
 # 1. N_TASKS independent `true` tasks through `gpusched run -j P`, against
 #    the floor (bench/floor: a minimal Go program that starts the same
 #    commands, P at a time, each with a log file of its own in one folder,
-#    and does nothing else), at P = 2 and P = 8 (JOBS="2 8" to change). The
-#    two take turns, 3 rounds (ROUNDS=3); for each the best wall time, its
-#    rate, and the CPU (user+system) of every process of that run, the
-#    supervisor and scheduler of gpusched included (bench/reap); then the
-#    ratio of gpusched's rate to the floor's (goal: >= 0.9). With
+#    and does nothing else), at P = 2 and P = 8 (JOBS="2 8" to change). Its
+#    log folder is gpusched's (RUN_DIR/logs), removed before each run as
+#    gpusched's is: on an ext4 without a journal, creating a file costs
+#    in proportion to the files deleted lately near its folder (the kernel
+#    skips recently freed inodes), and two folders in different places
+#    paid up to 3x different prices for the same 2,000 files. The
+#    two take turns, 3 rounds (ROUNDS=3); for each the best wall time and
+#    its rate, and the median CPU (user+system) of every process of a run,
+#    the supervisor and scheduler of gpusched included (bench/reap); then
+#    the ratio of gpusched's rate to the floor's (goal: >= 0.9). With
 #    BASELINE set, that binary takes its turn too. FLOOR_ONLY=1 stops here.
 # 2. The same N_TASKS `true` commands through `xargs -P 2`, best of 3.
 # 3. A chain of CHAIN_LEN `true` tasks, each depending on the previous one,
@@ -80,7 +85,7 @@ loop_run() { for _ in $(seq 1 "$chain"); do "$truebin"; done; }
 timed() {
 	local label=$1
 	shift
-	rm -rf "$work/run" "$work/floorlogs"
+	rm -rf "$work/run"
 	"$work/reap" -o "$work/one" "$@" >/dev/null
 	echo "$label $(cat "$work/one")" >>"$work/times"
 }
@@ -101,7 +106,7 @@ rounds=${ROUNDS:-3}
 for j in ${JOBS:-2 8}; do
 	for _ in $(seq 1 "$rounds"); do # take turns, so that a change in load falls on all
 		timed "gpusched-$j" "$work/gpusched" run "$work/flat.yaml" --run-dir "$work/run" -j "$j"
-		timed "floor-$j" "$work/floor" -j "$j" -logs "$work/floorlogs" -n "$n" -- "$truebin"
+		timed "floor-$j" "$work/floor" -j "$j" -logs "$work/run/logs" -n "$n" -- "$truebin"
 		if [ -n "${BASELINE:-}" ]; then
 			timed "baseline-$j" "$BASELINE" run "$work/flat.yaml" --run-dir "$work/run" -j "$j"
 		fi
