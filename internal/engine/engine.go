@@ -513,10 +513,10 @@ func (e *Engine) loop() {
 		gpuNext := e.pollGPUs()
 		waitNext := e.refreshWaits(e.cfg.Now())
 		rssNext := e.sampleRSS(e.cfg.Now())
-		e.saveUsage()
+		usageNext := e.saveUsage()
 		e.queueRunEnd()
 		e.flush()
-		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext, rssNext, e.laterDue)
+		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext, rssNext, e.laterDue, usageNext)
 		e.finishRun()
 		e.afterTurn()
 		if e.closing != nil && e.running == 0 && !e.delivering() {

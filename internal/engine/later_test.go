@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -73,5 +74,39 @@ func TestRunningWaitsForTheNextCommit(t *testing.T) {
 				t.Errorf("b saved with PID %d, ended %v; want its PID, ended", b.PID, b.Ended())
 			}
 		})
+	})
+}
+
+// The owners' usage is saved at most once per usageEvery while attempts
+// run, and at once when the last one ends.
+func TestUsageSavedAtMostOnceASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{MaxParallel: 3}, nil)
+		defer h.Close()
+		h.runner.script["s1"] = []step{{dur: time.Millisecond}}
+		h.runner.script["s2"] = []step{{dur: 2 * time.Millisecond}}
+		h.runner.script["long"] = []step{{dur: 10 * time.Second}}
+		h.mustSubmit(t, spec("s1"), spec("s2"), spec("long"))
+		done := make(chan struct{})
+		go func() { h.Run(context.Background()); close(done) }()
+		time.Sleep(3 * time.Millisecond) // s1 and s2 have ended, long runs
+		synctest.Wait()
+		first := h.store.Meta(metaUsage)
+		if first == "" {
+			t.Fatal("usage not saved at the first attempt's end")
+		}
+		if !strings.Contains(first, `"at":"2000-01-01T00:00:00.001Z"`) {
+			t.Errorf("usage saved %q: want it as of s1's end (1 ms), s2's (2 ms) waiting", first)
+		}
+		time.Sleep(usageEvery)
+		synctest.Wait()
+		second := h.store.Meta(metaUsage)
+		if second == first {
+			t.Errorf("usage not saved again within usageEvery of s2's end: %q", second)
+		}
+		<-done
+		if last := h.store.Meta(metaUsage); last == second {
+			t.Errorf("usage not saved again when long ended: %q", last)
+		}
 	})
 }
