@@ -342,10 +342,10 @@ tasks:
 		for _, re := range []string{
 			`(?m)^\d\d:\d\d:\d\d start     ok \(attempt 1\)\r?$`,
 			`(?m)^\d\d:\d\d:\d\d complete  ok \(attempt 1, \d+ms\)\r?$`,
-			`(?m)^\d\d:\d\d:\d\d retry     flaky: attempt 1 exit code 1; log \S+/flaky/attempt-1\.log; next attempt at \S+ \(in \S+\)\r?$`,
+			`(?m)^\d\d:\d\d:\d\d retry     flaky: attempt 1 exit code 1; log \S+/logs/flaky\.attempt-1\.log; next attempt at \S+ \(in \S+\)\r?$`,
 			`(?m)^\d\d:\d\d:\d\d start     flaky \(attempt 2\)\r?$`,
-			`(?m)^\d\d:\d\d:\d\d failed    bad: attempt 1 exit code 4; log \S+/bad/attempt-1\.log\r?$`,
-			`(?m)^  failed  bad: exit code 4 after 1 attempt\(s\); log \S+/bad/attempt-1\.log\r?\n    \| broken\r?$`,
+			`(?m)^\d\d:\d\d:\d\d failed    bad: attempt 1 exit code 4; log \S+/logs/bad\.attempt-1\.log\r?$`,
+			`(?m)^  failed  bad: exit code 4 after 1 attempt\(s\); log \S+/logs/bad\.attempt-1\.log\r?\n    \| broken\r?$`,
 		} {
 			if !regexp.MustCompile(re).MatchString(out) {
 				t.Errorf("output does not match %s:\n%s", re, out)
