@@ -307,15 +307,17 @@ func (s *Scheduler) deliverFailure(ctx context.Context, d engine.Delivery) error
 	})
 }
 
-// eventLog is where the command of event d writes: beside its task's
-// attempts' logs, or, for a run's end, in logs/run-end/ (event ids are
-// unique in a run directory, so no task's log is there).
+// eventLog is where the command of event d writes: logs/TASK.event-ID.log,
+// beside its task's attempts' logs (engine.AttemptLog), or, for a run's
+// end, logs/run-end.event-ID.log (event ids are unique in a run directory,
+// so that is no task's). Until issue 14 they were logs/TASK/event-ID.log
+// and logs/run-end/event-ID.log; nothing reads them back by name.
 func (s *Scheduler) eventLog(d engine.Delivery) string {
-	folder := d.TaskID
-	if folder == "" {
-		folder = "run-end"
+	name := d.TaskID
+	if name == "" {
+		name = "run-end"
 	}
-	return filepath.Join(s.runDir, LogsDir, folder, fmt.Sprintf("event-%d.log", d.EventID))
+	return filepath.Join(s.runDir, LogsDir, name+".event-"+strconv.FormatInt(d.EventID, 10)+".log")
 }
 
 // deliverRunEnd runs on_run_end: the summary on its stdin, its counts in

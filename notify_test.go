@@ -78,10 +78,10 @@ func TestFailureEventHandlerAtLeastOnce(t *testing.T) {
 	ev := calls[1]
 	if ev.ID != calls[0].ID || ev.TaskID != "bad" || ev.Tries != 1 || calls[0].Tries != 0 || ev.Attempts != 2 ||
 		ev.ExitCode == nil || *ev.ExitCode != 3 || ev.Error != "exit code 3" || ev.Spec == nil || ev.Spec.ID != "bad" ||
-		!strings.HasSuffix(ev.AttemptLog, "/bad/attempt-2.log") || ev.Time.IsZero() {
+		!strings.HasSuffix(ev.AttemptLog, "/logs/bad.attempt-2.log") || ev.Time.IsZero() {
 		t.Errorf("failure event = %+v", ev)
 	}
-	if want := fmt.Sprintf("/logs/bad/event-%d.log", ev.ID); !strings.HasSuffix(ev.LogPath, want) {
+	if want := fmt.Sprintf("/logs/bad.event-%d.log", ev.ID); !strings.HasSuffix(ev.LogPath, want) {
 		t.Errorf("its log %s, want one ending in %s", ev.LogPath, want)
 	}
 	if len(failed) != 1 || failed[0].Notification != "failure" || failed[0].GaveUp ||

@@ -16,16 +16,16 @@ import (
 const nobody = 65534
 
 // ownedRunDir is a scheduler's run directory that nobody can enter, with
-// the log folder of task id made nobody's, as a daemon running as root
-// makes each run's.
-func ownedRunDir(t *testing.T, ids ...string) string {
+// the log folder of each run (logs/RUN, where the logs of tasks RUN/TASK
+// go) made nobody's, as a daemon running as root makes each run's.
+func ownedRunDir(t *testing.T, runs ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o755) // t.TempDir's folders are 0700
 	}
-	for _, id := range ids {
-		logs := filepath.Join(dir, gpusched.LogsDir, id)
+	for _, run := range runs {
+		logs := filepath.Join(dir, gpusched.LogsDir, run)
 		if err := os.MkdirAll(logs, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -46,16 +46,16 @@ func TestOwnerRunsAsOwner(t *testing.T) {
 	if err != nil {
 		t.Skipf("no user %d: %v", nobody, err)
 	}
-	dir := ownedRunDir(t, "mine", "root")
-	s, err := gpusched.New(dir, gpusched.Scheduling{})
+	dir := ownedRunDir(t, "1", "2")
+	s, err := gpusched.New(dir, gpusched.Scheduling{}, gpusched.WithQualifiedIDs())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	script := `echo "uid=$(id -u) user=$USER home=$HOME"`
 	if err := s.SubmitMany([]gpusched.TaskSpec{
-		{ID: "mine", Owner: strconv.Itoa(nobody), Payload: []string{"sh", "-c", script}, Dir: "/"},
-		{ID: "root", Owner: "0", Payload: []string{"sh", "-c", script}, Dir: "/"},
+		{ID: "1/mine", Owner: strconv.Itoa(nobody), Payload: []string{"sh", "-c", script}, Dir: "/"},
+		{ID: "2/root", Owner: "0", Payload: []string{"sh", "-c", script}, Dir: "/"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +64,8 @@ func TestOwnerRunsAsOwner(t *testing.T) {
 		uid  int
 		text string
 	}{
-		"mine": {nobody, "uid=65534 user=" + u.Username + " home=" + u.HomeDir + "\n"},
-		"root": {0, "uid=0 "},
+		"1/mine": {nobody, "uid=65534 user=" + u.Username + " home=" + u.HomeDir + "\n"},
+		"2/root": {0, "uid=0 "},
 	} {
 		r := recs[id]
 		if r.State != gpusched.StateComplete {
@@ -155,7 +155,7 @@ func TestOwnerWhoIsNoUserGetsTheReasonInTheLog(t *testing.T) {
 	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o755) // t.TempDir's folders are 0700
 	}
-	logs := filepath.Join(dir, gpusched.LogsDir, "orphan")
+	logs := filepath.Join(dir, gpusched.LogsDir) // its owner's, as a daemon makes logs/RUN
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		t.Fatal(err)
 	}

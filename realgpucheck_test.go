@@ -183,7 +183,7 @@ func TestRealGPUCheckDryRun(t *testing.T) {
 		"check2-packing/report.html":                  "pack-5 · attempt 1 · complete",
 		"check2-packing/status.json":                  `"memory_mib": 44576`,
 		"check3-reconcile/events.jsonl":               `"event":"started","task":"other"`,
-		"check5-oom/run/logs/too-big/attempt-1.log":   "CUDA out of memory. Tried to allocate 172525 MiB",
+		"check5-oom/run/logs/too-big.attempt-1.log":   "CUDA out of memory. Tried to allocate 172525 MiB",
 		"summary.txt": "PASS 6",
 		"check.log":   "summary: 7 PASS",
 	} {

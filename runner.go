@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -324,7 +323,7 @@ func (s *Scheduler) deliver(ctx context.Context, d engine.Delivery) error {
 	}
 	return ch.OnComplete(ctx, CompletionEvent{
 		ID: d.EventID, TaskID: d.TaskID, Attempt: d.Attempt, Spec: publicSpec(d.Spec), Tries: d.Tries,
-		LogPath: filepath.Join(s.runDir, LogsDir, d.TaskID, fmt.Sprintf("event-%d.log", d.EventID)),
+		LogPath: s.eventLog(d),
 		RunDir:  s.runDir,
 		Env:     map[string]string{"GPUSCHED_RUN_DIR": s.runDir},
 	})

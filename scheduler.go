@@ -25,7 +25,7 @@ import (
 const (
 	StateFile = "state.db" // the SQLite state database
 	LockFile  = "lock"     // held (flock) by the scheduler using the directory
-	LogsDir   = "logs"     // logs/<task>/attempt-<n>.log
+	LogsDir   = "logs"     // logs/<task>.attempt-<n>.log (engine.AttemptLog), logs/<task>.event-<id>.log
 )
 
 // Scheduler runs tasks in a run directory. Create one with New and Close it

@@ -50,7 +50,7 @@ func TestServeWaitQualifiedIDs(t *testing.T) {
 		t.Fatalf("states %v, want %v", got, want)
 	}
 	log := recs[0].LastAttempt().LogPath
-	if want := filepath.Join(s.RunDir(), "logs", "2", "a", "attempt-1.log"); log != want {
+	if want := filepath.Join(s.RunDir(), "logs", "2", "a.attempt-1.log"); log != want {
 		t.Errorf("log %s, want %s", log, want)
 	}
 	if b, _ := os.ReadFile(log); string(b) != "two\n" {

@@ -22,7 +22,7 @@ type RemoteJob = task.RemoteJob
 type TaskSpec struct {
 	// ID names the task; unique within a scheduler. Letters, digits and
 	// "_.:@+=,-", not starting with "." or "-", at most 200 bytes: it also
-	// names the task's log folder.
+	// names the task's log files (logs/ID.attempt-N.log).
 	ID string `json:"id"`
 	// Kind selects the Handler that turns the task into a command; empty
 	// means "command" (CommandHandler).
@@ -124,7 +124,10 @@ type TaskSpec struct {
 	// its attempts run as that user (the scheduler must run as root to run
 	// them as another), and fair share between users counts its use against
 	// that user. Empty: the scheduler's own user. It is part of the task's
-	// definition. A daemon sets it to the submitter's uid.
+	// definition. A daemon sets it to the submitter's uid. Its logs are
+	// created with that user's rights, so the folder they go in must let
+	// the user create files: a daemon's tasks are RUN/TASK, and it makes
+	// each run's folder, logs/RUN, the run's owner's.
 	Owner string `json:"owner,omitempty"`
 }
 

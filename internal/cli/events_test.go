@@ -167,7 +167,7 @@ tasks:
 		t.Errorf("events for tasks %v", got)
 	}
 	for _, ev := range evs {
-		if ev.Event == "started" && (!exists(ev.Log) || filepath.Base(ev.Log) != fmt.Sprintf("attempt-%d.log", ev.Attempt)) {
+		if ev.Event == "started" && (!exists(ev.Log) || filepath.Base(ev.Log) != fmt.Sprintf("%s.attempt-%d.log", ev.Task, ev.Attempt)) {
 			t.Errorf("started event of %s attempt %d: log %q", ev.Task, ev.Attempt, ev.Log)
 		}
 		if ev.Event == "started" && (ev.Card != nil || ev.MemoryMiB != 0) {
@@ -180,7 +180,7 @@ tasks:
 	if ev := findEvent(t, evs, "bad", "attempt-ended", 1); intp(ev.ExitCode) != "3" || ev.Error != "exit code 3" || ev.Signal != "" {
 		t.Errorf("bad's attempt ended with exit_code %s, signal %q, error %q", intp(ev.ExitCode), ev.Signal, ev.Error)
 	}
-	if ev := findEvent(t, evs, "bad", "failed", 1); ev.Error != "exit code 3" || !strings.HasSuffix(ev.Log, "/bad/attempt-1.log") {
+	if ev := findEvent(t, evs, "bad", "failed", 1); ev.Error != "exit code 3" || !strings.HasSuffix(ev.Log, "/logs/bad.attempt-1.log") {
 		t.Errorf("bad failed with error %q, log %q", ev.Error, ev.Log)
 	}
 	if ev := findEvent(t, evs, "killed", "attempt-ended", 1); ev.ExitCode != nil || ev.Signal != "SIGKILL" {

@@ -101,7 +101,7 @@ tasks:
 	abs, _ := filepath.Abs(rd)
 	want := map[string]string{"GPUSCHED_TASK_ID": "bad", "GPUSCHED_EXIT_CODE": "3", "GPUSCHED_ATTEMPTS": "2", "GPUSCHED_ATTEMPT": "2",
 		"GPUSCHED_ERROR": "exit code 3", "GPUSCHED_SIGNAL": "", "GPUSCHED_RUN_DIR": abs,
-		"GPUSCHED_ATTEMPT_LOG": filepath.Join(abs, "logs", "bad", "attempt-2.log")}
+		"GPUSCHED_ATTEMPT_LOG": filepath.Join(abs, "logs", "bad.attempt-2.log")}
 	for k, v := range want {
 		if got, ok := env[k]; !ok || got != v {
 			t.Errorf("%s=%q, want %q", k, got, v)
@@ -111,7 +111,7 @@ tasks:
 	if id == "" {
 		t.Fatal("no GPUSCHED_EVENT_ID")
 	}
-	if log, err := os.ReadFile(filepath.Join(rd, "logs", "bad", "event-"+id+".log")); err != nil || string(log) != "told\n" {
+	if log, err := os.ReadFile(filepath.Join(rd, "logs", "bad.event-"+id+".log")); err != nil || string(log) != "told\n" {
 		t.Errorf("on_failure's log: %q, %v", log, err)
 	}
 	evs := storedEvents(t, rd)
@@ -198,7 +198,7 @@ tasks:
 	if _, err := os.Stat(filepath.Join(dir, "summary-"+itoa(evs[1].id)+".json")); err != nil {
 		t.Errorf("the second run's own end: %v", err)
 	}
-	if log, err := os.ReadFile(filepath.Join(rd, "logs", "run-end", "event-"+itoa(evs[1].id)+".log")); err != nil || len(log) != 0 {
+	if log, err := os.ReadFile(filepath.Join(rd, "logs", "run-end.event-"+itoa(evs[1].id)+".log")); err != nil || len(log) != 0 {
 		t.Errorf("on_run_end's log: %q, %v", log, err)
 	}
 }

@@ -213,8 +213,8 @@ tasks:
 		t.Fatalf("exit code %d, want 1 (a task failed); the terminal shows:\n%s", code, screen)
 	}
 
-	retry := regexp.MustCompile(`^\d\d:\d\d:\d\d retry     flaky: attempt 1 exit code 1; log .*/flaky/attempt-1\.log; next attempt at \d\d:\d\d:\d\d \(in 1s\)$`)
-	fail := regexp.MustCompile(`^\d\d:\d\d:\d\d failed    bad: attempt 1 exit code 3; log .*/bad/attempt-1\.log$`)
+	retry := regexp.MustCompile(`^\d\d:\d\d:\d\d retry     flaky: attempt 1 exit code 1; log .*/logs/flaky\.attempt-1\.log; next attempt at \d\d:\d\d:\d\d \(in 1s\)$`)
+	fail := regexp.MustCompile(`^\d\d:\d\d:\d\d failed    bad: attempt 1 exit code 3; log .*/logs/bad\.attempt-1\.log$`)
 	// The bar: 4 of 5 tasks done (3 complete, 1 failed), 1 that will not
 	// run (blocked by the failure) in its own shade.
 	final := regexp.MustCompile(`^█{24}▒{6} 4/5 tasks, 1 won't run  elapsed \d+s$`)
@@ -241,7 +241,7 @@ tasks:
 		t.Errorf("%d task lines left on the terminal:\n%s", n, screen)
 	}
 	summary := strings.Join(lines[i+3:], "\n")
-	want := "/bad/attempt-1.log\n"
+	want := "/logs/bad.attempt-1.log\n"
 	for l := 4; l <= 12; l++ {
 		want += fmt.Sprintf("    | line %d\n", l)
 	}
@@ -342,10 +342,10 @@ tasks:
 		for _, re := range []string{
 			`(?m)^\d\d:\d\d:\d\d start     ok \(attempt 1\)\r?$`,
 			`(?m)^\d\d:\d\d:\d\d complete  ok \(attempt 1, \d+ms\)\r?$`,
-			`(?m)^\d\d:\d\d:\d\d retry     flaky: attempt 1 exit code 1; log \S+/flaky/attempt-1\.log; next attempt at \S+ \(in \S+\)\r?$`,
+			`(?m)^\d\d:\d\d:\d\d retry     flaky: attempt 1 exit code 1; log \S+/logs/flaky\.attempt-1\.log; next attempt at \S+ \(in \S+\)\r?$`,
 			`(?m)^\d\d:\d\d:\d\d start     flaky \(attempt 2\)\r?$`,
-			`(?m)^\d\d:\d\d:\d\d failed    bad: attempt 1 exit code 4; log \S+/bad/attempt-1\.log\r?$`,
-			`(?m)^  failed  bad: exit code 4 after 1 attempt\(s\); log \S+/bad/attempt-1\.log\r?\n    \| broken\r?$`,
+			`(?m)^\d\d:\d\d:\d\d failed    bad: attempt 1 exit code 4; log \S+/logs/bad\.attempt-1\.log\r?$`,
+			`(?m)^  failed  bad: exit code 4 after 1 attempt\(s\); log \S+/logs/bad\.attempt-1\.log\r?\n    \| broken\r?$`,
 		} {
 			if !regexp.MustCompile(re).MatchString(out) {
 				t.Errorf("output does not match %s:\n%s", re, out)

@@ -131,11 +131,11 @@ tasks:
     retries: 0
     args: [true]
 `)
-	logs := filepath.Join(dir, ".gpusched", "env", "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
+	rd := filepath.Join(dir, ".gpusched", "env")
+	if err := os.MkdirAll(rd, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	planted := filepath.Join(logs, "victim")
+	planted := filepath.Join(rd, "logs") // every task's log folder
 	if err := os.WriteFile(planted, []byte("not a folder\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

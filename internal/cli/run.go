@@ -257,6 +257,7 @@ type runOutput struct {
 // runWorkflow runs tasks in the run directory dir to the end, or until
 // stop's signals stop it, reporting as o says.
 func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduling, tasks []gpusched.TaskSpec, dir string, o runOutput) (err error) {
+	defer startProfile(stderr)()
 	// Where the events go, and the human output.
 	human := stdout
 	var events *eventLog

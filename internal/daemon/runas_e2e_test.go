@@ -163,7 +163,7 @@ func TestTasksRunAsTheirOwners(t *testing.T) {
 	if uid, mode := ownerOf(t, filepath.Join(state, "logs", "2")); uid != alice.uid || mode.Perm() != 0o700 || !mode.IsDir() {
 		t.Errorf("run 2's log folder: uid %d, mode %v; want alice's (%d), a folder 0700", uid, mode, alice.uid)
 	}
-	log := filepath.Join(state, "logs", "2", "cmd", "attempt-1.log")
+	log := filepath.Join(state, "logs", "2", "cmd.attempt-1.log")
 	if uid, _ := ownerOf(t, log); uid != alice.uid {
 		t.Errorf("alice's log is uid %d's, want hers (%d)", uid, alice.uid)
 	}

@@ -121,7 +121,7 @@ type Config struct {
 	MaxParallel    int           // attempts running at once; must be > 0
 	DefaultTimeout time.Duration // per attempt; 0 means none
 	DefaultRetries int           // extra attempts of a failing task
-	LogDir         string        // attempt logs go to LogDir/<task>/attempt-<n>.log
+	LogDir         string        // attempt logs go to LogDir/<task>.attempt-<n>.log (AttemptLog)
 	Store          store.Store   // required
 	Runner         Runner        // required
 	// Observer, if set, is told of every transition after it is committed,
@@ -254,6 +254,8 @@ type Engine struct {
 	earlier   map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
 	batch     store.Batch
 	effects   []func(commitErr error) // to do once the batch is committed
+	later     []laterWrite            // attempts to write with the next commit, at the latest at laterDue (see writeAttemptLater)
+	laterDue  time.Time               // zero while later is empty
 	run       *runState               // the Run in progress, or nil
 	broken    error                   // a failed commit: nothing new starts
 	closing   chan error              // Close's reply, once asked
@@ -511,10 +513,10 @@ func (e *Engine) loop() {
 		gpuNext := e.pollGPUs()
 		waitNext := e.refreshWaits(e.cfg.Now())
 		rssNext := e.sampleRSS(e.cfg.Now())
-		e.saveUsage()
+		usageNext := e.saveUsage()
 		e.queueRunEnd()
 		e.flush()
-		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext, rssNext)
+		e.arm(gpuNext, e.deliver(e.cfg.Now()), e.nextRetry(), waitNext, rssNext, e.laterDue, usageNext)
 		e.finishRun()
 		e.afterTurn()
 		if e.closing != nil && e.running == 0 && !e.delivering() {
@@ -584,8 +586,13 @@ func (e *Engine) schedule() {
 	}
 }
 
-// flush commits the batch, then performs the effects it allows.
+// flush commits the batch, then performs the effects it allows. The
+// attempts written later (writeAttemptLater) go with it, or on their own
+// once they are due.
 func (e *Engine) flush() {
+	if len(e.later) > 0 && (e.batch.Len() > 0 || len(e.effects) > 0 || e.closing != nil || !e.cfg.Now().Before(e.laterDue)) {
+		e.foldLater()
+	}
 	var err error
 	if e.batch.Len() > 0 {
 		err = e.cfg.Store.Apply(&e.batch)
@@ -656,7 +663,7 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 	att := task.Attempt{
 		Number:  number,
 		Start:   e.cfg.Now(),
-		LogPath: filepath.Join(e.cfg.LogDir, n.spec.ID, "attempt-"+strconv.Itoa(number)+".log"),
+		LogPath: AttemptLog(e.cfg.LogDir, n.spec.ID, number),
 		ReadyAt: n.readySince,
 	}
 	var assign *Assignment
@@ -716,6 +723,19 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 			e.send(exitEvent{n: n, number: number, out: out, cause: context.Cause(ctx)})
 		}()
 	})
+}
+
+// AttemptLog is where attempt number of task id writes its output in the
+// log folder dir: dir/<id>.attempt-<number>.log, every task's logs in the
+// one folder. (Until issue 14 each task had a folder of its own,
+// dir/<id>/attempt-<number>.log: creating it cost as much as the log
+// file. Readers follow the path saved with each attempt, so run
+// directories of either layout read alike.) A task id cannot contain
+// "/" except the one of a daemon's RUN/TASK, whose logs go in dir/RUN.
+// The name is never another attempt's: the number is what follows the
+// last ".attempt-", and the id what precedes it.
+func AttemptLog(dir, id string, number int) string {
+	return filepath.Join(dir, id+".attempt-"+strconv.Itoa(number)+".log")
 }
 
 // request is what the Runner needs to run (or recover) attempt number of n.
@@ -808,8 +828,8 @@ func (ev runningEvent) apply(e *Engine) {
 			e.board.SetPID(n.spec.ID, c, ev.run.PID)
 		}
 	}
-	e.writeAttempt(n, ev.number)
-	e.jobRuns(n, ev.number) // it no longer waits in a batch system's queue
+	e.writeAttemptLater(n, ev.number) // it permits nothing: no commit of its own
+	e.jobRuns(n, ev.number)           // it no longer waits in a batch system's queue
 }
 
 func (n *node) setHandle(number int, h executor.Handle) {
@@ -1237,6 +1257,46 @@ func (e *Engine) writeAttempt(n *node, number int) {
 	e.batch.Attempts = append(e.batch.Attempts, store.AttemptWrite{
 		TaskID: n.spec.ID, Attempt: n.rec.Attempts[number-1], Handle: n.handles[number],
 	})
+}
+
+// laterDelay is how long an attempt's write may wait for the next commit
+// (writeAttemptLater).
+const laterDelay = 50 * time.Millisecond
+
+// laterWrite names an attempt whose row is to be written later.
+type laterWrite struct {
+	n      *node
+	number int
+}
+
+// writeAttemptLater queues attempt number of n to be written with the next
+// commit, as it is then, or on its own within laterDelay if none comes:
+// for a change that permits no effect, so that it need not cost a commit
+// of its own. That an attempt runs (its PID, handle and real start, which
+// the executor reports once its process is started) is such a change:
+// its start was committed before the process was, and a scheduler that
+// dies before the write finds the attempt by its token (docs/states.md,
+// "What is saved, and when"). With many short tasks the next commit comes
+// within milliseconds (another task's end and the next start), and the
+// write costs no transaction.
+func (e *Engine) writeAttemptLater(n *node, number int) {
+	if len(e.later) == 0 {
+		e.laterDue = e.cfg.Now().Add(laterDelay)
+	}
+	e.later = append(e.later, laterWrite{n, number})
+}
+
+// foldLater puts the attempts written later into the batch, as they are
+// now. One that ended since is in the batch already, whole: its end was
+// written in this turn (any earlier commit would have taken it along).
+func (e *Engine) foldLater() {
+	for _, w := range e.later {
+		if w.number <= len(w.n.rec.Attempts) && !w.n.rec.Attempts[w.number-1].Ended() {
+			e.writeAttempt(w.n, w.number)
+		}
+	}
+	clear(e.later)
+	e.later, e.laterDue = e.later[:0], time.Time{}
 }
 
 // notify queues an event for the observer and subscribers, published

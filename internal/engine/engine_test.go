@@ -422,7 +422,7 @@ func TestRetries(t *testing.T) {
 					t.Fatalf("state %s after %d attempts, want %s after %d", r.State, len(r.Attempts), tt.wantState, tt.wantAttempts)
 				}
 				for i, a := range r.Attempts {
-					if a.Number != i+1 || !a.Ended() || a.LogPath != fmt.Sprintf("/logs/t/attempt-%d.log", i+1) {
+					if a.Number != i+1 || !a.Ended() || a.LogPath != fmt.Sprintf("/logs/t.attempt-%d.log", i+1) {
 						t.Errorf("attempt %d = %+v", i+1, a)
 					}
 				}

@@ -97,8 +97,9 @@ type readySet struct {
 	slots    int
 	gpuMiB   int64
 	halfLife time.Duration
-	cur      []cursor // Ascend's, reused
-	dirty    bool     // an attempt ended: save the usage with the commit
+	cur      []cursor  // Ascend's, reused
+	dirty    bool      // an attempt ended: save the usage (saveUsage)
+	savedAt  time.Time // when the usage was last queued for a commit
 }
 
 type cursor struct {
@@ -243,8 +244,8 @@ func (e *Engine) charge(n *node, mib int64) {
 }
 
 // uncharge counts the end of n's attempt, before its card is released:
-// its use so far goes into its owner's usage, which is saved with the
-// turn's commit.
+// its use so far goes into its owner's usage, which is saved with a
+// commit soon after (saveUsage).
 func (e *Engine) uncharge(n *node) {
 	o := e.ready.ownerOf(n)
 	o.advance(e.cfg.Now(), e.ready.halfLife)
@@ -267,14 +268,26 @@ func chargedMiB(n *node) int64 {
 	return n.need.MiB * cards
 }
 
-// saveUsage queues the owners' usage for the turn's commit, once an
-// attempt ended in it.
-func (e *Engine) saveUsage() {
+// usageEvery is how often, at most, the owners' usage is saved while
+// attempts run.
+const usageEvery = time.Second
+
+// saveUsage queues the owners' usage for the turn's commit once an attempt
+// ended since it was last saved: at most once per usageEvery while attempts
+// run (a row of its own in every commit cost a sixth of the commit's pages
+// with many short tasks), at once when none runs (the end of a run, Close).
+// It returns when it is to be saved next, zero if not. What a crash loses
+// is at most that second of usage, which fair share can spare.
+func (e *Engine) saveUsage() time.Time {
 	if !e.ready.dirty {
-		return
+		return time.Time{}
+	}
+	now := e.cfg.Now()
+	if next := e.ready.savedAt.Add(usageEvery); e.running > 0 && e.closing == nil && now.Before(next) {
+		return next
 	}
 	e.ready.dirty = false
-	now := e.cfg.Now()
+	e.ready.savedAt = now
 	m := make(map[string]usage, len(e.ready.list))
 	for _, o := range e.ready.list {
 		o.advance(now, e.ready.halfLife)
@@ -284,12 +297,13 @@ func (e *Engine) saveUsage() {
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		return // floats and times: cannot fail
+		return time.Time{} // floats and times: cannot fail
 	}
 	if e.batch.Meta == nil {
 		e.batch.Meta = map[string]string{}
 	}
 	e.batch.Meta[metaUsage] = string(b)
+	return time.Time{}
 }
 
 // loadUsage reads the owners' usage an earlier engine saved. What ran

@@ -8,7 +8,6 @@
 package procfs
 
 import (
-	"os"
 	"strconv"
 	"strings"
 )
@@ -40,7 +39,11 @@ func (s Stat) Exiting() bool { return s.Zombie() || s.Flags&0x00000004 != 0 }
 
 // Read returns pid's stat, or false if it cannot be read (no such process).
 func Read(pid int) (Stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	// Read with raw system calls into a buffer on the stack: os.ReadFile
+	// costs five more (the poller's fcntl calls, fstat) and an allocation,
+	// and a handle is read at every attempt's start.
+	var buf [512]byte
+	b, err := readFile("/proc/"+strconv.Itoa(pid)+"/stat", buf[:0])
 	if err != nil {
 		return Stat{}, false
 	}

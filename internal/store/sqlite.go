@@ -95,7 +95,7 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 		db.Close()
 		return nil, s.corrupt(err)
 	}
-	for _, q := range []string{upsertTaskSQL(1), upsertTaskSQL(chunk), upsertAttemptSQL(1), upsertAttemptSQL(chunk)} {
+	for _, q := range []string{upsertTaskSQL(1), upsertTaskSQL(chunk), upsertAttemptSQL(1), upsertAttemptSQL(chunk), setMetaSQL, deleteMetaSQL} {
 		st, err := db.Prepare(q)
 		if err != nil {
 			s.Close()
@@ -465,6 +465,14 @@ ON CONFLICT (task_id, number) DO UPDATE SET
 	host_mem_requested = excluded.host_mem_requested, rss_peak = excluded.rss_peak`
 }
 
+// The statements that set and delete a meta key: prepared once, as a turn
+// that ends an attempt saves the owners' usage (engine's fair share), and
+// preparing the statement cost as much as running it.
+const (
+	setMetaSQL    = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+	deleteMetaSQL = "DELETE FROM meta WHERE key = ?"
+)
+
 // joinInts writes the cards of an attempt on several as "3,1"; "" for
 // none.
 func joinInts(v []int) string { return task.CardList(v) }
@@ -621,9 +629,9 @@ func (s *SQLite) apply(b *Batch) error {
 	for k, v := range b.Meta {
 		var err error
 		if v == "" {
-			_, err = tx.Exec("DELETE FROM meta WHERE key = ?", k)
+			_, err = tx.Stmt(s.stmts[5]).Exec(k)
 		} else {
-			_, err = tx.Exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", k, v)
+			_, err = tx.Stmt(s.stmts[4]).Exec(k, v)
 		}
 		if err != nil {
 			return fmt.Errorf("write %s to state db %s: %w", k, s.path, err)

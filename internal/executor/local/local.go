@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -83,6 +85,8 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		cmd := &exec.Cmd{Path: path, Args: job.Args, Env: env, Dir: job.Dir, Stdout: logf, Stderr: logf, SysProcAttr: attr}
 		if job.Stdin != nil {
 			cmd.Stdin = job.Stdin // a file: no copying goroutine to wait for
+		} else if f := devNull(); f != nil {
+			cmd.Stdin = f
 		}
 		return cmd
 	}
@@ -214,6 +218,17 @@ func (e *Executor) stop(pid int, tr *tracker, job executor.Job, exited <-chan st
 	case <-job.KillNow:
 	}
 }
+
+// devNull is /dev/null, opened once for reading, every attempt's stdin
+// unless its job gives one: os/exec would open it anew for each command
+// (six system calls). nil if it cannot be opened: os/exec then tries.
+var devNull = sync.OnceValue(func() *os.File {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil
+	}
+	return f
+})
 
 // withToken returns env with TokenVar=token in place of any TokenVar.
 func withToken(env []string, token string) []string {

@@ -75,7 +75,7 @@ tasks:
 	if err != nil || !strings.Contains(string(out), "2 tasks: 2 complete") {
 		t.Errorf("status: %v\n%s", err, out)
 	}
-	if log := readFile(t, filepath.Join(run, "logs", "train", "attempt-1.log")); log != "prepared\ntrained\n" {
+	if log := readFile(t, filepath.Join(run, "logs", "train.attempt-1.log")); log != "prepared\ntrained\n" {
 		t.Errorf("train's log = %q: want prep's file, then its own line", log)
 	}
 	var sbatch []string

@@ -66,7 +66,7 @@ tasks:
 		if gres == "" {
 			devices = "devices=\n"
 		}
-		if log := readFile(t, filepath.Join(run, "logs", id, "attempt-1.log")); log != devices {
+		if log := readFile(t, filepath.Join(run, "logs", id+".attempt-1.log")); log != devices {
 			t.Errorf("%s's log = %q, want %q", id, log, devices)
 		}
 	}

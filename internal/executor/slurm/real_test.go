@@ -89,7 +89,7 @@ tasks:
 	if out, err := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress").CombinedOutput(); err != nil {
 		t.Fatalf("gpusched run: %v\n%s", err, out)
 	}
-	if log := readFile(t, filepath.Join(run, "logs", "train", "attempt-1.log")); log != "prepared\ntrained\n" {
+	if log := readFile(t, filepath.Join(run, "logs", "train.attempt-1.log")); log != "prepared\ntrained\n" {
 		t.Errorf("train's log = %q", log)
 	}
 }
@@ -219,7 +219,7 @@ tasks:
 		t.Fatalf("gpusched run: %v\n%s", err, out)
 	}
 	for _, id := range []string{"budget", "whole"} {
-		log := strings.TrimSpace(readFile(t, filepath.Join(run, "logs", id, "attempt-1.log")))
+		log := strings.TrimSpace(readFile(t, filepath.Join(run, "logs", id+".attempt-1.log")))
 		devs, ok := strings.CutPrefix(log, "devices=")
 		if !ok || devs == "" || strings.Contains(devs, ",") {
 			t.Errorf("%s's log = %q, want one GPU from Slurm in CUDA_VISIBLE_DEVICES", id, log)

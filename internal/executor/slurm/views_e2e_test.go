@@ -254,7 +254,7 @@ tasks:
 	c.set(t, "start-delay", "0s")
 	// The job runs and ends while no scheduler follows it: its result
 	// file tells.
-	result := filepath.Join(run, "logs", "train", "attempt-1.result")
+	result := filepath.Join(run, "logs", "train.attempt-1.result")
 	waitFor(t, "the job's result file", func() bool { _, err := os.Stat(result); return err == nil })
 	plan, _ = c.gpusched(t, dir, "plan", "wf.yaml", "--run-dir", run).CombinedOutput()
 	if want := "Slurm job " + id + " ended while no scheduler ran (exit code 0): its result is recorded"; !strings.Contains(string(plan), want) {
