@@ -1,0 +1,453 @@
+package engine
+
+// The GPU index: how decide passes over, in O(log n), runs of waiting GPU
+// tasks that it would only pass over again with the reason they carry.
+//
+// With thousands of GPU tasks waiting for memory, most decisions start
+// nothing and report nothing: every waiting task is looked at, does not
+// fit, and keeps its reason. The index is, per owner, a second ordered
+// tree over the same ready tasks (a treap, in the ready queue's order),
+// each of whose subtrees carries a summary of its tasks: how many are not
+// plain waiting GPU tasks, and for the plain ones the least and most GPU
+// memory they ask by the reason they carry, the most cores and host
+// memory, the lowest priority and the longest wait. decide, walking the
+// tree, asks of each subtree before entering it whether every task in it
+// would be passed over with its own reason and change nothing (skipper);
+// if so, the whole subtree is passed over. Everything else is visited in
+// exactly the order and with exactly the questions of the full walk, so
+// the decisions are the same (TestIndexedDecideMatchesFullWalk compares
+// them).
+//
+// The index is built when the first GPU task becomes ready (a queue of CPU
+// tasks never pays for it), and kept by the ready set's insert and delete
+// and by the engine when a ready task's reason changes (readySet.refresh).
+// decide stays pure: the summaries are input data, read through the
+// queue (skipQueue); a queue without them gets the full walk.
+
+import (
+	"math"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// skipQueue is a Queue that can pass over subtrees of ready tasks: it
+// calls skip with the summary of a run of tasks, of one owner (its index
+// in View.Owners), that comes next in the walk, and passes the run over
+// without calling fn when skip says so.
+type skipQueue interface {
+	Queue
+	AscendSkip(fn func(Candidate) bool, skip func(owner int32, s *needSum) bool)
+}
+
+// needSum sums up a run of ready tasks for skipper. A plain task is a
+// GPU task on this machine's cards, on one card, not exclusive, asking no
+// custom resource, whose reason is gpu-memory, card-reserved or
+// card-unavailable; the others are counted in other and otherwise left
+// out.
+type needSum struct {
+	other   int32 // tasks that are not plain
+	cpus    int32 // the most cores a plain task takes
+	lowPrio int32 // the lowest priority (saturated to int32)
+	hostMiB int64 // the most host memory a plain task takes
+	// GPU memory asked: the least and the most of every plain task; the
+	// least of those that wait for gpu-memory; the most of those that wait
+	// for a reserved card; the least and most of those that wait for an
+	// unavailable card. (Empty: MaxInt64 for a least, MinInt64 for a most.)
+	minMiB, maxMiB int64
+	memLo, resHi   int64
+	unavLo, unavHi int64
+	oldest         *time.Time // the earliest ReadySince of a plain task; nil: none
+}
+
+// emptySum sums up no task.
+var emptySum = needSum{lowPrio: math.MaxInt32, minMiB: math.MaxInt64, maxMiB: math.MinInt64,
+	memLo: math.MaxInt64, resHi: math.MinInt64, unavLo: math.MaxInt64, unavHi: math.MinInt64}
+
+// add adds the tasks t sums up to s.
+func (s *needSum) add(t *needSum) {
+	s.other += t.other
+	s.cpus = max(s.cpus, t.cpus)
+	s.lowPrio = min(s.lowPrio, t.lowPrio)
+	s.hostMiB = max(s.hostMiB, t.hostMiB)
+	s.minMiB, s.maxMiB = min(s.minMiB, t.minMiB), max(s.maxMiB, t.maxMiB)
+	s.memLo, s.resHi = min(s.memLo, t.memLo), max(s.resHi, t.resHi)
+	s.unavLo, s.unavHi = min(s.unavLo, t.unavLo), max(s.unavHi, t.unavHi)
+	if t.oldest != nil && (s.oldest == nil || t.oldest.Before(*s.oldest)) {
+		s.oldest = t.oldest
+	}
+}
+
+// own is what the index keeps of one task, so that summing a subtree up
+// reads no task: its class (0: not plain; else the reason it waits), the
+// GPU memory, cores and host memory it asks, its priority, and when it
+// became ready.
+type own struct {
+	mib, hostMiB int64
+	since        *time.Time
+	cpus         int32
+	prio         int32
+	class        task.WaitKind
+}
+
+// ownOf is what the index keeps of n as it is now.
+func ownOf(n *node) own {
+	o := own{prio: int32(min(max(n.spec.Priority, math.MinInt32), math.MaxInt32))}
+	r := &n.spec.Resources
+	switch k := n.rec.Waiting.Kind; {
+	case !n.localGPU(), n.need.Count > 1, n.need.Exclusive, n.need.MiB < 0, len(r.Counters) > 0, r.CPUCount() > math.MaxInt32:
+	case k == task.WaitGPUMemory, k == task.WaitCardReserved, k == task.WaitCardUnavailable:
+		o.class, o.mib, o.hostMiB, o.cpus, o.since = k, n.need.MiB, r.MemoryMiBHost, int32(r.CPUCount()), &n.readySince
+	}
+	return o
+}
+
+// sum sums up the one task o describes.
+func (o *own) sum() needSum {
+	s := emptySum
+	s.lowPrio = o.prio
+	if o.class == task.NotWaiting {
+		s.other = 1
+		return s
+	}
+	s.cpus, s.hostMiB, s.oldest = o.cpus, o.hostMiB, o.since
+	s.minMiB, s.maxMiB = o.mib, o.mib
+	switch o.class {
+	case task.WaitGPUMemory:
+		s.memLo = o.mib
+	case task.WaitCardReserved:
+		s.resHi = o.mib
+	case task.WaitCardUnavailable:
+		s.unavLo, s.unavHi = o.mib, o.mib
+	}
+	return s
+}
+
+// inode is a task in an owner's index: a treap node, ordered as the ready
+// queue (lessNode), heap-ordered by pri.
+type inode struct {
+	l, r *inode
+	n    *node
+	sum  needSum // of the subtree
+	own  own
+	pri  uint32
+}
+
+// fix sums x's subtree up again from its own task and its children's sums.
+func (x *inode) fix() {
+	s := x.own.sum()
+	if x.l != nil {
+		s.add(&x.l.sum)
+	}
+	if x.r != nil {
+		s.add(&x.r.sum)
+	}
+	x.sum = s
+}
+
+// gpuIndex is an owner's index: its ready tasks, in queue order.
+type gpuIndex struct{ root *inode }
+
+// insert adds n, whose key no task in the index has, with treap priority pri.
+func (ix *gpuIndex) insert(n *node, pri uint32) {
+	x := &inode{n: n, own: ownOf(n), pri: pri}
+	ix.root = insertNode(ix.root, x)
+}
+
+func insertNode(t, x *inode) *inode {
+	if t == nil {
+		x.fix()
+		return x
+	}
+	if x.pri > t.pri {
+		x.l, x.r = split(t, x.n)
+		x.fix()
+		return x
+	}
+	if lessNode(x.n, t.n) {
+		t.l = insertNode(t.l, x)
+	} else {
+		t.r = insertNode(t.r, x)
+	}
+	t.fix()
+	return t
+}
+
+// split splits t into the tasks before key and the others.
+func split(t *inode, key *node) (before, after *inode) {
+	if t == nil {
+		return nil, nil
+	}
+	if lessNode(t.n, key) {
+		t.r, after = split(t.r, key)
+		t.fix()
+		return t, after
+	}
+	before, t.l = split(t.l, key)
+	t.fix()
+	return before, t
+}
+
+// merge joins a and b, every task of a before every task of b.
+func merge(a, b *inode) *inode {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case a.pri > b.pri:
+		a.r = merge(a.r, b)
+		a.fix()
+		return a
+	}
+	b.l = merge(a, b.l)
+	b.fix()
+	return b
+}
+
+// remove takes n out of the index, if it is there.
+func (ix *gpuIndex) remove(n *node) {
+	ix.root, _ = removeNode(ix.root, n)
+}
+
+func removeNode(t *inode, n *node) (*inode, bool) {
+	if t == nil {
+		return nil, false
+	}
+	if t.n == n {
+		return merge(t.l, t.r), true
+	}
+	var found bool
+	if lessNode(n, t.n) {
+		t.l, found = removeNode(t.l, n)
+	} else {
+		t.r, found = removeNode(t.r, n)
+	}
+	if found {
+		t.fix()
+	}
+	return t, found
+}
+
+// refresh reads n again (its reason changed), if it is in the index.
+func (ix *gpuIndex) refresh(n *node) { refreshNode(ix.root, n) }
+
+func refreshNode(t *inode, n *node) bool {
+	if t == nil {
+		return false
+	}
+	if t.n == n {
+		t.own = ownOf(n)
+		t.fix()
+		return true
+	}
+	var found bool
+	if lessNode(n, t.n) {
+		found = refreshNode(t.l, n)
+	} else {
+		found = refreshNode(t.r, n)
+	}
+	if found {
+		t.fix()
+	}
+	return found
+}
+
+// ascend calls fn on t's tasks in order, until it returns false, passing
+// over each subtree skip says to; it returns false when fn did.
+func (t *inode) ascend(fn func(*node) bool, skip func(*needSum) bool) bool {
+	for t != nil {
+		if skip(&t.sum) {
+			return true
+		}
+		if !t.l.ascend(fn, skip) || !fn(t.n) {
+			return false
+		}
+		t = t.r
+	}
+	return true
+}
+
+// ascendFrom is ascend from the first task not before from.
+func (t *inode) ascendFrom(from *node, fn func(*node) bool, skip func(*needSum) bool) bool {
+	for t != nil {
+		if lessNode(t.n, from) {
+			t = t.r
+			continue
+		}
+		if !t.l.ascendFrom(from, fn, skip) || !fn(t.n) {
+			return false
+		}
+		return t.r.ascend(fn, skip)
+	}
+	return true
+}
+
+// skipper answers, for decide, whether a run of waiting tasks would all be
+// passed over with the reason they carry, changing nothing.
+type skipper struct {
+	d *decision
+	// What it read of the cards, and the plan's size when it did (the
+	// cards change only with a start or a reservation), and whether the
+	// kept cards were noted then.
+	starts, reserved int
+	read, keptNoted  bool
+	fitMax           int64 // no plain task asking more fits on any card now
+	// measureKept's figures as it would find them now: over the cards
+	// kept, or that would be kept once noted.
+	roomReserved, roomResting int64
+	kept                      []int // scratch
+}
+
+// passesOver reports whether decide, coming to the tasks s sums up (of
+// owner), would pass over every one with the reason it carries, starting
+// nothing, reserving nothing and holding nothing back: each is a plain
+// GPU task whose owner is at no cap it could reach, that the machine's
+// cores and memory would take, that fits on no card now, that would not
+// reserve cards, and whose reason is the one decide would give it. Then,
+// as the first of them would have, it notes the cards kept off.
+func (k *skipper) passesOver(owner int32, s *needSum) bool {
+	d := k.d
+	if s.other > 0 || !d.gpuKnown {
+		return false
+	}
+	if c := d.caps; c != nil {
+		if int(owner) < len(c.owners) {
+			o := &c.owners[owner]
+			if c.running > 0 && o.Running >= c.running || c.gpuMiB > 0 && o.GPUMiB > 0 && s.maxMiB > c.gpuMiB-o.GPUMiB {
+				return false
+			}
+		}
+		if h := &c.host; h.on && (s.cpus > 0 && int(s.cpus) > h.cpus || s.hostMiB > 0 && s.hostMiB > h.mib) {
+			return false
+		}
+	}
+	if d.p.Reserved == nil && d.reserveAfter >= 0 && s.oldest != nil && d.now.Sub(*s.oldest) >= d.reserveAfter {
+		return false
+	}
+	if !k.read || k.starts != len(d.p.Starts) || k.reserved != len(d.p.Reserved) || k.keptNoted != (d.kept != nil) {
+		k.readCards()
+	}
+	// The room decide gives reasons by: none when no card is kept; the
+	// figures measureKept found, until they are stale (a card was reserved
+	// or its reservation ended: a task started on a kept card leaves them
+	// as they were); else what it will find.
+	r, u := k.roomReserved, k.roomResting
+	switch {
+	case d.kept != nil && len(d.kept) == 0:
+		r, u = -1, -1
+	case d.kept != nil && !d.stale:
+		r, u = d.roomReserved, d.roomResting
+	}
+	if s.minMiB <= k.fitMax ||
+		s.memLo <= max(r, u) || // gpu-memory: room on no kept card
+		s.resHi > r || // card-reserved: room on a reserved card
+		s.unavLo <= r || s.unavHi > u { // card-unavailable: room only on a resting card
+		return false
+	}
+	// As the first of them would have: note the kept cards, measure them.
+	if d.kept == nil {
+		d.kept, d.stale = keptCards(make([]int, 0), d.cards), true
+	}
+	if len(d.kept) > 0 && d.stale {
+		d.measureKept()
+	}
+	return true
+}
+
+// readCards reads the cards as they are now: the most memory a plain
+// task may ask and still fit one (a card that takes work and is not held
+// exclusively, its memory left; for one reserved in this decision, less
+// the memory the reservation holds, or none when it holds the whole card;
+// one reserved before this decision is counted whole, as its task may be
+// in the queue), and the room on the kept cards as measureKept would find
+// it now.
+// (The reserved ones counted so follow gpu.Holds; TestIndexedDecideMatches-
+// FullWalk checks that they still do.)
+func (k *skipper) readCards() {
+	d := k.d
+	k.read, k.starts, k.reserved = true, len(d.p.Starts), len(d.p.Reserved)
+	k.fitMax = math.MinInt64
+	for i := range d.cards {
+		c := &d.cards[i]
+		if !c.Takes() || c.Exclusive {
+			continue
+		}
+		room := c.AvailableMiB
+		if c.ReservedFor != "" && d.p.Reserved[c.Index] == c.ReservedFor {
+			if c.ReservedMiB <= 0 {
+				continue
+			}
+			room -= c.ReservedMiB
+		}
+		k.fitMax = max(k.fitMax, room)
+	}
+	k.keptNoted = d.kept != nil
+	kept := d.kept
+	if kept == nil {
+		k.kept = keptCards(k.kept[:0], d.cards)
+		kept = k.kept
+	}
+	k.roomReserved, k.roomResting = keptRoom(d.cards, kept)
+}
+
+// walk hands decide's visit the ready tasks in queue order: through the
+// index when the queue has one and the cards are known, passing over the
+// runs that would change nothing; else every one.
+func (d *decision) walk(q Queue, visit func(Candidate) bool) {
+	if sq, ok := q.(skipQueue); ok && d.gpuKnown {
+		k := &skipper{d: d}
+		sq.AscendSkip(visit, k.passesOver)
+		return
+	}
+	q.Ascend(visit)
+}
+
+// candidateOf is n, of owner o, as decide sees it.
+func candidateOf(o *owner, n *node) Candidate {
+	return Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
+		GPU: n.localGPU(), Remote: n.placed, Need: n.need, ReadySince: n.readySince, Res: &n.spec.Resources, Waiting: n.rec.Waiting.Kind}
+}
+
+// AscendSkip is Ascend through the owners' indexes, passing over the runs
+// skip says to; without indexes (no GPU task was ever ready), Ascend.
+func (q readyQueue) AscendSkip(fn func(Candidate) bool, skip func(owner int32, s *needSum) bool) {
+	if !q.t.indexed {
+		q.Ascend(fn)
+		return
+	}
+	q.t.walkSkip(func(o *owner, n *node) bool { return fn(candidateOf(o, n)) }, skip)
+}
+
+// enableIndex builds every owner's index from its queue; from then on the
+// ready set keeps them.
+func (r *readySet) enableIndex() {
+	r.indexed = true
+	for _, o := range r.list {
+		o.index = gpuIndex{}
+		o.ready.Ascend(func(n *node) bool {
+			o.index.insert(n, r.nextPri())
+			return true
+		})
+	}
+}
+
+// nextPri is a treap priority: xorshift, from a fixed seed, so that runs
+// are reproducible.
+func (r *readySet) nextPri() uint32 {
+	if r.rng == 0 {
+		r.rng = 0x9e3779b97f4a7c15
+	}
+	r.rng ^= r.rng << 13
+	r.rng ^= r.rng >> 7
+	r.rng ^= r.rng << 17
+	return uint32(r.rng >> 32)
+}
+
+// refresh reads ready task n again into its owner's index: its reason
+// changed.
+func (r *readySet) refresh(n *node) {
+	if r.indexed {
+		r.ownerOf(n).index.refresh(n)
+	}
+}

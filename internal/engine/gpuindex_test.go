@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// fullWalk hides a queue's index: decide walks every task.
+type fullWalk struct{ q Queue }
+
+func (f fullWalk) Ascend(fn func(Candidate) bool) { f.q.Ascend(fn) }
+
+// countVisits wraps a skipQueue and counts the tasks it hands decide.
+type countVisits struct {
+	q      readyQueue
+	visits *int
+}
+
+func (c countVisits) Ascend(fn func(Candidate) bool) { c.q.Ascend(fn) }
+
+func (c countVisits) AscendSkip(fn func(Candidate) bool, skip func(int32, *needSum) bool) {
+	c.q.AscendSkip(func(x Candidate) bool { *c.visits++; return fn(x) }, skip)
+}
+
+// randomQueue is a ready set of up to 300 tasks, most on the GPU (1, 2, 4
+// or 8 cards, some exclusive, some asking cores, host memory or a custom
+// resource), of up to three owners with different usage, in three
+// priorities, ready for up to two hours.
+func randomQueue(rnd *rand.Rand) (*readySet, []*node) {
+	r := newReadySet()
+	r.now, r.slots, r.gpuMiB = t0, 8, 8*80000
+	owners := 1 + rnd.IntN(3)
+	for i := range owners {
+		o := r.owner(fmt.Sprint(1000 + i))
+		o.use = usage{SlotSec: rnd.Float64() * 1000, At: t0}
+		o.running = rnd.IntN(3)
+	}
+	sizes := []int64{0, 1000, 4000, 8000, 12000, 20000, 30000, 40000, 60000, 79000, 90000}
+	var nodes []*node
+	for i := range rnd.IntN(300) {
+		s := &task.Spec{ID: fmt.Sprintf("t%03d", i), Owner: fmt.Sprint(1000 + rnd.IntN(owners)), Priority: rnd.IntN(3) / 2}
+		n := &node{spec: s, seq: int64(i), card: -1, readySince: t0.Add(-time.Duration(rnd.IntN(7200)) * time.Second)}
+		if rnd.IntN(8) > 0 {
+			s.Resources.Device = task.CUDA
+			n.need = gpu.Need{MiB: sizes[rnd.IntN(len(sizes))] + int64(rnd.IntN(3))*500}
+			if rnd.IntN(6) == 0 {
+				n.need.Count = uint8(2 << rnd.IntN(3))
+			}
+			n.need.Exclusive = rnd.IntN(20) == 0
+			n.placed = rnd.IntN(30) == 0
+		}
+		switch rnd.IntN(10) {
+		case 0:
+			s.Resources.CPUs = 1 + rnd.IntN(8)
+		case 1:
+			s.Resources.MemoryMiBHost = int64(rnd.IntN(4)) << 14
+		case 2:
+			s.Resources.Counters = map[string]int{"licence": 1 + rnd.IntN(2)}
+		}
+		n.rec.Waiting.Kind = []task.WaitKind{task.WaitSlot, task.WaitGPUMemory, task.WaitGPUMemory, task.WaitCardReserved,
+			task.WaitCardUnavailable, task.WaitUserCap, task.WaitCPU, task.NotWaiting}[rnd.IntN(8)]
+		r.ReplaceOrInsert(n)
+		n.inReady = true
+		nodes = append(nodes, n)
+	}
+	return r, nodes
+}
+
+// randomView is a view of up to 8 cards (some busy, cooling, quarantined,
+// unknown, held exclusively, or reserved before the decision), with or
+// without caps, host resources and reservations. cards makes the same
+// cards afresh for each decision.
+func randomView(rnd *rand.Rand, r *readySet) (View, func() []gpu.CardView) {
+	n := 1 + rnd.IntN(8)
+	cards := make([]gpu.CardView, n)
+	for i := range cards {
+		c := card(i, 80000, int64(rnd.IntN(17))*5000)
+		switch rnd.IntN(12) {
+		case 0:
+			c.State = gpu.CardCooling
+		case 1:
+			c.State = gpu.CardQuarantined
+		case 2:
+			c.State = gpu.CardUnknown
+		case 3:
+			c.Exclusive = true
+		case 4:
+			c.ReservedFor, c.ReservedMiB = fmt.Sprintf("t%03d", rnd.IntN(300)), int64(rnd.IntN(3))*20000
+		}
+		if rnd.IntN(3) == 0 {
+			c = holding(c, "busy", 1000)
+		}
+		cards[i] = c
+	}
+	fresh := func() []gpu.CardView {
+		out := slices.Clone(cards)
+		for i := range out {
+			out[i].Holders = slices.Clone(out[i].Holders)
+		}
+		return out
+	}
+	v := View{Free: 1 + rnd.IntN(12), Now: t0, GPUKnown: rnd.IntN(10) > 0,
+		Placement: gpu.Placement(rnd.IntN(2)), ReserveAfter: []time.Duration{-1, 0, time.Minute, time.Hour}[rnd.IntN(4)]}
+	if rnd.IntN(3) == 0 {
+		v.Free = 1000
+	}
+	if rnd.IntN(3) == 0 {
+		v.UserMaxRunning = rnd.IntN(4)
+		v.UserMaxGPUMiB = int64(rnd.IntN(3)) * 40000
+		v.Owners = r.loads()
+		for i := range v.Owners {
+			v.Owners[i].GPUMiB = int64(rnd.IntN(3)) * 20000
+		}
+	}
+	if rnd.IntN(2) == 0 {
+		v.Host = &HostView{CPUs: rnd.IntN(10) - 1, MemoryMiB: int64(rnd.IntN(4)) << 14,
+			Counters: map[string]int{"licence": rnd.IntN(3)}, ReserveAfter: []time.Duration{-1, 0, time.Hour}[rnd.IntN(3)]}
+	}
+	if rnd.IntN(4) == 0 {
+		v.Reserved = map[int]string{rnd.IntN(n): fmt.Sprintf("t%03d", rnd.IntN(300))}
+	}
+	return v, fresh
+}
+
+// Through the index, decide makes exactly the decisions of the full walk:
+// the same starts, cards, reservations and reasons, on random queues and
+// cards, first with the reasons tasks carry at random, then, as in the
+// engine, with the reasons the last decision gave them (where the index
+// passes most of the queue over).
+func TestIndexedDecideMatchesFullWalk(t *testing.T) {
+	var visited, walked, skipping int
+	for seed := range uint64(4000) {
+		rnd := rand.New(rand.NewPCG(seed, 14))
+		r, nodes := randomQueue(rnd)
+		v, cards := randomView(rnd, r)
+		for round := range 3 {
+			full, indexed := v, v
+			full.Ready, full.Cards = fullWalk{readyQueue{r}}, cards()
+			n := 0
+			indexed.Ready, indexed.Cards = countVisits{readyQueue{r}, &n}, cards()
+			want, got := decide(full), decide(indexed)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d, round %d: through the index\n%+v\nthe full walk\n%+v", seed, round, got, want)
+			}
+			if !reflect.DeepEqual(indexed.Cards, full.Cards) {
+				t.Fatalf("seed %d, round %d: the cards differ after the decision", seed, round)
+			}
+			if round > 0 {
+				m := 0
+				countVisits{readyQueue{r}, &m}.Ascend(func(Candidate) bool { m++; return true })
+				visited, walked = visited+n, walked+m
+				if n < m {
+					skipping++
+				}
+			}
+			// The reasons given, as the engine keeps them.
+			for _, p := range want.Passed {
+				i := slices.IndexFunc(nodes, func(n *node) bool { return n.spec.ID == p.TaskID })
+				nodes[i].rec.Waiting.Kind = p.Why
+				r.refresh(nodes[i])
+			}
+		}
+		checkIndex(t, r)
+	}
+	t.Logf("decisions that passed tasks over: %d of %d; tasks handed to decide: %d of %d", skipping, 2*4000, visited, walked)
+	if skipping < 1000 {
+		t.Errorf("the index passed tasks over in only %d decisions of 8000", skipping)
+	}
+}
+
+// checkIndex checks that every owner's index holds its ready tasks in
+// queue order, each read as it is now, with every subtree summed up
+// right.
+func checkIndex(tb testing.TB, r *readySet) {
+	tb.Helper()
+	if !r.indexed {
+		return
+	}
+	for _, o := range r.list {
+		var want, got []*node
+		o.ready.Ascend(func(n *node) bool { want = append(want, n); return true })
+		var walk func(x *inode) needSum
+		walk = func(x *inode) needSum {
+			if x == nil {
+				return emptySum
+			}
+			if x.l != nil && x.l.pri > x.pri || x.r != nil && x.r.pri > x.pri {
+				tb.Fatalf("owner %q: treap priorities out of order at %s", o.id, x.n.spec.ID)
+			}
+			s := walk(x.l)
+			got = append(got, x.n)
+			if x.own != ownOf(x.n) {
+				tb.Fatalf("owner %q: %s kept as %+v, is %+v", o.id, x.n.spec.ID, x.own, ownOf(x.n))
+			}
+			own := x.own.sum()
+			s.add(&own)
+			r := walk(x.r)
+			s.add(&r)
+			same := func(a, b *time.Time) bool { return a == nil && b == nil || a != nil && b != nil && a.Equal(*b) }
+			if !same(s.oldest, x.sum.oldest) {
+				tb.Fatalf("owner %q: subtree at %s: oldest %v, is %v", o.id, x.n.spec.ID, x.sum.oldest, s.oldest)
+			}
+			s.oldest = x.sum.oldest
+			if s != x.sum {
+				tb.Fatalf("owner %q: subtree at %s summed up as %+v, is %+v", o.id, x.n.spec.ID, x.sum, s)
+			}
+			return s
+		}
+		walk(o.index.root)
+		if !slices.Equal(got, want) {
+			tb.Fatalf("owner %q: index holds %d tasks, queue %d, or in another order", o.id, len(got), len(want))
+		}
+	}
+}
+
+// The index follows the ready set through inserts, deletes and changed
+// reasons, and is built when the first GPU task becomes ready.
+func TestGPUIndexFollowsTheReadySet(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	r := newReadySet()
+	var in, out []*node
+	for i := range 500 {
+		n := ownedNode(fmt.Sprint("c", i), fmt.Sprint(rnd.IntN(3)), rnd.IntN(3), int64(i))
+		out = append(out, n)
+	}
+	for i := range 20 {
+		r.ReplaceOrInsert(out[i])
+		in = append(in, out[i])
+	}
+	if r.indexed {
+		t.Fatal("indexed with only CPU tasks ready")
+	}
+	out = out[20:]
+	for step := range 5000 {
+		switch k := rnd.IntN(10); {
+		case k < 4 && len(out) > 0:
+			i := rnd.IntN(len(out))
+			n := out[i]
+			if step > 100 && rnd.IntN(2) == 0 {
+				n.spec.Resources.Device, n.need.MiB = task.CUDA, int64(rnd.IntN(80000))
+			}
+			r.ReplaceOrInsert(n)
+			in, out = append(in, n), slices.Delete(out, i, i+1)
+		case k < 7 && len(in) > 0:
+			i := rnd.IntN(len(in))
+			n := in[i]
+			r.Delete(n)
+			out, in = append(out, n), slices.Delete(in, i, i+1)
+		case len(in) > 0:
+			n := in[rnd.IntN(len(in))]
+			n.rec.Waiting.Kind = task.WaitKind(rnd.IntN(8))
+			r.refresh(n)
+		}
+		if step%250 == 0 {
+			checkIndex(t, r)
+		}
+	}
+	if !r.indexed {
+		t.Fatal("not indexed once GPU tasks were ready")
+	}
+	checkIndex(t, r)
+}
+
+// The engine keeps the index: tasks whose reasons the decisions changed
+// are read again.
+func TestEngineKeepsTheGPUIndex(t *testing.T) {
+	e := &Engine{ready: newReadySet()}
+	n := &node{spec: &task.Spec{ID: "g", Resources: task.ResourceRequest{Device: task.CUDA, MemoryMiB: 1000}}, need: gpu.Need{MiB: 1000}, card: -1}
+	e.ready.ReplaceOrInsert(n)
+	n.inReady = true
+	e.setWait(n, task.WaitReason{Kind: task.WaitGPUMemory})
+	checkIndex(t, e.ready)
+	if s := e.ready.owner("").index.root.sum; s.other != 0 || s.memLo != 1000 {
+		t.Errorf("summed up as %+v after its reason changed", s)
+	}
+	n.rec.State = task.Running
+	e.forgetWait(n)
+	checkIndex(t, e.ready)
+}
