@@ -284,3 +284,44 @@ func TestEngineKeepsTheGPUIndex(t *testing.T) {
 	e.forgetWait(n)
 	checkIndex(t, e.ready)
 }
+
+// The simulations through the engine's ready set and its GPU index, the
+// tasks carrying the reasons the last decision gave them: every decision
+// is the full walk's (simulate checks each), so the schedules, and the
+// figures in docs/benchmarks.md, are the same as without the index.
+func TestSimulationThroughTheIndex(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 400
+	}
+	traces := map[string][]simTask{
+		"batch":        simTrace(simSeed, n, 0),
+		"arrivals":     simTrace(simSeed, n, simArrGap),
+		"mixed/batch":  simMixedTrace(simSeed, n/4, 0),
+		"mixed/arrive": simMixedTrace(simSeed, n/4, simArrGap),
+	}
+	for name, tr := range traces {
+		for _, cooldown := range []time.Duration{0, gpu.DefaultCooldown} {
+			for _, pol := range []simPolicy{simPolicies[0], simPolicies[2]} {
+				want, err := simulate(tr, pol, simOptions{cooldown: cooldown})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := simulate(tr, pol, simOptions{cooldown: cooldown, indexed: true})
+				if err != nil {
+					t.Fatalf("%s, cooldown %v, %s: %v", name, cooldown, pol.name, err)
+				}
+				if got.makespan != want.makespan || got.meanWait != want.meanWait || !slices.Equal(got.started, want.started) ||
+					!slices.Equal(got.startedAt, want.startedAt) {
+					t.Errorf("%s, cooldown %v, %s: through the index makespan %v, mean wait %v; without %v, %v",
+						name, cooldown, pol.name, got.makespan, got.meanWait, want.makespan, want.meanWait)
+				}
+				t.Logf("%s, cooldown %v, %s: %d decisions, %d tasks waiting, %d handed to decide",
+					name, cooldown, pol.name, got.decisions, got.queued, got.handed)
+				if name == "batch" && got.handed > got.queued/2 {
+					t.Errorf("%s, %s: the index handed decide %d of %d waiting tasks", name, pol.name, got.handed, got.queued)
+				}
+			}
+		}
+	}
+}
