@@ -246,7 +246,7 @@ func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, 
 				return true
 			}
 			if skip != nil {
-				c.o.index.root.ascendFrom(from, visit, func(s *needSum) bool {
+				c.o.index.root.ascendFrom(keyOf(from), visit, func(s *needSum) bool {
 					return int(s.lowPrio) == p && skip(c.o.idx, s)
 				})
 			} else {

@@ -79,38 +79,42 @@ func (s *needSum) add(t *needSum) {
 }
 
 // own is what the index keeps of one task, so that summing a subtree up
-// reads no task: its class (0: not plain; else the reason it waits), the
-// GPU memory, cores and host memory it asks, its priority, and when it
-// became ready.
+// or finding the task reads no task: its class (0: not plain; else the
+// reason it waits), the GPU memory, cores and host memory it asks, and
+// its place in the queue (priority, saturated to int32, and submission).
+// (And its node's treap priority, pri, which fills the padding: an inode
+// is 144 bytes, a size class.)
 type own struct {
 	mib, hostMiB int64
-	since        *time.Time
+	seq          int64
 	cpus         int32
 	prio         int32
 	class        task.WaitKind
+	pri          uint32
 }
 
 // ownOf is what the index keeps of n as it is now.
 func ownOf(n *node) own {
-	o := own{prio: int32(min(max(n.spec.Priority, math.MinInt32), math.MaxInt32))}
+	o := own{prio: int32(min(max(n.spec.Priority, math.MinInt32), math.MaxInt32)), seq: n.seq}
 	r := &n.spec.Resources
 	switch k := n.rec.Waiting.Kind; {
 	case !n.localGPU(), n.need.Count > 1, n.need.Exclusive, n.need.MiB < 0, len(r.Counters) > 0, r.CPUCount() > math.MaxInt32:
 	case k == task.WaitGPUMemory, k == task.WaitCardReserved, k == task.WaitCardUnavailable:
-		o.class, o.mib, o.hostMiB, o.cpus, o.since = k, n.need.MiB, r.MemoryMiBHost, int32(r.CPUCount()), &n.readySince
+		o.class, o.mib, o.hostMiB, o.cpus = k, n.need.MiB, r.MemoryMiBHost, int32(r.CPUCount())
 	}
 	return o
 }
 
-// sum sums up the one task o describes.
-func (o *own) sum() needSum {
+// sum sums up x's own task.
+func (x *inode) ownSum() needSum {
+	o := &x.own
 	s := emptySum
 	s.lowPrio = o.prio
 	if o.class == task.NotWaiting {
 		s.other = 1
 		return s
 	}
-	s.cpus, s.hostMiB, s.oldest = o.cpus, o.hostMiB, o.since
+	s.cpus, s.hostMiB, s.oldest = o.cpus, o.hostMiB, &x.n.readySince // an address: the node is not read
 	s.minMiB, s.maxMiB = o.mib, o.mib
 	switch o.class {
 	case task.WaitGPUMemory:
@@ -124,18 +128,38 @@ func (o *own) sum() needSum {
 }
 
 // inode is a task in an owner's index: a treap node, ordered as the ready
-// queue (lessNode), heap-ordered by pri.
+// queue (lessNode), heap-ordered by own.pri.
 type inode struct {
 	l, r *inode
 	n    *node
 	sum  needSum // of the subtree
 	own  own
-	pri  uint32
+}
+
+// key is a task's place in the queue, for finding it in the index
+// without reading the tasks on the way.
+type key struct {
+	prio int
+	seq  int64
+}
+
+func keyOf(n *node) key { return key{n.spec.Priority, n.seq} }
+
+// before reports whether x's task comes before k in the queue (lessNode).
+func (x *inode) before(k key) bool {
+	p := int(x.own.prio)
+	if p == math.MinInt32 || p == math.MaxInt32 {
+		p = x.n.spec.Priority // saturated: read the task
+	}
+	if p != k.prio {
+		return p > k.prio
+	}
+	return x.own.seq < k.seq
 }
 
 // fix sums x's subtree up again from its own task and its children's sums.
 func (x *inode) fix() {
-	s := x.own.sum()
+	s := x.ownSum()
 	if x.l != nil {
 		s.add(&x.l.sum)
 	}
@@ -150,40 +174,41 @@ type gpuIndex struct{ root *inode }
 
 // insert adds n, whose key no task in the index has, with treap priority pri.
 func (ix *gpuIndex) insert(n *node, pri uint32) {
-	x := &inode{n: n, own: ownOf(n), pri: pri}
-	ix.root = insertNode(ix.root, x)
+	x := &inode{n: n, own: ownOf(n)}
+	x.own.pri = pri
+	ix.root = insertNode(ix.root, x, keyOf(n))
 }
 
-func insertNode(t, x *inode) *inode {
+func insertNode(t, x *inode, k key) *inode {
 	if t == nil {
 		x.fix()
 		return x
 	}
-	if x.pri > t.pri {
-		x.l, x.r = split(t, x.n)
+	if x.own.pri > t.own.pri {
+		x.l, x.r = split(t, k)
 		x.fix()
 		return x
 	}
-	if lessNode(x.n, t.n) {
-		t.l = insertNode(t.l, x)
+	if t.before(k) {
+		t.r = insertNode(t.r, x, k)
 	} else {
-		t.r = insertNode(t.r, x)
+		t.l = insertNode(t.l, x, k)
 	}
 	t.fix()
 	return t
 }
 
-// split splits t into the tasks before key and the others.
-func split(t *inode, key *node) (before, after *inode) {
+// split splits t into the tasks before k and the others.
+func split(t *inode, k key) (before, after *inode) {
 	if t == nil {
 		return nil, nil
 	}
-	if lessNode(t.n, key) {
-		t.r, after = split(t.r, key)
+	if t.before(k) {
+		t.r, after = split(t.r, k)
 		t.fix()
 		return t, after
 	}
-	before, t.l = split(t.l, key)
+	before, t.l = split(t.l, k)
 	t.fix()
 	return before, t
 }
@@ -195,7 +220,7 @@ func merge(a, b *inode) *inode {
 		return b
 	case b == nil:
 		return a
-	case a.pri > b.pri:
+	case a.own.pri > b.own.pri:
 		a.r = merge(a.r, b)
 		a.fix()
 		return a
@@ -207,10 +232,10 @@ func merge(a, b *inode) *inode {
 
 // remove takes n out of the index, if it is there.
 func (ix *gpuIndex) remove(n *node) {
-	ix.root, _ = removeNode(ix.root, n)
+	ix.root, _ = removeNode(ix.root, n, keyOf(n))
 }
 
-func removeNode(t *inode, n *node) (*inode, bool) {
+func removeNode(t *inode, n *node, k key) (*inode, bool) {
 	if t == nil {
 		return nil, false
 	}
@@ -218,10 +243,10 @@ func removeNode(t *inode, n *node) (*inode, bool) {
 		return merge(t.l, t.r), true
 	}
 	var found bool
-	if lessNode(n, t.n) {
-		t.l, found = removeNode(t.l, n)
+	if t.before(k) {
+		t.r, found = removeNode(t.r, n, k)
 	} else {
-		t.r, found = removeNode(t.r, n)
+		t.l, found = removeNode(t.l, n, k)
 	}
 	if found {
 		t.fix()
@@ -230,22 +255,24 @@ func removeNode(t *inode, n *node) (*inode, bool) {
 }
 
 // refresh reads n again (its reason changed), if it is in the index.
-func (ix *gpuIndex) refresh(n *node) { refreshNode(ix.root, n) }
+func (ix *gpuIndex) refresh(n *node) { refreshNode(ix.root, n, keyOf(n)) }
 
-func refreshNode(t *inode, n *node) bool {
+func refreshNode(t *inode, n *node, k key) bool {
 	if t == nil {
 		return false
 	}
 	if t.n == n {
+		pri := t.own.pri
 		t.own = ownOf(n)
+		t.own.pri = pri
 		t.fix()
 		return true
 	}
 	var found bool
-	if lessNode(n, t.n) {
-		found = refreshNode(t.l, n)
+	if t.before(k) {
+		found = refreshNode(t.r, n, k)
 	} else {
-		found = refreshNode(t.r, n)
+		found = refreshNode(t.l, n, k)
 	}
 	if found {
 		t.fix()
@@ -257,7 +284,7 @@ func refreshNode(t *inode, n *node) bool {
 // over each subtree skip says to; it returns false when fn did.
 func (t *inode) ascend(fn func(*node) bool, skip func(*needSum) bool) bool {
 	for t != nil {
-		if skip(&t.sum) {
+		if t.sum.other == 0 && skip(&t.sum) { // a subtree with a task that is not plain is entered
 			return true
 		}
 		if !t.l.ascend(fn, skip) || !fn(t.n) {
@@ -269,9 +296,9 @@ func (t *inode) ascend(fn func(*node) bool, skip func(*needSum) bool) bool {
 }
 
 // ascendFrom is ascend from the first task not before from.
-func (t *inode) ascendFrom(from *node, fn func(*node) bool, skip func(*needSum) bool) bool {
+func (t *inode) ascendFrom(from key, fn func(*node) bool, skip func(*needSum) bool) bool {
 	for t != nil {
-		if lessNode(t.n, from) {
+		if t.before(from) {
 			t = t.r
 			continue
 		}
