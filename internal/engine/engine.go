@@ -551,7 +551,7 @@ func (e *Engine) schedule() {
 		v.Owners, v.UserMaxRunning, v.UserMaxGPUMiB = e.ready.loads(), e.cfg.UserMaxRunning, e.cfg.UserMaxGPUMiB
 	}
 	v.Host = e.hostView()
-	plan := decide(v)
+	plan := decideVerified(v)
 	for _, a := range plan.Starts {
 		var cards []*gpu.CardView
 		switch set := plan.Sets[a.TaskID]; {

@@ -25,7 +25,10 @@ package engine
 // queue (skipQueue); a queue without them gets the full walk.
 
 import (
+	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/task"
@@ -477,4 +480,35 @@ func (r *readySet) refresh(n *node) {
 	if r.indexed {
 		r.ownerOf(n).index.refresh(n)
 	}
+}
+
+// fullWalk hides a queue's index: decide walks every task, as it did
+// before the index (the decisions the index must reproduce).
+type fullWalk struct{ q Queue }
+
+func (f fullWalk) Ascend(fn func(Candidate) bool) { f.q.Ascend(fn) }
+
+// verifyIndex, set by this package's tests, has the engine make every
+// decision by the full walk too, and panic where the two differ: every
+// test that runs the loop checks the engine's upkeep of the index.
+var verifyIndex bool
+
+// decideVerified is decide, checked against the full walk when
+// verifyIndex is set.
+func decideVerified(v View) Plan {
+	if !verifyIndex {
+		return decide(v)
+	}
+	full := v
+	full.Ready = fullWalk{v.Ready}
+	full.Cards = slices.Clone(v.Cards)
+	for i := range full.Cards {
+		full.Cards[i].Holders = slices.Clone(full.Cards[i].Holders)
+	}
+	want := decide(full)
+	got := decide(v)
+	if !reflect.DeepEqual(got, want) {
+		panic(fmt.Sprintf("decide through the GPU index:\n%+v\nby the full walk:\n%+v", got, want))
+	}
+	return got
 }

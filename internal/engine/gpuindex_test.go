@@ -14,10 +14,9 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// fullWalk hides a queue's index: decide walks every task.
-type fullWalk struct{ q Queue }
-
-func (f fullWalk) Ascend(fn func(Candidate) bool) { f.q.Ascend(fn) }
+// Every decision the engine makes in these tests is checked against the
+// full walk.
+func init() { verifyIndex = true }
 
 // countVisits wraps a skipQueue and counts the tasks it hands decide.
 type countVisits struct {
