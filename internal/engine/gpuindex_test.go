@@ -416,3 +416,33 @@ func BenchmarkGPUIndexHeap(b *testing.B) {
 	}
 	b.ReportMetric(perTask, "B/task")
 }
+
+// BenchmarkSimulationThroughTheIndex: the mean cost of a decision over
+// the published traces (default policy, no cooldown), the queue in the
+// engine's ready set with the reasons the last decision gave, as in the
+// engine: through the index (us/decision) and by the full walk
+// (full-us/decision); and the tasks the index handed decide per decision
+// (handed/decision) of those waiting (waiting/decision).
+func BenchmarkSimulationThroughTheIndex(b *testing.B) {
+	for _, gap := range []time.Duration{0, simArrGap} {
+		name := "trace=batch"
+		if gap > 0 {
+			name = "trace=arrivals"
+		}
+		tr := simTrace(simSeed, simTasks, gap)
+		b.Run(name, func(b *testing.B) {
+			var res simResult
+			for b.Loop() {
+				var err error
+				if res, err = simulate(tr, simPolicies[0], simOptions{indexed: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := float64(res.decisions)
+			b.ReportMetric(res.decideTime.Seconds()*1e6/n, "us/decision")
+			b.ReportMetric(res.fullTime.Seconds()*1e6/n, "full-us/decision")
+			b.ReportMetric(float64(res.handed)/n, "handed/decision")
+			b.ReportMetric(float64(res.queued)/n, "waiting/decision")
+		})
+	}
+}

@@ -195,8 +195,9 @@ type simResult struct {
 	started    []int           // the tasks, by index in the trace, in start order
 	startedAt  []time.Duration // by task: when it started
 	// With simOptions.indexed: the tasks the index handed decide, and
-	// those waiting, over all decisions.
+	// those waiting, over all decisions; the time the full walk took.
 	handed, queued int
+	fullTime       time.Duration
 }
 
 type simEnd struct {
@@ -345,7 +346,10 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		if opt.indexed {
 			full := v
 			full.Ready, full.Cards = fullWalk{readyQueue{fair}}, views()
-			if want := decide(full); !reflect.DeepEqual(p, want) && mismatch == nil {
+			before := time.Now()
+			want := decide(full)
+			res.fullTime += time.Since(before)
+			if !reflect.DeepEqual(p, want) && mismatch == nil {
 				mismatch = fmt.Errorf("at %v: through the index %+v, the full walk %+v", now, p, want)
 			}
 			for _, x := range p.Passed {
