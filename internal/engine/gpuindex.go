@@ -284,18 +284,32 @@ func refreshNode(t *inode, n *node, k key) bool {
 }
 
 // ascend calls fn on t's tasks in order, until it returns false, passing
-// over each subtree skip says to; it returns false when fn did.
+// over each subtree, and each task, skip says to; it returns false when
+// fn did.
 func (t *inode) ascend(fn func(*node) bool, skip func(*needSum) bool) bool {
 	for t != nil {
 		if t.sum.other == 0 && skip(&t.sum) { // a subtree with a task that is not plain is entered
 			return true
 		}
-		if !t.l.ascend(fn, skip) || !fn(t.n) {
+		if !t.l.ascend(fn, skip) || !t.visit(fn, skip) {
 			return false
 		}
 		t = t.r
 	}
 	return true
+}
+
+// visit calls fn on x's own task unless skip says to pass it over (x is
+// on the way to a task that is not: without this, the tasks above each
+// such task in the tree would all be handed to decide), and returns what
+// fn did.
+func (x *inode) visit(fn func(*node) bool, skip func(*needSum) bool) bool {
+	if x.own.class != task.NotWaiting {
+		if s := x.ownSum(); skip(&s) {
+			return true
+		}
+	}
+	return fn(x.n)
 }
 
 // ascendFrom is ascend from the first task not before from.
@@ -305,7 +319,7 @@ func (t *inode) ascendFrom(from key, fn func(*node) bool, skip func(*needSum) bo
 			t = t.r
 			continue
 		}
-		if !t.l.ascendFrom(from, fn, skip) || !fn(t.n) {
+		if !t.l.ascendFrom(from, fn, skip) || !t.visit(fn, skip) {
 			return false
 		}
 		return t.r.ascend(fn, skip)
