@@ -172,7 +172,11 @@ type Pass struct {
 // time: reserving a card for every waiting big task would stop
 // backfilling everywhere (the simulation in sim_test.go measures this). A
 // CPU-only queue is walked only as far as tasks start, so choosing costs
-// nothing like the number of ready tasks.
+// nothing like the number of ready tasks; and a queue with a GPU index
+// (gpuindex.go) lets the walk pass over, a run at a time, the waiting GPU
+// tasks it would only pass over again with the reasons they carry, so
+// that a decision over thousands of them costs about as much as one over
+// the few that start or change.
 //
 // A task on several cards (Need.Count > 1) starts when that many cards
 // hold it now, on the closest set of them (gpu.FitSet, by View.Topology);

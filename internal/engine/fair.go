@@ -192,13 +192,17 @@ func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, 
 	case 0:
 		return
 	case 1:
-		visit := func(n *node) bool { return fn(only, n) }
 		if skip != nil {
-			only.index.root.ascend(visit, func(s *needSum) bool { return skip(only.idx, s) })
+			w := &indexWalk{fn: fn, skip: skip, o: only}
+			w.ascend(only.index.root)
 			return
 		}
-		only.ready.Ascend(visit)
+		only.ready.Ascend(func(n *node) bool { return fn(only, n) })
 		return
+	}
+	var w *indexWalk
+	if skip != nil {
+		w = &indexWalk{skip: skip, merge: true}
 	}
 	cur := r.cur[:0]
 	for _, o := range r.list {
@@ -245,10 +249,9 @@ func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, 
 				}
 				return true
 			}
-			if skip != nil {
-				c.o.index.root.ascendFrom(keyOf(from), visit, func(s *needSum) bool {
-					return int(s.lowPrio) == p && skip(c.o.idx, s)
-				})
+			if w != nil {
+				w.fn, w.o, w.prio = func(_ *owner, n *node) bool { return visit(n) }, c.o, p
+				w.ascendFrom(c.o.index.root, keyOf(from))
 			} else {
 				c.o.ready.AscendGreaterOrEqual(from, visit)
 			}

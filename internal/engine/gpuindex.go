@@ -283,15 +283,31 @@ func refreshNode(t *inode, n *node, k key) bool {
 	return found
 }
 
-// ascend calls fn on t's tasks in order, until it returns false, passing
-// over each subtree, and each task, skip says to; it returns false when
-// fn did.
-func (t *inode) ascend(fn func(*node) bool, skip func(*needSum) bool) bool {
+// indexWalk walks an owner's index for walkSkip: it calls fn on the tasks
+// in order, until fn returns false, passing over each subtree, and each
+// task, that skip says to. (One per walk: its fields are what the
+// recursion would otherwise carry, and one holds a task's own summary.)
+type indexWalk struct {
+	fn    func(*owner, *node) bool
+	skip  func(owner int32, s *needSum) bool
+	o     *owner
+	prio  int  // merged: the priority of the owner's run being walked
+	merge bool // owners merged: pass over only tasks of prio
+	one   needSum
+}
+
+// passes reports whether the tasks s sums up are passed over.
+func (w *indexWalk) passes(s *needSum) bool {
+	return s.other == 0 && (!w.merge || int(s.lowPrio) == w.prio) && w.skip(w.o.idx, s)
+}
+
+// ascend walks t; it returns false when fn did.
+func (w *indexWalk) ascend(t *inode) bool {
 	for t != nil {
-		if t.sum.other == 0 && skip(&t.sum) { // a subtree with a task that is not plain is entered
+		if w.passes(&t.sum) {
 			return true
 		}
-		if !t.l.ascend(fn, skip) || !t.visit(fn, skip) {
+		if !w.ascend(t.l) || !w.visit(t) {
 			return false
 		}
 		t = t.r
@@ -299,30 +315,29 @@ func (t *inode) ascend(fn func(*node) bool, skip func(*needSum) bool) bool {
 	return true
 }
 
-// visit calls fn on x's own task unless skip says to pass it over (x is
-// on the way to a task that is not: without this, the tasks above each
-// such task in the tree would all be handed to decide), and returns what
-// fn did.
-func (x *inode) visit(fn func(*node) bool, skip func(*needSum) bool) bool {
+// visit calls fn on x's own task unless it is passed over (x is on the
+// way to a task that is not: without this, the tasks above each such task
+// in the tree would all be handed to decide), and returns what fn did.
+func (w *indexWalk) visit(x *inode) bool {
 	if x.own.class != task.NotWaiting {
-		if s := x.ownSum(); skip(&s) {
+		if w.one = x.ownSum(); w.passes(&w.one) {
 			return true
 		}
 	}
-	return fn(x.n)
+	return w.fn(w.o, x.n)
 }
 
-// ascendFrom is ascend from the first task not before from.
-func (t *inode) ascendFrom(from key, fn func(*node) bool, skip func(*needSum) bool) bool {
+// ascendFrom is ascend from the first task of t not before from.
+func (w *indexWalk) ascendFrom(t *inode, from key) bool {
 	for t != nil {
 		if t.before(from) {
 			t = t.r
 			continue
 		}
-		if !t.l.ascendFrom(from, fn, skip) || !t.visit(fn, skip) {
+		if !w.ascendFrom(t.l, from) || !w.visit(t) {
 			return false
 		}
-		return t.r.ascend(fn, skip)
+		return w.ascend(t.r)
 	}
 	return true
 }
