@@ -179,7 +179,7 @@ func (r *readySet) walk(fn func(*owner, *node) bool) { r.walkSkip(fn, nil) }
 // indexes, passing over the runs of an owner's tasks skip says to (of
 // one priority when owners are merged: the other owners' tasks of that
 // priority come between them and the next).
-func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, s *needSum) bool) {
+func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, s needSum) bool) {
 	var only *owner
 	count := 0
 	for _, o := range r.list {
@@ -193,17 +193,14 @@ func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, 
 		return
 	case 1:
 		if skip != nil {
-			w := &indexWalk{fn: fn, skip: skip, o: only}
-			w.ascend(only.index.root)
+			w := indexWalk{skip: skip, o: only}
+			w.ascend(only.index.root, fn)
 			return
 		}
 		only.ready.Ascend(func(n *node) bool { return fn(only, n) })
 		return
 	}
-	var w *indexWalk
-	if skip != nil {
-		w = &indexWalk{skip: skip, merge: true}
-	}
+	w := indexWalk{skip: skip, merge: true}
 	cur := r.cur[:0]
 	for _, o := range r.list {
 		if n, ok := o.ready.Min(); ok {
@@ -249,9 +246,9 @@ func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, 
 				}
 				return true
 			}
-			if w != nil {
-				w.fn, w.o, w.prio = func(_ *owner, n *node) bool { return visit(n) }, c.o, p
-				w.ascendFrom(c.o.index.root, keyOf(from))
+			if skip != nil {
+				w.o, w.prio = c.o, p
+				w.ascendFrom(c.o.index.root, keyOf(from), func(_ *owner, n *node) bool { return visit(n) })
 			} else {
 				c.o.ready.AscendGreaterOrEqual(from, visit)
 			}

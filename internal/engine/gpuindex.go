@@ -40,7 +40,7 @@ import (
 // without calling fn when skip says so.
 type skipQueue interface {
 	Queue
-	AscendSkip(fn func(Candidate) bool, skip func(owner int32, s *needSum) bool)
+	AscendSkip(fn func(Candidate) bool, skip func(owner int32, s needSum) bool)
 }
 
 // needSum sums up a run of ready tasks for skipper. A plain task is a
@@ -285,29 +285,30 @@ func refreshNode(t *inode, n *node, k key) bool {
 
 // indexWalk walks an owner's index for walkSkip: it calls fn on the tasks
 // in order, until fn returns false, passing over each subtree, and each
-// task, that skip says to. (One per walk: its fields are what the
-// recursion would otherwise carry, and one holds a task's own summary.)
+// task, that skip says to. (fn is passed down, not kept here: a function
+// called from a field escapes, and with it what the caller's closure
+// holds.)
 type indexWalk struct {
-	fn    func(*owner, *node) bool
-	skip  func(owner int32, s *needSum) bool
+	skip  func(owner int32, s needSum) bool
 	o     *owner
 	prio  int  // merged: the priority of the owner's run being walked
 	merge bool // owners merged: pass over only tasks of prio
-	one   needSum
 }
 
-// passes reports whether the tasks s sums up are passed over.
+// passes reports whether the tasks s sums up are passed over. (s is
+// handed to skip by value: a pointer would move a task's own summary, and
+// the walk, to the heap.)
 func (w *indexWalk) passes(s *needSum) bool {
-	return s.other == 0 && (!w.merge || int(s.lowPrio) == w.prio) && w.skip(w.o.idx, s)
+	return s.other == 0 && (!w.merge || int(s.lowPrio) == w.prio) && w.skip(w.o.idx, *s)
 }
 
 // ascend walks t; it returns false when fn did.
-func (w *indexWalk) ascend(t *inode) bool {
+func (w *indexWalk) ascend(t *inode, fn func(*owner, *node) bool) bool {
 	for t != nil {
 		if w.passes(&t.sum) {
 			return true
 		}
-		if !w.ascend(t.l) || !w.visit(t) {
+		if !w.ascend(t.l, fn) || !w.visit(t, fn) {
 			return false
 		}
 		t = t.r
@@ -318,26 +319,26 @@ func (w *indexWalk) ascend(t *inode) bool {
 // visit calls fn on x's own task unless it is passed over (x is on the
 // way to a task that is not: without this, the tasks above each such task
 // in the tree would all be handed to decide), and returns what fn did.
-func (w *indexWalk) visit(x *inode) bool {
+func (w *indexWalk) visit(x *inode, fn func(*owner, *node) bool) bool {
 	if x.own.class != task.NotWaiting {
-		if w.one = x.ownSum(); w.passes(&w.one) {
+		if one := x.ownSum(); w.passes(&one) {
 			return true
 		}
 	}
-	return w.fn(w.o, x.n)
+	return fn(w.o, x.n)
 }
 
 // ascendFrom is ascend from the first task of t not before from.
-func (w *indexWalk) ascendFrom(t *inode, from key) bool {
+func (w *indexWalk) ascendFrom(t *inode, from key, fn func(*owner, *node) bool) bool {
 	for t != nil {
 		if t.before(from) {
 			t = t.r
 			continue
 		}
-		if !w.ascendFrom(t.l, from) || !w.visit(t) {
+		if !w.ascendFrom(t.l, from, fn) || !w.visit(t, fn) {
 			return false
 		}
-		return w.ascend(t.r)
+		return w.ascend(t.r, fn)
 	}
 	return true
 }
@@ -365,7 +366,7 @@ type skipper struct {
 // cores and memory would take, that fits on no card now, that would not
 // reserve cards, and whose reason is the one decide would give it. Then,
 // as the first of them would have, it notes the cards kept off.
-func (k *skipper) passesOver(owner int32, s *needSum) bool {
+func (k *skipper) passesOver(owner int32, s needSum) bool {
 	d := k.d
 	if s.other > 0 || !d.gpuKnown {
 		return false
@@ -470,7 +471,7 @@ func candidateOf(o *owner, n *node) Candidate {
 
 // AscendSkip is Ascend through the owners' indexes, passing over the runs
 // skip says to; without indexes (no GPU task was ever ready), Ascend.
-func (q readyQueue) AscendSkip(fn func(Candidate) bool, skip func(owner int32, s *needSum) bool) {
+func (q readyQueue) AscendSkip(fn func(Candidate) bool, skip func(owner int32, s needSum) bool) {
 	if !q.t.indexed {
 		q.Ascend(fn)
 		return
