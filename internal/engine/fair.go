@@ -194,7 +194,7 @@ func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, 
 	case 1:
 		if skip != nil {
 			w := indexWalk{skip: skip, o: only}
-			w.ascend(only.index.root, fn)
+			w.run(nil, fn)
 			return
 		}
 		only.ready.Ascend(func(n *node) bool { return fn(only, n) })
@@ -248,7 +248,7 @@ func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, 
 			}
 			if skip != nil {
 				w.o, w.prio = c.o, p
-				w.ascendFrom(c.o.index.root, keyOf(from), func(_ *owner, n *node) bool { return visit(n) })
+				w.run(from, func(_ *owner, n *node) bool { return visit(n) })
 			} else {
 				c.o.ready.AscendGreaterOrEqual(from, visit)
 			}

@@ -283,16 +283,53 @@ func refreshNode(t *inode, n *node, k key) bool {
 	return found
 }
 
-// indexWalk walks an owner's index for walkSkip: it calls fn on the tasks
-// in order, until fn returns false, passing over each subtree, and each
-// task, that skip says to. (fn is passed down, not kept here: a function
-// called from a field escapes, and with it what the caller's closure
-// holds.)
+// indexWalk is walkSkip's walk of an owner's queue: the queue's B-tree,
+// as walk does, except that a task that may be passed over sends the
+// walk through the index to the first task from it that is not (every
+// subtree and task on the way that skip says to is passed over), and the
+// B-tree walk goes on from there. A queue of tasks decide must all look
+// at is walked as without the index.
 type indexWalk struct {
 	skip  func(owner int32, s needSum) bool
 	o     *owner
-	prio  int  // merged: the priority of the owner's run being walked
+	prio  int  // merge: the priority of the owner's run being walked
 	merge bool // owners merged: pass over only tasks of prio
+}
+
+// run walks w.o's queue from from (nil: its first task), calling fn on
+// the tasks not passed over until fn returns false. (fn is passed down,
+// not kept in w: a function called from a field escapes, and with it
+// what the caller's closure holds.)
+func (w *indexWalk) run(from *node, fn func(*owner, *node) bool) {
+	var jump, landed *node
+	stopped := false
+	visit := func(n *node) bool {
+		if k := n.rec.Waiting.Kind; n != landed && (k == task.WaitGPUMemory || k == task.WaitCardReserved || k == task.WaitCardUnavailable) {
+			switch x := w.first(w.o.index.root, keyOf(n)); {
+			case x == nil: // every task from n on is passed over
+				return false
+			case x.n != n:
+				jump = x.n
+				return false
+			}
+		}
+		if !fn(w.o, n) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	for {
+		if from == nil {
+			w.o.ready.Ascend(visit)
+		} else {
+			w.o.ready.AscendGreaterOrEqual(from, visit)
+		}
+		if stopped || jump == nil {
+			return
+		}
+		from, landed, jump = jump, jump, nil
+	}
 }
 
 // passes reports whether the tasks s sums up are passed over. (s is
@@ -302,45 +339,49 @@ func (w *indexWalk) passes(s *needSum) bool {
 	return s.other == 0 && (!w.merge || int(s.lowPrio) == w.prio) && w.skip(w.o.idx, *s)
 }
 
-// ascend walks t; it returns false when fn did.
-func (w *indexWalk) ascend(t *inode, fn func(*owner, *node) bool) bool {
-	for t != nil {
-		if w.passes(&t.sum) {
-			return true
-		}
-		if !w.ascend(t.l, fn) || !w.visit(t, fn) {
-			return false
-		}
-		t = t.r
+// passesOwn reports whether x's own task is passed over.
+func (w *indexWalk) passesOwn(x *inode) bool {
+	if x.own.class == task.NotWaiting {
+		return false
 	}
-	return true
+	one := x.ownSum()
+	return w.passes(&one)
 }
 
-// visit calls fn on x's own task unless it is passed over (x is on the
-// way to a task that is not: without this, the tasks above each such task
-// in the tree would all be handed to decide), and returns what fn did.
-func (w *indexWalk) visit(x *inode, fn func(*owner, *node) bool) bool {
-	if x.own.class != task.NotWaiting {
-		if one := x.ownSum(); w.passes(&one) {
-			return true
-		}
-	}
-	return fn(w.o, x.n)
-}
-
-// ascendFrom is ascend from the first task of t not before from.
-func (w *indexWalk) ascendFrom(t *inode, from key, fn func(*owner, *node) bool) bool {
+// first returns the first task of t not before k that is not passed over
+// (nil: none), passing over those before it, in order.
+func (w *indexWalk) first(t *inode, k key) *inode {
 	for t != nil {
-		if t.before(from) {
+		if t.before(k) {
 			t = t.r
 			continue
 		}
-		if !w.ascendFrom(t.l, from, fn) || !w.visit(t, fn) {
-			return false
+		if x := w.first(t.l, k); x != nil {
+			return x
 		}
-		return w.ascend(t.r, fn)
+		if !w.passesOwn(t) {
+			return t
+		}
+		return w.firstOf(t.r)
 	}
-	return true
+	return nil
+}
+
+// firstOf is first over all of t.
+func (w *indexWalk) firstOf(t *inode) *inode {
+	for t != nil {
+		if w.passes(&t.sum) {
+			return nil
+		}
+		if x := w.firstOf(t.l); x != nil {
+			return x
+		}
+		if !w.passesOwn(t) {
+			return t
+		}
+		t = t.r
+	}
+	return nil
 }
 
 // skipper answers, for decide, whether a run of waiting tasks would all be
