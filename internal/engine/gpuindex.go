@@ -46,10 +46,9 @@ type skipQueue interface {
 // needSum sums up a run of ready tasks for skipper. A plain task is a
 // GPU task on this machine's cards, on one card, not exclusive, asking no
 // custom resource, whose reason is gpu-memory, card-reserved or
-// card-unavailable; the others are counted in other and otherwise left
-// out.
+// card-unavailable; the others set other and are otherwise left out.
 type needSum struct {
-	other   int32 // tasks that are not plain
+	other   bool  // a task is not plain
 	cpus    int32 // the most cores a plain task takes
 	lowPrio int32 // the lowest priority (saturated to int32)
 	hostMiB int64 // the most host memory a plain task takes
@@ -69,7 +68,7 @@ var emptySum = needSum{lowPrio: math.MaxInt32, minMiB: math.MaxInt64, maxMiB: ma
 
 // add adds the tasks t sums up to s.
 func (s *needSum) add(t *needSum) {
-	s.other += t.other
+	s.other = s.other || t.other
 	s.cpus = max(s.cpus, t.cpus)
 	s.lowPrio = min(s.lowPrio, t.lowPrio)
 	s.hostMiB = max(s.hostMiB, t.hostMiB)
@@ -114,7 +113,7 @@ func (x *inode) ownSum() needSum {
 	s := emptySum
 	s.lowPrio = o.prio
 	if o.class == task.NotWaiting {
-		s.other = 1
+		s.other = true
 		return s
 	}
 	s.cpus, s.hostMiB, s.oldest = o.cpus, o.hostMiB, &x.n.readySince // an address: the node is not read
@@ -160,8 +159,9 @@ func (x *inode) before(k key) bool {
 	return x.own.seq < k.seq
 }
 
-// fix sums x's subtree up again from its own task and its children's sums.
-func (x *inode) fix() {
+// fix sums x's subtree up again from its own task and its children's
+// sums; it reports whether the sum changed (if not, nor do those above).
+func (x *inode) fix() bool {
 	s := x.ownSum()
 	if x.l != nil {
 		s.add(&x.l.sum)
@@ -169,7 +169,9 @@ func (x *inode) fix() {
 	if x.r != nil {
 		s.add(&x.r.sum)
 	}
+	changed := s != x.sum
 	x.sum = s
+	return changed
 }
 
 // gpuIndex is an owner's index: its ready tasks, in queue order.
@@ -179,26 +181,32 @@ type gpuIndex struct{ root *inode }
 func (ix *gpuIndex) insert(n *node, pri uint32) {
 	x := &inode{n: n, own: ownOf(n)}
 	x.own.pri = pri
-	ix.root = insertNode(ix.root, x, keyOf(n))
+	ix.root, _ = insertNode(ix.root, x, keyOf(n))
 }
 
-func insertNode(t, x *inode, k key) *inode {
+// insertNode inserts x, whose key is k, into t, and reports whether t's
+// sum changed.
+func insertNode(t, x *inode, k key) (*inode, bool) {
 	if t == nil {
 		x.fix()
-		return x
+		return x, true
 	}
 	if x.own.pri > t.own.pri {
+		was := t.sum
 		x.l, x.r = split(t, k)
 		x.fix()
-		return x
+		return x, x.sum != was
 	}
+	var changed bool
 	if t.before(k) {
-		t.r = insertNode(t.r, x, k)
+		t.r, changed = insertNode(t.r, x, k)
 	} else {
-		t.l = insertNode(t.l, x, k)
+		t.l, changed = insertNode(t.l, x, k)
 	}
-	t.fix()
-	return t
+	if changed {
+		changed = t.fix()
+	}
+	return t, changed
 }
 
 // split splits t into the tasks before k and the others.
@@ -238,6 +246,8 @@ func (ix *gpuIndex) remove(n *node) {
 	ix.root, _ = removeNode(ix.root, n, keyOf(n))
 }
 
+// removeNode removes n from t, and reports whether t's sum may have
+// changed (false when n is not there).
 func removeNode(t *inode, n *node, k key) (*inode, bool) {
 	if t == nil {
 		return nil, false
@@ -245,21 +255,22 @@ func removeNode(t *inode, n *node, k key) (*inode, bool) {
 	if t.n == n {
 		return merge(t.l, t.r), true
 	}
-	var found bool
+	var changed bool
 	if t.before(k) {
-		t.r, found = removeNode(t.r, n, k)
+		t.r, changed = removeNode(t.r, n, k)
 	} else {
-		t.l, found = removeNode(t.l, n, k)
+		t.l, changed = removeNode(t.l, n, k)
 	}
-	if found {
-		t.fix()
+	if changed {
+		changed = t.fix()
 	}
-	return t, found
+	return t, changed
 }
 
 // refresh reads n again (its reason changed), if it is in the index.
 func (ix *gpuIndex) refresh(n *node) { refreshNode(ix.root, n, keyOf(n)) }
 
+// refreshNode reads n again, and reports whether t's sum changed.
 func refreshNode(t *inode, n *node, k key) bool {
 	if t == nil {
 		return false
@@ -268,19 +279,15 @@ func refreshNode(t *inode, n *node, k key) bool {
 		pri := t.own.pri
 		t.own = ownOf(n)
 		t.own.pri = pri
-		t.fix()
-		return true
+		return t.fix()
 	}
-	var found bool
+	var changed bool
 	if t.before(k) {
-		found = refreshNode(t.r, n, k)
+		changed = refreshNode(t.r, n, k)
 	} else {
-		found = refreshNode(t.l, n, k)
+		changed = refreshNode(t.l, n, k)
 	}
-	if found {
-		t.fix()
-	}
-	return found
+	return changed && t.fix()
 }
 
 // indexWalk is walkSkip's walk of an owner's queue: the queue's B-tree,
@@ -336,7 +343,7 @@ func (w *indexWalk) run(from *node, fn func(*owner, *node) bool) {
 // handed to skip by value: a pointer would move a task's own summary, and
 // the walk, to the heap.)
 func (w *indexWalk) passes(s *needSum) bool {
-	return s.other == 0 && (!w.merge || int(s.lowPrio) == w.prio) && w.skip(w.o.idx, *s)
+	return !s.other && (!w.merge || int(s.lowPrio) == w.prio) && w.skip(w.o.idx, *s)
 }
 
 // passesOwn reports whether x's own task is passed over.
@@ -409,7 +416,7 @@ type skipper struct {
 // as the first of them would have, it notes the cards kept off.
 func (k *skipper) passesOver(owner int32, s needSum) bool {
 	d := k.d
-	if s.other > 0 || !d.gpuKnown {
+	if s.other || !d.gpuKnown {
 		return false
 	}
 	if c := d.caps; c != nil {

@@ -279,7 +279,7 @@ func TestEngineKeepsTheGPUIndex(t *testing.T) {
 	n.inReady = true
 	e.setWait(n, task.WaitReason{Kind: task.WaitGPUMemory})
 	checkIndex(t, e.ready)
-	if s := e.ready.owner("").index.root.sum; s.other != 0 || s.memLo != 1000 {
+	if s := e.ready.owner("").index.root.sum; s.other || s.memLo != 1000 {
 		t.Errorf("summed up as %+v after its reason changed", s)
 	}
 	n.rec.State = task.Running
