@@ -7,16 +7,27 @@ package engine
 // nothing and report nothing: every waiting task is looked at, does not
 // fit, and keeps its reason. The index is, per owner, a second ordered
 // tree over the same ready tasks (a treap, in the ready queue's order),
-// each of whose subtrees carries a summary of its tasks: how many are not
-// plain waiting GPU tasks, and for the plain ones the least and most GPU
-// memory they ask by the reason they carry, the most cores and host
-// memory, the lowest priority and the longest wait. decide, walking the
-// tree, asks of each subtree before entering it whether every task in it
-// would be passed over with its own reason and change nothing (skipper);
-// if so, the whole subtree is passed over. Everything else is visited in
-// exactly the order and with exactly the questions of the full walk, so
-// the decisions are the same (TestIndexedDecideMatchesFullWalk compares
-// them).
+// each of whose subtrees carries a summary of its tasks: whether one is
+// not a plain waiting GPU task, and for the plain ones the least and most
+// GPU memory they ask by the reason they carry, the most cores and host
+// memory, the lowest priority and the longest wait. The walk goes through
+// the queue's B-tree as before; at a task that may be passed over, it
+// asks the index for the first task from there that decide must look at,
+// passing over whole each subtree on the way of which every task would be
+// passed over with its own reason and change nothing (skipper), and goes
+// on from that task (indexWalk). Everything else is visited in exactly
+// the order and with exactly the questions of the full walk, so the
+// decisions are the same (TestIndexedDecideMatchesFullWalk,
+// TestSimulationThroughTheIndex and, in every engine test, verifyIndex
+// compare them).
+//
+// What the skipper assumes of decide's rules (a change to them shows in
+// those tests): a plain task reserves only while nothing is reserved in
+// the decision, ReserveAfter is not negative and it has waited that long;
+// it fits a card only if the card takes work, is not held exclusively and
+// has its memory left, and, on a card reserved in the decision, only if
+// the reservation holds memory and the task leaves it that; passed over,
+// its reason is roomWhy over measureKept's figures.
 //
 // The index is built when the first GPU task becomes ready (a queue of CPU
 // tasks never pays for it), and kept by the ready set's insert and delete
