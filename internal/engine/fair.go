@@ -180,6 +180,9 @@ func (r *readySet) walk(fn func(*owner, *node) bool) { r.walkSkip(fn, nil) }
 // one priority when owners are merged: the other owners' tasks of that
 // priority come between them and the next).
 func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, s needSum) bool) {
+	if !r.indexed {
+		skip = nil // no index to ask
+	}
 	var only *owner
 	count := 0
 	for _, o := range r.list {
