@@ -174,7 +174,11 @@ type Pass struct {
 // time: reserving a card for every waiting big task would stop
 // backfilling everywhere (the simulation in sim_test.go measures this). A
 // CPU-only queue is walked only as far as tasks start, so choosing costs
-// nothing like the number of ready tasks.
+// nothing like the number of ready tasks; and a queue with a GPU index
+// (gpuindex.go) lets the walk pass over, a run at a time, the waiting GPU
+// tasks it would only pass over again with the reasons they carry, so
+// that a decision over thousands of them costs about as much as one over
+// the few that start or change.
 //
 // A task on several cards (Need.Count > 1) starts when that many cards
 // hold it now, on the closest set of them (gpu.FitSet, by View.Topology);
@@ -228,7 +232,7 @@ func decide(v View) Plan {
 		}
 		d.caps.host = hostFree{on: true, cpus: h.CPUs, mib: h.MemoryMiB, counters: h.Counters, reserveAfter: h.ReserveAfter}
 	}
-	v.Ready.Ascend(func(c Candidate) bool {
+	d.walk(v.Ready, func(c Candidate) bool {
 		p := &d.p
 		if d.caps != nil && d.caps.held(c.Owner, c.GPU, c.Need.MiB*int64(c.Need.Cards())) {
 			d.pass(&c, task.WaitUserCap)
@@ -476,16 +480,24 @@ var (
 // measureKept finds the most memory left on a kept card reserved for a
 // task, and on one cooling or quarantined.
 func (d *decision) measureKept() {
-	d.roomReserved, d.roomResting, d.stale = -1, -1, false
-	for _, i := range d.kept {
-		switch c := &d.cards[i]; {
+	d.roomReserved, d.roomResting = keptRoom(d.cards, d.kept)
+	d.stale = false
+}
+
+// keptRoom is the most memory left on a card of kept reserved for a task,
+// and on one cooling or quarantined (-1: none).
+func keptRoom(cards []gpu.CardView, kept []int) (reserved, resting int64) {
+	reserved, resting = -1, -1
+	for _, i := range kept {
+		switch c := &cards[i]; {
 		case c.Exclusive:
 		case c.Takes() && c.ReservedFor != "":
-			d.roomReserved = max(d.roomReserved, c.AvailableMiB)
+			reserved = max(reserved, c.AvailableMiB)
 		case c.State == gpu.CardCooling || c.State == gpu.CardQuarantined:
-			d.roomResting = max(d.roomResting, c.AvailableMiB)
+			resting = max(resting, c.AvailableMiB)
 		}
 	}
+	return reserved, resting
 }
 
 // pass reports candidate c passed over for why, unless c carries why.

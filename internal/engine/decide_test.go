@@ -341,6 +341,7 @@ func settle(tb testing.TB, t *readySet, p Plan) {
 	t.Ascend(func(n *node) bool {
 		if k, ok := why[n.spec.ID]; ok {
 			n.rec.Waiting.Kind = k
+			t.refresh(n) // as Engine.setWait does
 		}
 		return true
 	})

@@ -553,7 +553,7 @@ func (e *Engine) schedule() {
 		v.Owners, v.UserMaxRunning, v.UserMaxGPUMiB = e.ready.loads(), e.cfg.UserMaxRunning, e.cfg.UserMaxGPUMiB
 	}
 	v.Host = e.hostView()
-	plan := decide(v)
+	plan := decideVerified(v)
 	for _, a := range plan.Starts {
 		var cards []*gpu.CardView
 		switch set := plan.Sets[a.TaskID]; {
@@ -1100,9 +1100,9 @@ func (e *Engine) makeReady(n *node) {
 		return
 	}
 	if !n.inReady {
+		n.readySince = e.cfg.Now() // before it goes in: the GPU index reads it
 		e.ready.ReplaceOrInsert(n)
 		n.inReady = true
-		n.readySince = e.cfg.Now()
 		e.setWait(n, task.WaitReason{Kind: task.WaitSlot})
 		if n.localGPU() {
 			e.gpuReady++
@@ -1333,10 +1333,7 @@ func (e *Engine) records() []task.Record {
 type readyQueue struct{ t *readySet }
 
 func (q readyQueue) Ascend(fn func(Candidate) bool) {
-	q.t.walk(func(o *owner, n *node) bool {
-		return fn(Candidate{ID: n.spec.ID, Priority: n.spec.Priority, Seq: n.seq, Owner: o.idx,
-			GPU: n.localGPU(), Remote: n.placed, Need: n.need, ReadySince: n.readySince, Res: &n.spec.Resources, Waiting: n.rec.Waiting.Kind})
-	})
+	q.t.walk(func(o *owner, n *node) bool { return fn(candidateOf(o, n)) })
 }
 
 // capacityMiB is the GPU memory of cards, for weighing owners' usage;

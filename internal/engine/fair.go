@@ -32,8 +32,10 @@ const metaUsage = "fair_share_usage"
 type owner struct {
 	id  string // task.Spec.Owner: a decimal uid; "" is the scheduler's own user
 	idx int32  // its place in readySet.list, and Candidate.Owner
-	// ready holds its ready tasks by priority, then submission.
+	// ready holds its ready tasks by priority, then submission; index
+	// holds them too, once the set is indexed (gpuindex.go).
 	ready *btree.BTreeG[*node]
+	index gpuIndex
 	// What its running attempts hold now: attempts, and GPU MiB charged.
 	running int
 	gpuMiB  int64
@@ -100,6 +102,10 @@ type readySet struct {
 	cur      []cursor  // Ascend's, reused
 	dirty    bool      // an attempt ended: save the usage (saveUsage)
 	savedAt  time.Time // when the usage was last queued for a commit
+	// indexed: the owners' GPU indexes are kept (since the first GPU task
+	// was ready); rng draws their treap priorities.
+	indexed bool
+	rng     uint64
 }
 
 type cursor struct {
@@ -130,15 +136,27 @@ func (r *readySet) ownerOf(n *node) *owner { return r.owner(n.spec.Owner) }
 
 // ReplaceOrInsert adds n to its owner's queue.
 func (r *readySet) ReplaceOrInsert(n *node) {
-	if _, found := r.ownerOf(n).ready.ReplaceOrInsert(n); !found {
+	o := r.ownerOf(n)
+	_, found := o.ready.ReplaceOrInsert(n)
+	if !found {
 		r.n++
+	}
+	switch {
+	case !r.indexed && n.localGPU():
+		r.enableIndex()
+	case r.indexed && !found:
+		o.index.insert(n, r.nextPri())
 	}
 }
 
 // Delete takes n out of its owner's queue.
 func (r *readySet) Delete(n *node) {
-	if _, found := r.ownerOf(n).ready.Delete(n); found {
+	o := r.ownerOf(n)
+	if _, found := o.ready.Delete(n); found {
 		r.n--
+		if r.indexed {
+			o.index.remove(n)
+		}
 	}
 }
 
@@ -156,7 +174,16 @@ func (r *readySet) Ascend(fn func(*node) bool) {
 }
 
 // walk is Ascend, telling fn each task's owner too.
-func (r *readySet) walk(fn func(*owner, *node) bool) {
+func (r *readySet) walk(fn func(*owner, *node) bool) { r.walkSkip(fn, nil) }
+
+// walkSkip is walk; with skip (on an indexed set), through the owners'
+// indexes, passing over the runs of an owner's tasks skip says to (of
+// one priority when owners are merged: the other owners' tasks of that
+// priority come between them and the next).
+func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, s needSum) bool) {
+	if !r.indexed {
+		skip = nil // no index to ask
+	}
 	var only *owner
 	count := 0
 	for _, o := range r.list {
@@ -169,9 +196,15 @@ func (r *readySet) walk(fn func(*owner, *node) bool) {
 	case 0:
 		return
 	case 1:
+		if skip != nil {
+			w := indexWalk{skip: skip, o: only}
+			w.run(nil, fn)
+			return
+		}
 		only.ready.Ascend(func(n *node) bool { return fn(only, n) })
 		return
 	}
+	w := indexWalk{skip: skip, merge: true}
 	cur := r.cur[:0]
 	for _, o := range r.list {
 		if n, ok := o.ready.Min(); ok {
@@ -206,7 +239,7 @@ func (r *readySet) walk(fn func(*owner, *node) bool) {
 			}
 			from, stop := c.next, false
 			c.next = nil
-			c.o.ready.AscendGreaterOrEqual(from, func(n *node) bool {
+			visit := func(n *node) bool {
 				if n.spec.Priority != p {
 					c.next = n
 					return false
@@ -216,7 +249,13 @@ func (r *readySet) walk(fn func(*owner, *node) bool) {
 					return false
 				}
 				return true
-			})
+			}
+			if skip != nil {
+				w.o, w.prio = c.o, p
+				w.run(from, func(_ *owner, n *node) bool { return visit(n) })
+			} else {
+				c.o.ready.AscendGreaterOrEqual(from, visit)
+			}
 			if stop {
 				return
 			}

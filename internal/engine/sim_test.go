@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -170,6 +171,12 @@ type simOptions struct {
 	// to start nothing more: one decision per event is a fixed point, so
 	// the engine's extra decisions (at polls) would change nothing.
 	recheck bool
+	// indexed: the queue is the engine's ready set, with its GPU index,
+	// and its tasks carry the reasons the last decision gave them, as in
+	// the engine (decide then passes most of them over through the
+	// index); every decision is made by the full walk too, and must be
+	// the same.
+	indexed bool
 }
 
 type simResult struct {
@@ -187,6 +194,10 @@ type simResult struct {
 	busyBefore float64
 	started    []int           // the tasks, by index in the trace, in start order
 	startedAt  []time.Duration // by task: when it started
+	// With simOptions.indexed: the tasks the index handed decide, and
+	// those waiting, over all decisions; the time the full walk took.
+	handed, queued int
+	fullTime       time.Duration
 }
 
 type simEnd struct {
@@ -245,7 +256,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 	// start and end.
 	var fair *readySet
 	var nodes []*node
-	if !pol.fcfs && slices.ContainsFunc(tr, func(t simTask) bool { return t.owner != "" }) {
+	if !pol.fcfs && (opt.indexed || slices.ContainsFunc(tr, func(t simTask) bool { return t.owner != "" })) {
 		fair = newReadySet()
 		fair.slots, fair.gpuMiB = simSlots, simCards*simCapMiB
 		nodes = make([]*node, len(tr))
@@ -310,17 +321,43 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		}
 		return vs
 	}
+	var mismatch error // indexed: the first decision the full walk made otherwise
+	taskAt := map[string]int{}
+	if opt.indexed {
+		for i, t := range tr {
+			taskAt[t.id] = i
+		}
+	}
 	decideOnce := func() Plan {
 		v := View{Free: math.MaxInt32, Ready: sliceQueue(ready), Now: t0.Add(now), GPUKnown: true,
 			Cards: views(), Placement: pol.placement, ReserveAfter: pol.reserveAfter}
 		if pol.oneReservation {
 			v.Ready = oneReservationQueue{q: ready, v: &v}
 		}
+		if opt.indexed {
+			v.Ready = countVisits{readyQueue{fair}, &res.handed}
+			res.queued += fair.Len()
+		}
 		v.Reserved = lastReserved
 		before := time.Now()
 		p := decide(v)
 		res.decideTime += time.Since(before)
 		res.decisions++
+		if opt.indexed {
+			full := v
+			full.Ready, full.Cards = fullWalk{readyQueue{fair}}, views()
+			before := time.Now()
+			want := decide(full)
+			res.fullTime += time.Since(before)
+			if !reflect.DeepEqual(p, want) && mismatch == nil {
+				mismatch = fmt.Errorf("at %v: through the index %+v, the full walk %+v", now, p, want)
+			}
+			for _, x := range p.Passed {
+				n := nodes[taskAt[x.TaskID]]
+				n.rec.Waiting.Kind = x.Why
+				fair.refresh(n)
+			}
+		}
 		return p
 	}
 
@@ -331,7 +368,8 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			ready = append(ready, Candidate{ID: t.id, Seq: int64(next), GPU: true, Need: need, ReadySince: t0.Add(t.arrive)})
 			readyIdx = append(readyIdx, next)
 			if fair != nil {
-				nodes[next] = &node{spec: &task.Spec{ID: t.id, Owner: t.owner}, seq: int64(next), need: need, readySince: t0.Add(t.arrive)}
+				nodes[next] = &node{spec: &task.Spec{ID: t.id, Owner: t.owner, Resources: task.ResourceRequest{Device: task.CUDA}},
+					seq: int64(next), need: need, readySince: t0.Add(t.arrive)}
 				fair.ReplaceOrInsert(nodes[next])
 			}
 			next++
@@ -471,6 +509,9 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			res.makespan = max(res.makespan, e.at)
 			done++
 		}
+	}
+	if mismatch != nil {
+		return res, mismatch
 	}
 	if done != len(tr) {
 		first := "none"

@@ -54,6 +54,9 @@ func (e *Engine) setWait(n *node, w task.WaitReason) {
 		return
 	}
 	n.rec.Waiting = w
+	if n.inReady && old.Kind != w.Kind {
+		e.ready.refresh(n) // the GPU index sums reasons up
+	}
 	if n.rec.State == task.Pending {
 		e.writeTask(n)
 	}
@@ -62,6 +65,9 @@ func (e *Engine) setWait(n *node, w task.WaitReason) {
 // forgetWait drops the reason of a task that no longer waits.
 func (e *Engine) forgetWait(n *node) {
 	n.rec.Waiting = task.WaitReason{}
+	if n.inReady {
+		e.ready.refresh(n)
+	}
 }
 
 // addGPUWait puts a GPU task that became ready in waits.gpu: its reason
