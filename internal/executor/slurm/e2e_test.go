@@ -129,7 +129,7 @@ tasks:
 		"learned": "SLURM_CPUS_PER_TASK=<unset>\nSLURM_MEM_PER_NODE=700\n",
 		"plain":   "SLURM_CPUS_PER_TASK=<unset>\nSLURM_MEM_PER_NODE=<unset>\n",
 	} {
-		if log := readFile(t, filepath.Join(run, "logs", id, "attempt-1.log")); log != want {
+		if log := readFile(t, filepath.Join(run, "logs", id+".attempt-1.log")); log != want {
 			t.Errorf("%s's job saw %q, want %q", id, log, want)
 		}
 	}

@@ -177,15 +177,17 @@ tasks:
 	if n := countLines(ran); n != 1 {
 		t.Errorf("the job's command ran %d times, want once", n)
 	}
-	// Every job of this run has its batch script (and folder) in it.
-	q, err := exec.Command("squeue", "--states=all", "--noheader", "--format=%i|%Z").Output()
+	// Every job of this run has its batch script (and folder) in it; the
+	// comment names the task.
+	q, err := exec.Command("squeue", "--states=all", "--noheader", "--format=%i|%Z|%k").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var jobs []string
 	for _, l := range strings.Split(string(q), "\n") {
-		if id, wd, ok := strings.Cut(l, "|"); ok && wd == filepath.Join(run, "logs", "long") {
-			jobs = append(jobs, id)
+		f := strings.Split(l, "|")
+		if len(f) == 3 && f[1] == filepath.Join(run, "logs") && strings.Contains(f[2], "task=long ") {
+			jobs = append(jobs, f[0])
 		}
 	}
 	if len(jobs) != 1 {
