@@ -136,6 +136,11 @@ func (x *inode) ownSum() needSum {
 		s.resHi = o.mib
 	case task.WaitCardUnavailable:
 		s.unavLo, s.unavHi = o.mib, o.mib
+	case task.NotWaiting, task.WaitDependencies, task.WaitSlot, task.WaitGPUUnknown,
+		task.WaitRetryDelay, task.WaitBackoff, task.WaitPaused, task.WaitUserCap,
+		task.WaitQueued, task.WaitCPU, task.WaitHostMemory, task.WaitResource:
+		// these reasons bound no card rule: the sum keeps only the memory,
+		// cores, host memory and wait set above
 	}
 	return s
 }
