@@ -487,7 +487,7 @@ func splitInts(s string) ([]int, error) {
 
 // taskRow is one row of upsertTaskSQL's VALUES. The text columns that are
 // most often empty (error, blocked_by, rerun, waiting) are bound NULL
-// then (stringOrNil) and read as '': the driver copies every text it binds
+// then (stringOrNil) and stored as empty text: the driver copies every text it binds
 // into C memory, an empty one too.
 const taskRow = "(?,?,?,?,?,?,coalesce(?,''),coalesce(?,''),?,?,?,?,coalesce(?,''),?,?,coalesce(?,''),?,?)"
 
