@@ -72,6 +72,35 @@ func BenchmarkSubmit100k(b *testing.B) {
 	b.ReportMetric(float64(heap)/(1<<20), "MiB-held")
 }
 
+// BenchmarkResubmit100k: what a resumed run of 100,000 tasks costs the
+// scheduler before its first start: opening the run directory (reading
+// back every stored task) and submitting the same graph again.
+func BenchmarkResubmit100k(b *testing.B) {
+	tasks := graph(100_000)
+	dir := b.TempDir()
+	s, err := gpusched.New(dir, gpusched.Scheduling{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.SubmitMany(tasks); err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := gpusched.New(dir, gpusched.Scheduling{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.SubmitMany(tasks); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+}
+
 // BenchmarkDependencyHop runs a chain of 200 no-op tasks and reports the
 // mean gap between one task's end and the next one's start: the scheduler's
 // own cost per dependency hop (commit, decide, fork and exec of the next).

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -244,6 +245,12 @@ func (ev submitEvent) apply(e *Engine) {
 		if p != nil {
 			// Seen in an earlier run: keep its history, continue numbering.
 			// Copies: the loop owns the node, Earlier's callers the row.
+			if bytes.Equal(n.specJSON, p.Spec) {
+				n.specJSON = nil // stored as it is: not bound and written again
+			}
+			if n.fingerprint == p.Fingerprint {
+				n.fingerprint = "" // "": the stored one stays
+			}
 			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clone(p.Attempts), maps.Clone(p.Handles), p.ExitCode
 			n.rec.Artifacts = slices.Clone(p.Artifacts)
 			n.rec.Paused = p.Paused && !p.State.Terminal() // paused before a restart: still paused

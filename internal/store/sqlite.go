@@ -431,7 +431,7 @@ const taskColumns = 18
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
 	fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed) VALUES ` +
-		placeholders(rows, taskColumns) + `
+		rowsOf(rows, taskRow) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
 	spec = CASE WHEN length(excluded.spec) = 0 THEN tasks.spec ELSE excluded.spec END,
@@ -493,6 +493,17 @@ func splitInts(s string) ([]int, error) {
 	return out, nil
 }
 
+// taskRow is one row of upsertTaskSQL's VALUES. The text columns that are
+// most often empty (error, blocked_by, rerun, waiting) are bound NULL
+// then (stringOrNil) and stored as empty text: the driver copies every text it binds
+// into C memory, an empty one too.
+const taskRow = "(?,?,?,?,?,?,coalesce(?,''),coalesce(?,''),?,?,?,?,coalesce(?,''),?,?,coalesce(?,''),?,?)"
+
+// rowsOf returns rows copies of row, comma-separated.
+func rowsOf(rows int, row string) string {
+	return strings.TrimSuffix(strings.Repeat(row+",", rows), ",")
+}
+
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
 func placeholders(rows, cols int) string {
 	one := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
@@ -551,8 +562,8 @@ func (s *SQLite) apply(b *Batch) error {
 		if spec == nil {
 			spec = []byte{} // empty: keep the stored definition
 		}
-		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), w.Error, w.BlockedBy, now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, w.Rerun, timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), w.WaitDetail, w.Paused, w.NotNeeded)
+		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), stringOrNil(w.Error), stringOrNil(w.BlockedBy), now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
+			w.Fingerprint, stringOrNil(w.Rerun), timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), stringOrNil(w.WaitDetail), w.Paused, w.NotNeeded)
 	}
 	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
