@@ -2,6 +2,7 @@ package local
 
 import (
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,12 +54,14 @@ type tracker struct {
 	forks0 atomic.Uint64 // machine's fork count soon after began; 0: not read
 	sample *time.Timer
 	buf    []byte // reused to read environments
+	turn   uint64 // taken from ours after began: leaders of later turns are not this attempt's
 }
 
 // newTracker starts following the attempt whose leader is about to start;
 // began is taken now, before the leader's PID is handed out.
 func newTracker(token string, cg *cgroup) *tracker {
 	t := &tracker{self: os.Getpid(), token: token, cg: cg, began: time.Now()}
+	t.turn = ours.take()
 	if token != "" {
 		t.sample = time.AfterFunc(wrapWindow()/2, func() {
 			if time.Since(t.began) >= wrapWindow() {
@@ -114,13 +117,15 @@ func (t *tracker) carriers() []int {
 	return t.scan(0, false)
 }
 
-// probe reads each PID after the leader's up to last. A PID may be a
+// probe reads each PID after the leader's up to last, except those of
+// leaders this process started since (see leaderLog). A PID may be a
 // thread's rather than a process's (/proc answers for those too); grab
 // leaves those out.
 func (t *tracker) probe(last int) []int {
 	var out []int
+	skip := ours.since(t.turn)
 	for pid := t.leader + 1; pid <= last; pid++ {
-		if pid != t.self && t.carries(pid) {
+		if pid != t.self && !slices.Contains(skip, pid) && t.carries(pid) {
 			out = append(out, pid)
 		}
 	}
@@ -128,15 +133,19 @@ func (t *tracker) probe(last int) []int {
 }
 
 // scan reads the processes /proc lists, only those after the leader and
-// up to last when bounded.
+// up to last when bounded, less the leaders this process started since.
 func (t *tracker) scan(last int, bounded bool) []int {
 	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil
 	}
 	var out []int
+	var skip []int
+	if bounded {
+		skip = ours.since(t.turn)
+	}
 	for _, pid := range pids {
-		if pid == t.self || pid == t.leader || bounded && !after(pid, t.leader, last) {
+		if pid == t.self || pid == t.leader || bounded && (!after(pid, t.leader, last) || slices.Contains(skip, pid)) {
 			continue
 		}
 		if t.carries(pid) {
@@ -328,4 +337,57 @@ func waitGone(vs []victim, deadline time.Time) {
 		}
 		v.close()
 	}
+}
+
+// ours is the log of the leaders this process started.
+var ours leaderLog
+
+// leaderLog remembers the PIDs of the last leaders this process started,
+// each with the turn its tracker took, so that an attempt's end does not
+// read the environment of every other attempt's leader to find that it
+// does not carry its token (at -j 8, most of the PIDs handed out after a
+// leader's are those of the next leaders).
+//
+// A leader whose tracker took a later turn than t's was started after t
+// began: its PID was handed out then. When the PIDs tell (t.inOrder),
+// fewer than a cycle of PIDs went by since t began, so that PID is still
+// the other attempt's leader's, or free, and never one of t's processes:
+// a PID is handed out again only after a whole cycle. Only the bounded
+// reads (probe, scan with bounded) may skip them.
+type leaderLog struct {
+	turns atomic.Uint64 // turns taken
+	mu    sync.Mutex
+	ring  [256]leaderTurn // guarded by mu
+	next  int             // guarded by mu: where the next one goes in ring
+}
+
+// leaderTurn is one leader's PID and its tracker's turn (0: empty slot).
+type leaderTurn struct {
+	pid  int
+	turn uint64
+}
+
+// take returns a turn after every turn taken so far.
+func (l *leaderLog) take() uint64 { return l.turns.Add(1) }
+
+// add records that the leader whose tracker took turn has PID pid.
+func (l *leaderLog) add(pid int, turn uint64) {
+	l.mu.Lock()
+	l.ring[l.next] = leaderTurn{pid, turn}
+	l.next = (l.next + 1) % len(l.ring)
+	l.mu.Unlock()
+}
+
+// since returns the PIDs of the leaders it remembers whose trackers took
+// a turn after turn.
+func (l *leaderLog) since(turn uint64) []int {
+	var out []int
+	l.mu.Lock()
+	for _, e := range l.ring {
+		if e.turn > turn {
+			out = append(out, e.pid)
+		}
+	}
+	l.mu.Unlock()
+	return out
 }

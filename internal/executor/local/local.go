@@ -115,6 +115,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	res.Started = true
 	pid := cmd.Process.Pid
 	tr.leader = pid
+	ours.add(pid, tr.turn)
 	if hooks.Running != nil {
 		p := executor.Process{PID: pid, PGID: pid, StartTicks: StartTicks(pid)}
 		hooks.Running(executor.Running{Handle: EncodeHandle(p), Since: res.Start, PID: pid})
