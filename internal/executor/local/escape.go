@@ -55,6 +55,7 @@ type tracker struct {
 	sample *time.Timer
 	buf    []byte // reused to read environments
 	turn   uint64 // taken from ours after began: leaders of later turns are not this attempt's
+	skip   []int  // reused to list those leaders
 }
 
 // newTracker starts following the attempt whose leader is about to start;
@@ -123,7 +124,8 @@ func (t *tracker) carriers() []int {
 // leaves those out.
 func (t *tracker) probe(last int) []int {
 	var out []int
-	skip := ours.since(t.turn)
+	t.skip = ours.since(t.turn, t.skip[:0])
+	skip := t.skip
 	for pid := t.leader + 1; pid <= last; pid++ {
 		if pid != t.self && !slices.Contains(skip, pid) && t.carries(pid) {
 			out = append(out, pid)
@@ -142,7 +144,8 @@ func (t *tracker) scan(last int, bounded bool) []int {
 	var out []int
 	var skip []int
 	if bounded {
-		skip = ours.since(t.turn)
+		t.skip = ours.since(t.turn, t.skip[:0])
+		skip = t.skip
 	}
 	for _, pid := range pids {
 		if pid == t.self || pid == t.leader || bounded && (!after(pid, t.leader, last) || slices.Contains(skip, pid)) {
@@ -354,40 +357,39 @@ var ours leaderLog
 // the other attempt's leader's, or free, and never one of t's processes:
 // a PID is handed out again only after a whole cycle. Only the bounded
 // reads (probe, scan with bounded) may skip them.
+//
+// It takes no lock: turn n's leader goes in slot n % len(slots), as
+// turn<<22 | pid (Linux PIDs are below 1<<22), and a slot that holds
+// another turn is not read as this one's.
 type leaderLog struct {
 	turns atomic.Uint64 // turns taken
-	mu    sync.Mutex
-	ring  [256]leaderTurn // guarded by mu
-	next  int             // guarded by mu: where the next one goes in ring
+	slots [256]atomic.Uint64
 }
 
-// leaderTurn is one leader's PID and its tracker's turn (0: empty slot).
-type leaderTurn struct {
-	pid  int
-	turn uint64
-}
+const pidBits = 22
 
 // take returns a turn after every turn taken so far.
 func (l *leaderLog) take() uint64 { return l.turns.Add(1) }
 
 // add records that the leader whose tracker took turn has PID pid.
 func (l *leaderLog) add(pid int, turn uint64) {
-	l.mu.Lock()
-	l.ring[l.next] = leaderTurn{pid, turn}
-	l.next = (l.next + 1) % len(l.ring)
-	l.mu.Unlock()
+	if pid <= 0 || pid >= 1<<pidBits {
+		return
+	}
+	l.slots[turn%uint64(len(l.slots))].Store(turn<<pidBits | uint64(pid))
 }
 
-// since returns the PIDs of the leaders it remembers whose trackers took
-// a turn after turn.
-func (l *leaderLog) since(turn uint64) []int {
-	var out []int
-	l.mu.Lock()
-	for _, e := range l.ring {
-		if e.turn > turn {
-			out = append(out, e.pid)
+// since appends to buf the PIDs of the leaders it remembers whose
+// trackers took a turn after turn, and returns it.
+func (l *leaderLog) since(turn uint64, buf []int) []int {
+	last := l.turns.Load()
+	if last-turn > uint64(len(l.slots)) {
+		turn = last - uint64(len(l.slots))
+	}
+	for n := turn + 1; n <= last; n++ {
+		if v := l.slots[n%uint64(len(l.slots))].Load(); v>>pidBits == n {
+			buf = append(buf, int(v&(1<<pidBits-1)))
 		}
 	}
-	l.mu.Unlock()
-	return out
+	return buf
 }
