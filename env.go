@@ -2,8 +2,10 @@ package gpusched
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gpusched/gpusched/internal/engine"
 )
@@ -48,19 +50,65 @@ func (r runner) env(req engine.AttemptRequest, extra map[string]string) []string
 // the variables of each map in turn, then vars (KEY=VALUE), which always
 // win; a variable set twice keeps its last value.
 func environ(vars []string, extras ...map[string]string) []string {
-	return environFrom(os.Environ(), vars, extras...)
+	return overlay(ownEnviron(), vars, extras)
 }
 
 // environFrom is environ with base in place of gpusched's own
 // environment.
 func environFrom(base, vars []string, extras ...map[string]string) []string {
-	env := base
+	return overlay(dedupEnv(base), vars, extras)
+}
+
+// overlay is base, whose variables are each set once, less what extras
+// and vars set, then what they set (each variable once, its last value),
+// in the order dedupEnv would give the lot.
+func overlay(base, vars []string, extras []map[string]string) []string {
+	n := len(vars)
+	for _, extra := range extras {
+		n += len(extra)
+	}
+	over := make([]string, 0, n)
 	for _, extra := range extras {
 		for k, v := range extra {
-			env = append(env, k+"="+v)
+			over = append(over, k+"="+v)
 		}
 	}
-	return dedupEnv(append(env, vars...))
+	over = dedupEnv(append(over, vars...))
+	keys := make([]string, len(over))
+	for i, kv := range over {
+		keys[i], _, _ = strings.Cut(kv, "=")
+	}
+	var set map[string]bool // for many keys; a few are compared in turn
+	if len(keys) > 16 {
+		set = make(map[string]bool, len(keys))
+		for _, k := range keys {
+			set[k] = true
+		}
+	}
+	out := make([]string, 0, len(base)+len(over))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if set != nil && !set[k] || set == nil && !slices.Contains(keys, k) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
+}
+
+// ownEnv is gpusched's own environment as os.Environ last gave it, and
+// that deduplicated: the dedup (a map of some fifty variables) is made
+// again only when the environment changes, not for every attempt.
+var ownEnv atomic.Pointer[[2][]string]
+
+// ownEnviron is dedupEnv(os.Environ()).
+func ownEnviron() []string {
+	raw := os.Environ()
+	if c := ownEnv.Load(); c != nil && slices.Equal(c[0], raw) {
+		return c[1]
+	}
+	uniq := dedupEnv(slices.Clone(raw))
+	ownEnv.Store(&[2][]string{raw, uniq})
+	return uniq
 }
 
 // dedupEnv keeps the last value of each variable, as a shell would.

@@ -35,7 +35,9 @@ func (e *Executor) Adopt(ctx context.Context, job executor.Job, p executor.Proce
 		res.End, res.Reason, res.Err = time.Now(), executor.Lost, ErrNotChild
 		return res
 	}
-	tr := &tracker{self: os.Getpid(), leader: p.PID, token: job.Token, began: since}
+	// Its turn is now: leaders started before it (by this process, maybe
+	// before since) are read as any other process.
+	tr := &tracker{self: os.Getpid(), leader: p.PID, token: job.Token, began: since, turn: ours.take()}
 	if e.Cgroups {
 		tr.cg = openCgroup(job.Token)
 	}

@@ -2,6 +2,7 @@ package local
 
 import (
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,12 +54,15 @@ type tracker struct {
 	forks0 atomic.Uint64 // machine's fork count soon after began; 0: not read
 	sample *time.Timer
 	buf    []byte // reused to read environments
+	turn   uint64 // taken from ours after began: leaders of later turns are not this attempt's
+	skip   []int  // reused to list those leaders
 }
 
 // newTracker starts following the attempt whose leader is about to start;
 // began is taken now, before the leader's PID is handed out.
 func newTracker(token string, cg *cgroup) *tracker {
 	t := &tracker{self: os.Getpid(), token: token, cg: cg, began: time.Now()}
+	t.turn = ours.take()
 	if token != "" {
 		t.sample = time.AfterFunc(wrapWindow()/2, func() {
 			if time.Since(t.began) >= wrapWindow() {
@@ -114,13 +118,16 @@ func (t *tracker) carriers() []int {
 	return t.scan(0, false)
 }
 
-// probe reads each PID after the leader's up to last. A PID may be a
+// probe reads each PID after the leader's up to last, except those of
+// leaders this process started since (see leaderLog). A PID may be a
 // thread's rather than a process's (/proc answers for those too); grab
 // leaves those out.
 func (t *tracker) probe(last int) []int {
 	var out []int
+	t.skip = ours.since(t.turn, t.skip[:0])
+	skip := t.skip
 	for pid := t.leader + 1; pid <= last; pid++ {
-		if pid != t.self && t.carries(pid) {
+		if pid != t.self && !slices.Contains(skip, pid) && t.carries(pid) {
 			out = append(out, pid)
 		}
 	}
@@ -128,15 +135,20 @@ func (t *tracker) probe(last int) []int {
 }
 
 // scan reads the processes /proc lists, only those after the leader and
-// up to last when bounded.
+// up to last when bounded, less the leaders this process started since.
 func (t *tracker) scan(last int, bounded bool) []int {
 	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil
 	}
 	var out []int
+	var skip []int
+	if bounded {
+		t.skip = ours.since(t.turn, t.skip[:0])
+		skip = t.skip
+	}
 	for _, pid := range pids {
-		if pid == t.self || pid == t.leader || bounded && !after(pid, t.leader, last) {
+		if pid == t.self || pid == t.leader || bounded && (!after(pid, t.leader, last) || slices.Contains(skip, pid)) {
 			continue
 		}
 		if t.carries(pid) {
@@ -328,4 +340,56 @@ func waitGone(vs []victim, deadline time.Time) {
 		}
 		v.close()
 	}
+}
+
+// ours is the log of the leaders this process started.
+var ours leaderLog
+
+// leaderLog remembers the PIDs of the last leaders this process started,
+// each with the turn its tracker took, so that an attempt's end does not
+// read the environment of every other attempt's leader to find that it
+// does not carry its token (at -j 8, most of the PIDs handed out after a
+// leader's are those of the next leaders).
+//
+// A leader whose tracker took a later turn than t's was started after t
+// began: its PID was handed out then. When the PIDs tell (t.inOrder),
+// fewer than a cycle of PIDs went by since t began, so that PID is still
+// the other attempt's leader's, or free, and never one of t's processes:
+// a PID is handed out again only after a whole cycle. Only the bounded
+// reads (probe, scan with bounded) may skip them.
+//
+// It takes no lock: turn n's leader goes in slot n % len(slots), as
+// turn<<22 | pid (Linux PIDs are below 1<<22), and a slot that holds
+// another turn is not read as this one's.
+type leaderLog struct {
+	turns atomic.Uint64 // turns taken
+	slots [256]atomic.Uint64
+}
+
+const pidBits = 22
+
+// take returns a turn after every turn taken so far.
+func (l *leaderLog) take() uint64 { return l.turns.Add(1) }
+
+// add records that the leader whose tracker took turn has PID pid.
+func (l *leaderLog) add(pid int, turn uint64) {
+	if pid <= 0 || pid >= 1<<pidBits {
+		return
+	}
+	l.slots[turn%uint64(len(l.slots))].Store(turn<<pidBits | uint64(pid))
+}
+
+// since appends to buf the PIDs of the leaders it remembers whose
+// trackers took a turn after turn, and returns it.
+func (l *leaderLog) since(turn uint64, buf []int) []int {
+	last := l.turns.Load()
+	if last-turn > uint64(len(l.slots)) {
+		turn = last - uint64(len(l.slots))
+	}
+	for n := turn + 1; n <= last; n++ {
+		if v := l.slots[n%uint64(len(l.slots))].Load(); v>>pidBits == n {
+			buf = append(buf, int(v&(1<<pidBits-1)))
+		}
+	}
+	return buf
 }

@@ -83,6 +83,40 @@ func TestCarriersReadsOnlyNewerProcesses(t *testing.T) {
 	}
 }
 
+// TestCarriersSkipsLaterLeaders: a process this executor logged as the
+// leader of an attempt whose tracker took a later turn is not read when
+// the PIDs tell (it cannot be one of this attempt's), even if it carried
+// the token; one logged with an earlier turn is, and so is every process
+// when the PIDs cannot tell.
+func TestCarriersSkipsLaterLeaders(t *testing.T) {
+	token := "later-leaders-test-" + strconv.Itoa(os.Getpid())
+	forks, err := procfs.Forks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlierTurn := ours.take()
+	leader := startWithEnv(t)
+	tr := &tracker{self: os.Getpid(), leader: leader, token: token, began: time.Now().Add(-time.Minute), turn: ours.take()}
+	tr.forks0.Store(forks)
+	later := startWithEnv(t, executor.TokenVar+"="+token)
+	ours.add(later, ours.take())
+	earlier := startWithEnv(t, executor.TokenVar+"="+token)
+	ours.add(earlier, earlierTurn)
+	other := startWithEnv(t, executor.TokenVar+"="+token)
+
+	got := tr.carriers()
+	slices.Sort(got)
+	want := []int{earlier, other}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("carriers = %v, want %v: not the later leader %d", got, want, later)
+	}
+	tr.forks0.Store(0) // PIDs cannot tell: every process is read
+	if got := tr.carriers(); !slices.Contains(got, later) {
+		t.Errorf("carriers when PIDs cannot tell = %v, want %d among them", got, later)
+	}
+}
+
 // TestInOrderUsesForkCount: a long attempt is judged by the machine's fork
 // counter, read soon after its start.
 func TestInOrderUsesForkCount(t *testing.T) {

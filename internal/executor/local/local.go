@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,7 +73,22 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	if job.User != nil {
 		env = job.User.Env(env)
 	}
-	newCmd := func(cg *cgroup) *exec.Cmd {
+	// The process is started with os.StartProcess rather than os/exec: the
+	// path is found (lookPath) and the environment made (withToken, the
+	// runner) already, the files are files, so exec.Cmd would only copy
+	// the environment once more through a map (its dedup) per attempt.
+	stdin := job.Stdin // a file: no copying goroutine to wait for
+	if stdin == nil {
+		if stdin = devNull(); stdin == nil {
+			f, err := os.Open(os.DevNull)
+			if err != nil {
+				return cannotStart(fmt.Errorf("open %s: %w", os.DevNull, err))
+			}
+			defer f.Close()
+			stdin = f
+		}
+	}
+	start := func(cg *cgroup) (*os.Process, error) {
 		attr := &syscall.SysProcAttr{Setpgid: true}
 		if u := job.User; u != nil {
 			attr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
@@ -82,28 +96,20 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		if cg != nil {
 			attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
 		}
-		cmd := &exec.Cmd{Path: path, Args: job.Args, Env: env, Dir: job.Dir, Stdout: logf, Stderr: logf, SysProcAttr: attr}
-		if job.Stdin != nil {
-			cmd.Stdin = job.Stdin // a file: no copying goroutine to wait for
-		} else if f := devNull(); f != nil {
-			cmd.Stdin = f
-		}
-		return cmd
+		return os.StartProcess(path, job.Args, &os.ProcAttr{Dir: job.Dir, Env: env, Files: []*os.File{stdin, logf, logf}, Sys: attr})
 	}
 	var cg *cgroup
 	if e.Cgroups {
 		cg = newCgroup(job.Token)
 	}
 	tr := newTracker(job.Token, cg)
-	cmd := newCmd(cg)
-	err = cmd.Start()
+	proc, err := start(cg)
 	if err != nil && cg != nil {
 		// It may be the cgroup (no clone3, a cgroup that takes no
 		// processes): try without it, and keep away from cgroups if that
 		// was it.
-		c := newCmd(nil)
-		if err = c.Start(); err == nil {
-			cmd = c
+		if p, err2 := start(nil); err2 == nil {
+			proc, err = p, nil
 			cg.failed()
 			tr.cg = nil
 		}
@@ -113,20 +119,21 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		return cannotStart(startError(path, err))
 	}
 	res.Started = true
-	pid := cmd.Process.Pid
+	pid := proc.Pid
 	tr.leader = pid
+	ours.add(pid, tr.turn)
 	if hooks.Running != nil {
 		p := executor.Process{PID: pid, PGID: pid, StartTicks: StartTicks(pid)}
 		hooks.Running(executor.Running{Handle: EncodeHandle(p), Since: res.Start, PID: pid})
 	}
 	reap := func() (syscall.WaitStatus, error) {
-		err := cmd.Wait()
-		if cmd.ProcessState == nil {
+		st, err := proc.Wait()
+		if err != nil {
 			return 0, fmt.Errorf("wait: %w", err)
 		}
-		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		ws, ok := st.Sys().(syscall.WaitStatus)
 		if !ok {
-			return 0, fmt.Errorf("wait: %w", err)
+			return 0, fmt.Errorf("wait: status of type %T", st.Sys())
 		}
 		return ws, nil
 	}
