@@ -100,7 +100,7 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 		if err != nil {
 			return nil, err
 		}
-		rows, err := st.Load()
+		rows, err := st.LoadJudged() // what a plan reads of them, not all
 		if err == nil {
 			var cards []gpu.CardView
 			cards, _, err = st.LoadCards()
