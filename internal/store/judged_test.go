@@ -12,7 +12,7 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// LoadJudged reads the same ids, kinds, definitions, states,
+// LoadJudged reads the same ids, definitions, states,
 // fingerprints, GPU requests, attempts, handles, artifacts and inputs as
 // Load, and leaves every other column zero.
 func TestLoadJudgedReadsWhatJudgingNeeds(t *testing.T) {
@@ -54,7 +54,7 @@ func TestLoadJudgedReadsWhatJudgingNeeds(t *testing.T) {
 	}
 	want := make([]Row, len(all))
 	for i, r := range all {
-		want[i] = Row{Seq: r.Seq, Spec: r.Spec, GPURequestMiB: r.GPURequestMiB, Fingerprint: r.Fingerprint, Kind: r.Kind,
+		want[i] = Row{Spec: r.Spec, GPURequestMiB: r.GPURequestMiB, Fingerprint: r.Fingerprint,
 			Inputs: r.Inputs, Handles: r.Handles,
 			Record: task.Record{ID: r.ID, State: r.State, Attempts: r.Attempts, Artifacts: r.Artifacts}}
 	}

@@ -779,9 +779,9 @@ func (s *SQLite) Load() ([]Row, error) {
 }
 
 // LoadJudged reads, for every task, what judging it against a new
-// submission needs (Plan): its id, submission number, kind, definition,
-// state, fingerprint and grown GPU request, with its attempts (and their
-// handles), artifacts and inputs; the other columns (exit code, error,
+// submission needs (Plan): its id, definition, state, fingerprint and
+// grown GPU request, with its attempts (and their handles), artifacts and
+// inputs; the other columns (submission number, kind, exit code, error,
 // what it waits for, ...) are left zero. The rows come in no particular
 // order. Reading a column costs about as much as the row's other work, so
 // on 100,000 tasks this saves a good part of Load's time.
@@ -932,7 +932,7 @@ func (s *SQLite) load(what int, one ...string) ([]Row, error) {
 // loadJudgedTasks appends to out every task's row with the columns
 // LoadJudged reads.
 func (s *SQLite) loadJudgedTasks(tx *sql.Tx, out []Row) ([]Row, error) {
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, gpu_request, fingerprint FROM tasks")
+	rows, err := tx.Query("SELECT id, spec, state, gpu_request, fingerprint FROM tasks")
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
@@ -941,7 +941,7 @@ func (s *SQLite) loadJudgedTasks(tx *sql.Tx, out []Row) ([]Row, error) {
 		var r Row
 		var state string
 		var gpuReq sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &gpuReq, &r.Fingerprint); err != nil {
+		if err := rows.Scan(&r.ID, &r.Spec, &state, &gpuReq, &r.Fingerprint); err != nil {
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
 		if r.State, err = task.ParseState(state); err != nil {
