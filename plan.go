@@ -100,7 +100,7 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 		if err != nil {
 			return nil, err
 		}
-		rows, err := st.Load()
+		rows, err := st.LoadJudged() // what a plan reads of them, not all
 		if err == nil {
 			var cards []gpu.CardView
 			cards, _, err = st.LoadCards()
@@ -110,6 +110,7 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 		if err != nil {
 			return nil, err
 		}
+		earlier = make(map[string]*store.Row, len(rows))
 		for i := range rows {
 			earlier[rows[i].ID] = &rows[i]
 		}
@@ -119,14 +120,16 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 
 	var running []*store.Row
 	for _, r := range earlier {
-		running = append(running, r)
+		if r.State == task.Running { // runningFates looks at no other
+			running = append(running, r)
+		}
 	}
 	fates := runningFates(runDir, running) // one look at the supervisor for all of them
 	items := make([]PlanItem, len(specs))
 	own := make([]bool, len(specs)) // runs on its own account, not only for a task upstream
-	runs := map[string]bool{}
+	runs := make(map[string]bool, len(specs))
 	notNeeded := map[string]string{} // task not needed -> the kept task that makes it so
-	index := map[string]int{}
+	index := make(map[string]int, len(specs))
 	for i, sp := range specs {
 		index[sp.ID] = i
 	}
