@@ -140,6 +140,24 @@ tasks:
 func TestRunKilledThenAgain(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
+	killedThenAgain(t, c)
+	n := 0
+	for _, call := range c.calls() {
+		if strings.HasPrefix(call, "sbatch ") && strings.Contains(call, ".long.") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d jobs submitted for the task, want 1", n)
+	}
+}
+
+// killedThenAgain runs, through c, a workflow whose task long waits for a
+// gate, kills gpusched (-9) once long's command runs, runs it again, opens
+// the gate, and checks that the second run completes with long's command
+// run once. It returns the run directory.
+func killedThenAgain(t *testing.T, c *cluster) string {
+	t.Helper()
 	dir := t.TempDir()
 	gate, ran := filepath.Join(dir, "go"), filepath.Join(dir, "ran")
 	writeFile(t, filepath.Join(dir, "wf.yaml"), `
@@ -152,6 +170,7 @@ tasks:
     args: ["true"]
     dependencies: [long]
 `)
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644) }) // no job left waiting
 	run := filepath.Join(dir, "run")
 	first := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress")
 	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -174,15 +193,7 @@ tasks:
 	if n := countLines(ran); n != 1 {
 		t.Errorf("the job's command ran %d times, want once", n)
 	}
-	n := 0
-	for _, call := range c.calls() {
-		if strings.HasPrefix(call, "sbatch ") && strings.Contains(call, ".long.") {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Errorf("%d jobs submitted for the task, want 1", n)
-	}
+	return run
 }
 
 func writeFile(t *testing.T, path, content string) {

@@ -141,42 +141,7 @@ func TestRealSlurmCrashBetweenSbatchAndCommit(t *testing.T) {
 func TestRealSlurmKilledThenAgain(t *testing.T) {
 	realSlurm(t)
 	t.Parallel()
-	dir := t.TempDir()
-	gate, ran := filepath.Join(dir, "go"), filepath.Join(dir, "ran")
-	writeFile(t, filepath.Join(dir, "wf.yaml"), `
-scheduling:
-  executor: slurm
-tasks:
-  - id: long
-    args: [`+sleeper+`, -pidfile, `+ran+`, -wait, `+gate+`, -exit, "0"]
-  - id: after
-    args: ["true"]
-    dependencies: [long]
-`)
-	t.Cleanup(func() { os.WriteFile(gate, nil, 0o644) }) // no job left waiting
-	c := &cluster{fake: &fake{}, env: append(os.Environ(), "HOME="+t.TempDir())}
-	run := filepath.Join(dir, "run")
-	first := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress")
-	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the job runs", func() bool { return countLines(ran) == 1 })
-	syscall.Kill(-first.Process.Pid, syscall.SIGKILL)
-	first.Wait()
-	second := c.gpusched(t, dir, "run", "wf.yaml", "--run-dir", run, "--no-progress")
-	var out strings.Builder
-	second.Stdout, second.Stderr = &out, &out
-	if err := second.Start(); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, gate, "")
-	if err := second.Wait(); err != nil {
-		t.Fatalf("second run: %v\n%s", err, out.String())
-	}
-	if n := countLines(ran); n != 1 {
-		t.Errorf("the job's command ran %d times, want once", n)
-	}
+	run := killedThenAgain(t, &cluster{fake: &fake{}, env: append(os.Environ(), "HOME="+t.TempDir())})
 	// Every job of this run has its batch script (and folder) in it; the
 	// comment names the task.
 	q, err := exec.Command("squeue", "--states=all", "--noheader", "--format=%i|%Z|%k").Output()
