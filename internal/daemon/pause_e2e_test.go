@@ -127,10 +127,13 @@ func TestPauseResumeRetry(t *testing.T) {
 	}
 
 	// retry: a failed task and the task it blocked run again.
-	flag := filepath.Join(w.dir, "flag")
+	// failing waits for gate3, so that it has not failed yet when after is
+	// submitted (a task after a failed one is refused).
+	flag, gate3 := filepath.Join(w.dir, "flag"), filepath.Join(w.dir, "gate3")
 	none := 0
-	failing := submit(client.Command{Args: []string{"test", "-e", flag}, Retries: &none})
+	failing := submit(client.Command{Args: []string{"sh", "-c", "while [ ! -e " + gate3 + " ]; do sleep 0.05; done; test -e " + flag}, Retries: &none})
 	after := submit(client.Command{Args: []string{"true"}, After: []string{failing}})
+	os.WriteFile(gate3, nil, 0o644)
 	tasks, err := c.Wait(context.Background(), []string{failing, after}, nil)
 	if err != nil || len(tasks) != 2 {
 		t.Fatal(tasks, err)
