@@ -119,9 +119,13 @@ type simPolicy struct {
 	// oneReservation lets only the first starving task that does not fit
 	// reserve a card (later ones are passed over as if not starving);
 	// longestFirst orders the queue by duration, longest first, which
-	// gpusched cannot know.
+	// gpusched cannot know; biggestFirst orders the tasks that arrived at
+	// the same instant (submitted together) by the memory they take on all
+	// their cards, most first (which gpusched could know, but does not do:
+	// it keeps the users' order).
 	oneReservation bool
 	longestFirst   bool
+	biggestFirst   bool
 }
 
 // simPolicies are gpusched with each ReserveAfter setting (spread, the
@@ -134,14 +138,18 @@ var simPolicies = []simPolicy{
 }
 
 // simWhatIfs are variants, replayed at cooldown 0 only, that explain the
-// gap to the bound: pack placement, one reservation at a time, and the
-// queue ordered longest first (which needs durations gpusched does not
-// know: a reference for how tight the bound is).
+// gap to the bound: pack placement, one reservation at a time, the queue
+// ordered longest first (which needs durations gpusched does not know: a
+// reference for how tight the bound is), and the tasks submitted together
+// ordered biggest first (a rule gpusched could follow, measured to show
+// why it does not).
 var simWhatIfs = []simPolicy{
 	{name: "gpusched_pack_reserve=1m", reserveAfter: DefaultReserveAfter, placement: gpu.Pack},
 	{name: "gpusched_pack_reserve=never", reserveAfter: -1, placement: gpu.Pack},
 	{name: "whatif_one_reservation_1m", reserveAfter: DefaultReserveAfter, oneReservation: true},
 	{name: "whatif_longest_first_never", reserveAfter: -1, longestFirst: true},
+	{name: "whatif_biggest_first_1m", reserveAfter: DefaultReserveAfter, biggestFirst: true},
+	{name: "whatif_biggest_first_never", reserveAfter: -1, biggestFirst: true},
 }
 
 // oneReservationQueue passes the candidates of q on to decide, but once
@@ -383,6 +391,24 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 				readyIdx = append(readyIdx, int(n.seq))
 				return true
 			})
+		}
+		if pol.biggestFirst {
+			order := make([]int, len(ready))
+			for i := range order {
+				order[i] = i
+			}
+			slices.SortStableFunc(order, func(a, b int) int {
+				ta, tb := tr[readyIdx[a]], tr[readyIdx[b]]
+				if ta.arrive != tb.arrive {
+					return int(ta.arrive - tb.arrive)
+				}
+				return int(tb.mib*int64(tb.cards()) - ta.mib*int64(ta.cards()))
+			})
+			r2, i2 := make([]Candidate, len(ready)), make([]int, len(ready))
+			for k, o := range order {
+				r2[k], i2[k] = ready[o], readyIdx[o]
+			}
+			ready, readyIdx = r2, i2
 		}
 		if pol.longestFirst {
 			order := make([]int, len(ready))
