@@ -126,10 +126,12 @@ func TestSimPooled(t *testing.T) {
 // go test ./internal/engine -run '^$' -bench SimulationOrders -benchtime 1x.
 // Metrics: makespan over the bound (mean, and the smallest and largest of
 // a seed); when the queue emptied, over the bound; the hours from then to
-// the end; the memory held until then.
+// the end; the memory held until then, and the card-hours of memory idle
+// meanwhile on cards reserved for a starving task and on the others; the
+// mean wait.
 func BenchmarkSimulationOrders(b *testing.B) {
 	const seeds = 8
-	type figures struct{ ratio, lo, hi, last, tail, busy float64 }
+	type figures struct{ ratio, lo, hi, last, tail, busy, idleRes, idleOther, wait float64 }
 	report := func(b *testing.B, f figures) {
 		b.ReportMetric(f.ratio, "x-bound")
 		b.ReportMetric(f.lo, "x-bound-min")
@@ -137,6 +139,9 @@ func BenchmarkSimulationOrders(b *testing.B) {
 		b.ReportMetric(f.last, "laststart-x-bound")
 		b.ReportMetric(f.tail, "tail-h")
 		b.ReportMetric(100*f.busy, "%busy-before")
+		b.ReportMetric(f.idleRes, "idle-reserved-card-h")
+		b.ReportMetric(f.idleOther, "idle-other-card-h")
+		b.ReportMetric(f.wait, "meanwait-h")
 	}
 	add := func(f *figures, ratio float64) {
 		f.ratio += ratio / seeds
@@ -171,6 +176,9 @@ func BenchmarkSimulationOrders(b *testing.B) {
 						f.last += res.lastStart.Seconds() / bound.Seconds() / seeds
 						f.tail += (res.makespan - res.lastStart).Hours() / seeds
 						f.busy += res.busyBefore / seeds
+						f.idleRes += res.idleReserved / seeds
+						f.idleOther += res.idleOther / seeds
+						f.wait += res.meanWait.Hours() / seeds
 					}
 				}
 				report(b, f)

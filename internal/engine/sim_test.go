@@ -200,8 +200,12 @@ type simResult struct {
 	// busyBefore: the share of the capacity x time up to lastStart that
 	// running tasks held.
 	busyBefore float64
-	started    []int           // the tasks, by index in the trace, in start order
-	startedAt  []time.Duration // by task: when it started
+	// idleReserved, idleOther: card-hours of memory left idle while tasks
+	// waited, on cards reserved for a starving task and on the others
+	// (memory idle over a card's capacity, times how long).
+	idleReserved, idleOther float64
+	started                 []int           // the tasks, by index in the trace, in start order
+	startedAt               []time.Duration // by task: when it started
 	// With simOptions.indexed: the tasks the index handed decide, and
 	// those waiting, over all decisions; the time the full walk took.
 	handed, queued int
@@ -516,6 +520,16 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		}
 		if at == math.MaxInt64 {
 			break
+		}
+		if len(ready) > 0 {
+			for ci, c := range cards {
+				idle := float64(simCapMiB-c.charged) / simCapMiB * (at - now).Hours()
+				if _, ok := lastReserved[ci]; ok {
+					res.idleReserved += idle
+				} else {
+					res.idleOther += idle
+				}
+			}
 		}
 		now = at
 		for len(ends) > 0 && ends[0].at <= now {
