@@ -119,13 +119,13 @@ type simPolicy struct {
 	// oneReservation lets only the first starving task that does not fit
 	// reserve a card (later ones are passed over as if not starving);
 	// longestFirst orders the queue by duration, longest first, which
-	// gpusched cannot know; biggestFirst orders the tasks that arrived at
-	// the same instant (submitted together) by the memory they take on all
-	// their cards, most first (which gpusched could know, but does not do:
+	// gpusched cannot know; batchOrder, when set, orders the tasks that
+	// arrived at the same instant (submitted together) by it, stably
+	// (simBiggest, simWidest: what gpusched could know, but does not do:
 	// it keeps the users' order).
 	oneReservation bool
 	longestFirst   bool
-	biggestFirst   bool
+	batchOrder     func(a, b simTask) int
 }
 
 // simPolicies are gpusched with each ReserveAfter setting (spread, the
@@ -141,15 +141,17 @@ var simPolicies = []simPolicy{
 // gap to the bound: pack placement, one reservation at a time, the queue
 // ordered longest first (which needs durations gpusched does not know: a
 // reference for how tight the bound is), and the tasks submitted together
-// ordered biggest first (a rule gpusched could follow, measured to show
-// why it does not).
+// ordered biggest first, or on most cards first (what a higher priority
+// for them does), rules gpusched could follow, measured to show why it
+// does not.
 var simWhatIfs = []simPolicy{
 	{name: "gpusched_pack_reserve=1m", reserveAfter: DefaultReserveAfter, placement: gpu.Pack},
 	{name: "gpusched_pack_reserve=never", reserveAfter: -1, placement: gpu.Pack},
 	{name: "whatif_one_reservation_1m", reserveAfter: DefaultReserveAfter, oneReservation: true},
 	{name: "whatif_longest_first_never", reserveAfter: -1, longestFirst: true},
-	{name: "whatif_biggest_first_1m", reserveAfter: DefaultReserveAfter, biggestFirst: true},
-	{name: "whatif_biggest_first_never", reserveAfter: -1, biggestFirst: true},
+	{name: "whatif_biggest_first_1m", reserveAfter: DefaultReserveAfter, batchOrder: simBiggest},
+	{name: "whatif_biggest_first_never", reserveAfter: -1, batchOrder: simBiggest},
+	{name: "whatif_widest_first_1m", reserveAfter: DefaultReserveAfter, batchOrder: simWidest},
 }
 
 // oneReservationQueue passes the candidates of q on to decide, but once
@@ -396,7 +398,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 				return true
 			})
 		}
-		if pol.biggestFirst {
+		if pol.batchOrder != nil {
 			order := make([]int, len(ready))
 			for i := range order {
 				order[i] = i
@@ -406,7 +408,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 				if ta.arrive != tb.arrive {
 					return int(ta.arrive - tb.arrive)
 				}
-				return int(tb.mib*int64(tb.cards()) - ta.mib*int64(ta.cards()))
+				return pol.batchOrder(ta, tb)
 			})
 			r2, i2 := make([]Candidate, len(ready)), make([]int, len(ready))
 			for k, o := range order {
