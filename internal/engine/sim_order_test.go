@@ -7,6 +7,8 @@ package engine
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -77,6 +79,22 @@ func simBiggest(a, b simTask) int {
 }
 func simWidest(a, b simTask) int  { return b.cards() - a.cards() }
 func simLongest(a, b simTask) int { return int(b.dur - a.dur) }
+
+// simLongestGuess orders by the guess at each task's run time, longest
+// first (simEstimated).
+func simLongestGuess(a, b simTask) int { return int(b.est - a.est) }
+
+// simEstimated returns tr with a guess at each task's run time, as the run
+// times of its earlier attempts would give it: its duration times a
+// log-normal error of spread sigma (0: exact), deterministic from seed.
+func simEstimated(tr []simTask, sigma float64, seed uint64) []simTask {
+	r := rand.New(rand.NewPCG(seed, 0xbb67ae8584caa73b))
+	out := slices.Clone(tr)
+	for i := range out {
+		out[i].est = time.Duration(float64(out[i].dur) * math.Exp(sigma*r.NormFloat64()))
+	}
+	return out
+}
 
 // TestSimPooled checks the pooled reference: it shares memory across
 // cards (nine 50 GiB tasks of a minute all run at once, where eight cards
@@ -188,6 +206,35 @@ func BenchmarkSimulationOrders(b *testing.B) {
 					}
 				}
 				report(b, f)
+			})
+		}
+	}
+	// Longest first by a guess, as history could give it: the default rule
+	// with the tasks submitted together ordered by it.
+	for _, trc := range traces {
+		for _, sigma := range []float64{0, 0.25, 0.5, 1} {
+			pol := simPolicy{name: fmt.Sprintf("whatif_guessed_longest_first_sigma=%.2f_1m", sigma), reserveAfter: DefaultReserveAfter,
+				batchOrder: simLongestGuess}
+			b.Run("trace="+trc.name+"/"+pol.name, func(b *testing.B) {
+				var f figures
+				for b.Loop() {
+					f = figures{}
+					for seed := uint64(1); seed <= seeds; seed++ {
+						tr := simEstimated(trc.trace(seed), sigma, seed)
+						res, err := simulate(tr, pol, simOptions{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						add(&f, res.makespan.Seconds()/trc.bound(tr).Seconds())
+						f.wait += res.meanWait.Hours() / seeds
+						f.wide += res.maxWaitWide.Hours() / seeds
+					}
+				}
+				b.ReportMetric(f.ratio, "x-bound")
+				b.ReportMetric(f.lo, "x-bound-min")
+				b.ReportMetric(f.hi, "x-bound-max")
+				b.ReportMetric(f.wait, "meanwait-h")
+				b.ReportMetric(f.wide, "maxwait-8gpu-h")
 			})
 		}
 	}

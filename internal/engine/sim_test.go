@@ -41,6 +41,9 @@ type simTask struct {
 	arrive time.Duration // after the start of the trace
 	owner  string        // task.Spec.Owner; every task's "" but in the fair-share traces
 	gpus   int           // cards, all at once; 0 means 1
+	// est is a guess at dur, as history would give it (simEstimated);
+	// zero: none. Only the what-ifs that order by it read it.
+	est time.Duration
 }
 
 // cards is how many cards t takes.
