@@ -597,6 +597,11 @@ func (e *Engine) flush() {
 	if e.batch.Len() > 0 {
 		err = e.cfg.Store.Apply(&e.batch)
 		e.batch.Reset()
+		if cap(e.batch.Tasks) > maxKeptWrites {
+			// A big submission's writes (26 MiB for 100,000 tasks): not
+			// kept for the turns after it, which write a few rows each.
+			e.batch.Tasks = nil
+		}
 		if err != nil && e.broken == nil {
 			e.broken = fmt.Errorf("save state: %w", err)
 			e.stopAll(e.broken)
@@ -604,6 +609,10 @@ func (e *Engine) flush() {
 	}
 	e.runEffects(err)
 }
+
+// maxKeptWrites is the most task writes whose room the batch keeps from
+// one commit to the next.
+const maxKeptWrites = 4096
 
 // finishRun ends the Run in progress once nothing runs and nothing more can
 // start, and a Serve once it is stopped and nothing runs.
