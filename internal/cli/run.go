@@ -321,7 +321,7 @@ const loadGCPercent = 400
 // builds a heap that lives on (the tasks, their rows and nodes): with
 // the default GOGC=100 the collector marks it again every time it
 // doubles. For 100,000 tasks at GOGC=400, 0.3-0.4 s less CPU before the
-// first start, and a peak resident set about 10% higher (docs/benchmarks.md,
+// first start, for a peak resident set up to 10% higher (docs/benchmarks.md,
 // "Fourth round"). A GOGC set higher, or off, is left as it is.
 func loadingGC() (restore func()) {
 	old := debug.SetGCPercent(loadGCPercent)
