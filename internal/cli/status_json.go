@@ -94,8 +94,11 @@ func writeStatusJSON(w io.Writer, v *runView) error {
 	if out.GPUs == nil {
 		out.GPUs = []gpu.CardView{}
 	}
-	for _, r := range v.rows {
-		spec := v.specs[r.ID]
+	for i, r := range v.rows {
+		var spec specView
+		if i < len(v.specs) {
+			spec = v.specs[i]
+		}
 		t := taskJSON{
 			ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
 			Error: r.Error, BlockedBy: r.BlockedBy, NotNeeded: r.NotNeeded, Waiting: v.waiting[r.ID], WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,

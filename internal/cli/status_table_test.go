@@ -98,12 +98,13 @@ func TestStatusNotesAutoBudget(t *testing.T) {
 	now := time.Date(2025, 5, 1, 10, 16, 50, 0, time.Local)
 	auto := gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryAuto: true, MemoryMiB: 6400,
 		Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetHistory, PeakMiB: 5800, Attempts: 3, Since: 1}}
-	v := &runView{specs: map[string]specView{
+	specs := map[string]specView{
 		"waits": {Resources: auto},
 		"runs":  {Resources: auto},
 		"done":  {Resources: auto},
 		"fixed": {Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 6400}},
-	}, waiting: map[string]string{"waits": "needs 6400 MiB; best card 0 has 2000 MiB left", "fixed": "a free slot"}}
+	}
+	v := &runView{waiting: map[string]string{"waits": "needs 6400 MiB; best card 0 has 2000 MiB left", "fixed": "a free slot"}}
 	const why = "memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts + margin)"
 	started := []task.Attempt{{Number: 1, Start: now.Add(-time.Minute)}}
 	for _, c := range []struct {
@@ -115,7 +116,8 @@ func TestStatusNotesAutoBudget(t *testing.T) {
 		{store.Row{Record: task.Record{ID: "done", State: task.Complete, Attempts: started}}, ""},
 		{store.Row{Record: task.Record{ID: "fixed", State: task.Pending}}, "a free slot"},
 	} {
-		row := taskRow(v, c.row, now)
+		sp := specs[c.row.ID]
+		row := taskRow(v, c.row, &sp, now)
 		if got := row[len(row)-1]; got != c.want {
 			t.Errorf("%s: note %q, want %q", c.row.ID, got, c.want)
 		}
