@@ -5,19 +5,23 @@ import (
 	"encoding/json"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // "status --json" of 100,000 tasks is 50 MB of JSON. encoding/json would
 // build it whole in memory, by reflection, then pass over it all again to
 // indent it. writeStatusDoc writes the same bytes directly, a task at a
-// time, through a small buffer: the document and its tasks by hand, the
-// rare nested values (a Slurm job, pending events, conditions, the cards)
-// and each attempt of history through encoding/json and json.Indent.
+// time, through a small buffer: the document, its tasks and their history
+// by hand, the rare nested values (a Slurm job, pending events,
+// conditions, the cards) through encoding/json and json.Indent.
 // TestStatusJSONAsEncodingJSON holds it to encoding/json's output on
-// documents with every field of statusJSON and taskJSON filled at random:
-// a field added to either and not written here fails it.
+// documents with every field of statusJSON, taskJSON and task.Attempt
+// filled at random: a field added to one of them and not written here
+// fails it.
 
 // writeStatusDoc writes doc, with n tasks given by task(i) in place of
 // doc.Tasks, as json.Encoder with SetIndent("", "  ") writes doc with those
@@ -52,7 +56,7 @@ func writeStatusDoc(w io.Writer, doc *statusJSON, n int, task func(i int) taskJS
 	e.value(doc.GPUs, "  ")
 	if doc.GPUsAsOf != nil {
 		e.raw(",\n  \"gpus_as_of\": ")
-		e.time(*doc.GPUsAsOf)
+		e.time(*doc.GPUsAsOf, true)
 	}
 	if doc.GPUUnknown != "" {
 		e.raw(",\n  \"gpu_unknown\": ")
@@ -116,18 +120,18 @@ func (e *statusEncoder) task(t *taskJSON) {
 		e.raw(",\n" + fieldIndent + `"gpus": `)
 		e.value(t.GPUs, fieldIndent)
 	}
-	e.optStr(`"error": `, t.Error)
-	e.optStr(`"blocked_by": `, t.BlockedBy)
-	e.optStr(`"waiting": `, t.Waiting)
+	e.optStr(fieldIndent, `"error": `, t.Error)
+	e.optStr(fieldIndent, `"blocked_by": `, t.BlockedBy)
+	e.optStr(fieldIndent, `"waiting": `, t.Waiting)
 	if t.WaitingKind != 0 {
 		e.raw(",\n" + fieldIndent + `"waiting_kind": `)
 		e.str(t.WaitingKind.String()) // what its MarshalText writes
 	}
 	if t.RetryAt != nil {
 		e.raw(",\n" + fieldIndent + `"retry_at": `)
-		e.time(*t.RetryAt)
+		e.time(*t.RetryAt, true)
 	}
-	e.optStr(`"rerun": `, t.Rerun)
+	e.optStr(fieldIndent, `"rerun": `, t.Rerun)
 	if len(t.Events) > 0 {
 		e.raw(",\n" + fieldIndent + `"events_pending": `)
 		e.value(t.Events, fieldIndent)
@@ -151,10 +155,10 @@ func (e *statusEncoder) task(t *taskJSON) {
 	}
 	e.raw(",\n" + fieldIndent + `"priority": `)
 	e.int(int64(t.Priority))
-	e.optInt(`"memory_mib": `, t.MemoryMiB)
-	e.optStr(`"memory_mib_source": `, t.MemorySource)
-	e.optInt(`"memory_mib_host": `, t.MemoryMiBHost)
-	e.optStr(`"memory_mib_host_source": `, t.MemoryHostSource)
+	e.optInt(fieldIndent, `"memory_mib": `, t.MemoryMiB)
+	e.optStr(fieldIndent, `"memory_mib_source": `, t.MemorySource)
+	e.optInt(fieldIndent, `"memory_mib_host": `, t.MemoryMiBHost)
+	e.optStr(fieldIndent, `"memory_mib_host_source": `, t.MemoryHostSource)
 	e.raw(",\n" + fieldIndent + `"started": `)
 	e.timePtr(t.Started)
 	e.raw(",\n" + fieldIndent + `"ended": `)
@@ -181,8 +185,7 @@ func (e *statusEncoder) task(t *taskJSON) {
 			if i > 0 {
 				e.raw(",\n")
 			}
-			e.raw(fieldIndent + "  ")
-			e.value(&t.History[i], fieldIndent+"  ")
+			e.attempt(&t.History[i])
 		}
 		e.raw("\n" + fieldIndent + "]")
 	}
@@ -190,9 +193,7 @@ func (e *statusEncoder) task(t *taskJSON) {
 		e.raw(",\n" + fieldIndent + `"dependency_on": `)
 		e.value(t.DependencyOn, fieldIndent)
 	}
-	if t.NotNeeded {
-		e.raw(",\n" + fieldIndent + `"not_needed": true`)
-	}
+	e.optTrue(fieldIndent, `"not_needed": `, t.NotNeeded)
 	e.raw("\n" + taskIndent + "}")
 }
 
@@ -210,47 +211,132 @@ func (e *statusEncoder) intPtr(n *int) {
 	e.int(int64(*n))
 }
 
-// optStr writes a field of a task tagged omitempty whose value is s.
-func (e *statusEncoder) optStr(key, s string) {
+// optStr writes a field tagged omitempty whose value is s, after another
+// field, at indent.
+func (e *statusEncoder) optStr(indent, key, s string) {
 	if s != "" {
-		e.raw(",\n" + fieldIndent)
-		e.raw(key)
+		e.next(indent, key)
 		e.str(s)
 	}
 }
 
-// optInt writes a field of a task tagged omitempty whose value is n.
-func (e *statusEncoder) optInt(key string, n int64) {
+// optInt writes a field tagged omitempty whose value is n, after another
+// field, at indent.
+func (e *statusEncoder) optInt(indent, key string, n int64) {
 	if n != 0 {
-		e.raw(",\n" + fieldIndent)
-		e.raw(key)
+		e.next(indent, key)
 		e.int(n)
 	}
 }
 
-// str writes s as encoding/json writes a string: a plain one (printable
-// ASCII, none of the characters it escapes for HTML) by hand, any other
+// optTrue writes a bool field tagged omitempty, after another field, at
+// indent.
+func (e *statusEncoder) optTrue(indent, key string, b bool) {
+	if b {
+		e.next(indent, key)
+		e.raw("true")
+	}
+}
+
+// next begins a field after another, at indent: key holds its quoted
+// name, a colon and a space.
+func (e *statusEncoder) next(indent, key string) {
+	e.raw(",\n")
+	e.raw(indent)
+	e.raw(key)
+}
+
+// The indentation of an attempt of history's braces, of its fields, and
+// of what its fields hold.
+const (
+	attemptIndent      = fieldIndent + "  "
+	attemptFieldIndent = attemptIndent + "  "
+)
+
+// attempt writes a of a task's history at its place in the list, as
+// encoding/json writes task.Attempt.
+func (e *statusEncoder) attempt(a *task.Attempt) {
+	const in = attemptFieldIndent
+	e.raw(attemptIndent + "{\n" + in + `"number": `)
+	e.int(int64(a.Number))
+	e.raw(",\n" + in + `"start": `)
+	e.time(a.Start, false)
+	if !a.End.IsZero() {
+		e.raw(",\n" + in + `"end": `)
+		e.time(a.End, false)
+	}
+	e.raw(",\n" + in + `"exit_code": `)
+	e.intPtr(a.ExitCode)
+	e.optStr(in, `"signal": `, a.Signal)
+	e.optTrue(in, `"timed_out": `, a.TimedOut)
+	e.optTrue(in, `"cancelled": `, a.Cancelled)
+	e.optTrue(in, `"interrupted": `, a.Interrupted)
+	e.optTrue(in, `"not_charged": `, a.NotCharged)
+	e.optTrue(in, `"adopted": `, a.Adopted)
+	e.optStr(in, `"end_reason": `, a.EndReason)
+	e.optStr(in, `"error": `, a.Error)
+	e.optStr(in, `"log_path": `, a.LogPath)
+	e.optInt(in, `"pid": `, int64(a.PID))
+	e.raw(",\n" + in + `"gpu": `)
+	e.intPtr(a.GPU)
+	if len(a.GPUs) > 0 {
+		e.raw(",\n" + in + `"gpus": `)
+		e.value(a.GPUs, in)
+	}
+	e.optStr(in, `"gpu_uuid": `, a.GPUUUID)
+	e.optInt(in, `"mem_requested_mib": `, a.MemRequestedMiB)
+	e.optInt(in, `"mem_peak_mib": `, a.MemPeakMiB)
+	e.optInt(in, `"host_mem_requested_mib": `, a.HostMemRequestedMiB)
+	e.optInt(in, `"rss_peak_mib": `, a.RSSPeakMiB)
+	if !a.ReadyAt.IsZero() {
+		e.raw(",\n" + in + `"ready_at": `)
+		e.time(a.ReadyAt, false)
+	}
+	if a.Job != nil {
+		e.raw(",\n" + in + `"job": `)
+		e.value(a.Job, in)
+	}
+	e.raw("\n" + attemptIndent + "}")
+}
+
+// str writes s as encoding/json writes a string: one of printable ASCII
+// by hand, escaping quotes and backslashes (a blocked task's error quotes
+// its dependency) as it does; one with anything else it escapes (control
+// characters, the characters it escapes for HTML, bytes outside ASCII)
 // through encoding/json.
 func (e *statusEncoder) str(s string) {
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&':
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '<' || c == '>' || c == '&' {
 			e.value(s, "")
 			return
 		}
 	}
-	e.out.WriteByte('"')
-	e.out.WriteString(s)
-	e.out.WriteByte('"')
+	b := append(e.out.AvailableBuffer(), '"')
+	for {
+		i := strings.IndexAny(s, `"\`)
+		if i < 0 {
+			break
+		}
+		b = append(b, s[:i]...)
+		b = append(b, '\\', s[i])
+		s = s[i+1:]
+	}
+	b = append(b, s...)
+	e.out.Write(append(b, '"'))
 }
 
-// time writes the time of a *time.Time field as its MarshalJSON does (a
-// time it cannot write fails through encoding/json, with its error).
-func (e *statusEncoder) time(t time.Time) {
+// time writes t as its MarshalJSON does. A time it cannot write fails
+// through encoding/json, with its error, which names the field's type: a
+// pointer or not.
+func (e *statusEncoder) time(t time.Time, pointer bool) {
 	b := append(e.out.AvailableBuffer(), '"')
 	b, err := t.AppendText(b)
 	if err != nil {
-		e.value(&t, "")
+		if pointer {
+			e.value(&t, "")
+		} else {
+			e.value(t, "")
+		}
 		return
 	}
 	e.out.Write(append(b, '"'))
@@ -261,7 +347,7 @@ func (e *statusEncoder) timePtr(t *time.Time) {
 		e.raw("null")
 		return
 	}
-	e.time(*t)
+	e.time(*t, true)
 }
 
 // value writes v through encoding/json, indented as if it began at a line

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpusched/gpusched/internal/task"
 )
 
 // filler sets values to random ones, every field of every struct,
@@ -130,6 +132,9 @@ func TestStatusJSONTimeOutOfRange(t *testing.T) {
 		{Tasks: []taskJSON{{ID: "a", RetryAt: &late}}},
 		{Tasks: []taskJSON{{ID: "a", Started: &late}}},
 		{Tasks: []taskJSON{}, GPUsAsOf: &late},
+		{Tasks: []taskJSON{{ID: "a", History: []task.Attempt{{Number: 1, Start: late}}}}},
+		{Tasks: []taskJSON{{ID: "a", History: []task.Attempt{{Number: 1, ReadyAt: late}}}}},
+		{Tasks: []taskJSON{{ID: "a", History: []task.Attempt{{Number: 1, End: late}}}}},
 	} {
 		_, _, gotErr, wantErr := encodeBoth(&doc)
 		if gotErr == nil || wantErr == nil || gotErr.Error() != wantErr.Error() {
