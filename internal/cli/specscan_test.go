@@ -133,3 +133,27 @@ func FuzzDecodeSpecView(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkDecodeSpecView decodes the definition of a workflow file's
+// command with a dependency, as status does 100,000 times.
+func BenchmarkDecodeSpecView(b *testing.B) {
+	def := storedSpecs(b)[2]
+	var d specDecoder
+	var sp specView
+	b.SetBytes(int64(len(def)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d.decode(def, &sp)
+	}
+}
+
+// BenchmarkDecodeSpecViewEncodingJSON is the same through encoding/json.
+func BenchmarkDecodeSpecViewEncodingJSON(b *testing.B) {
+	def := storedSpecs(b)[2]
+	b.SetBytes(int64(len(def)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var sp specView
+		_ = json.Unmarshal(def, &sp)
+	}
+}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +123,22 @@ func TestStatusNotesAutoBudget(t *testing.T) {
 		if got := row[len(row)-1]; got != c.want {
 			t.Errorf("%s: note %q, want %q", c.row.ID, got, c.want)
 		}
+	}
+}
+
+// status has the garbage collector run less often, unless $GOGC says how
+// often it should.
+func TestCollectLessKeepsGOGC(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	t.Setenv("GOGC", "100")
+	collectLess()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC=100: GC percent %d, want 100", got)
+	}
+	os.Unsetenv("GOGC") // t.Setenv puts it back
+	collectLess()
+	if got := debug.SetGCPercent(100); got != statusGCPercent {
+		t.Errorf("without GOGC: GC percent %d, want %d", got, statusGCPercent)
 	}
 }
