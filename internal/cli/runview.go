@@ -32,7 +32,6 @@ type runView struct {
 	cardsAt  time.Time
 	unknown  string                        // why the GPU state cannot be read
 	topology string                        // why the cards' topology could not be read, if it could not
-	waiting  map[string]string             // pending task -> why it does not start
 	gpuTasks bool                          // the run has GPU tasks
 	pending  map[string][]store.EventWrite // completion events not yet delivered, by task
 	// fates, while no scheduler runs: what the next run would do with each
@@ -85,8 +84,7 @@ func loadRows(dir string) (rows []store.Row, err error) {
 
 // loadRun reads everything status shows of a run.
 func loadRun(dir string) (*runView, error) {
-	v := &runView{dir: dir, now: time.Now(), pid: schedulerPID(dir),
-		pending: map[string][]store.EventWrite{}, waiting: map[string]string{}}
+	v := &runView{dir: dir, now: time.Now(), pid: schedulerPID(dir), pending: map[string][]store.EventWrite{}}
 	if err := withState(dir, v.read); err != nil {
 		return nil, err
 	}
@@ -119,7 +117,6 @@ func (v *runView) read(st *store.SQLite) (err error) {
 		dec.decode(v.rows[i].Spec, sp)
 		v.gpuTasks = v.gpuTasks || sp.Resources.GPU()
 	}
-	v.explainWaiting()
 	return nil
 }
 

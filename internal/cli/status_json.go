@@ -119,7 +119,7 @@ func (v *runView) taskJSON(i int) taskJSON {
 	}
 	t := taskJSON{
 		ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
-		Error: r.Error, BlockedBy: r.BlockedBy, NotNeeded: r.NotNeeded, Waiting: v.waiting[r.ID], WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
+		Error: r.Error, BlockedBy: r.BlockedBy, NotNeeded: r.NotNeeded, Waiting: v.waitingNote(&r.Record), WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
 		Dependencies: spec.Dependencies, DependencyOn: spec.DependencyOn, Priority: spec.Priority, History: r.Attempts,
 	}
 	if spec.Resources.GPU() {

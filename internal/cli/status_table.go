@@ -132,7 +132,7 @@ func fillTaskRow(row []string, v *runView, r *store.Row, sp *specView, now time.
 			exit = a.Signal
 		}
 	}
-	note := r.Error
+	note, waiting := r.Error, v.waitingNote(&r.Record)
 	switch r.State {
 	case task.Complete:
 		note = eventNote(v.pending[r.ID])
@@ -140,8 +140,8 @@ func fillTaskRow(row []string, v *runView, r *store.Row, sp *specView, now time.
 		note = ""
 		a := r.LastAttempt()
 		switch {
-		case v.waiting[r.ID] != "":
-			note = v.waiting[r.ID] // queued in Slurm, or waiting to be submitted there
+		case waiting != "":
+			note = waiting // queued in Slurm, or waiting to be submitted there
 		case a != nil && a.Job != nil:
 			note = jobText(a.Job)
 		}
@@ -158,7 +158,7 @@ func fillTaskRow(row []string, v *runView, r *store.Row, sp *specView, now time.
 			note = f.Note
 		}
 	case task.Pending:
-		note = v.waiting[r.ID]
+		note = waiting
 		if r.Rerun != "" {
 			note = "runs again (" + r.Rerun + "); " + note
 		}

@@ -106,17 +106,19 @@ func TestStatusNotesAutoBudget(t *testing.T) {
 		"done":  {Resources: auto},
 		"fixed": {Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 6400}},
 	}
-	v := &runView{waiting: map[string]string{"waits": "needs 6400 MiB; best card 0 has 2000 MiB left", "fixed": "a free slot"}}
+	v := &runView{pid: 4242} // a scheduler runs: the reasons saved stand
 	const why = "memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts + margin)"
 	started := []task.Attempt{{Number: 1, Start: now.Add(-time.Minute)}}
 	for _, c := range []struct {
 		row  store.Row
 		want string
 	}{
-		{store.Row{Record: task.Record{ID: "waits", State: task.Pending}}, "needs 6400 MiB; best card 0 has 2000 MiB left; " + why},
+		{store.Row{Record: task.Record{ID: "waits", State: task.Pending,
+			Waiting: task.WaitReason{Kind: task.WaitGPUMemory, Detail: "needs 6400 MiB; best card 0 has 2000 MiB left"}}},
+			"needs 6400 MiB; best card 0 has 2000 MiB left; " + why},
 		{store.Row{Record: task.Record{ID: "runs", State: task.Running, Attempts: started}}, why},
 		{store.Row{Record: task.Record{ID: "done", State: task.Complete, Attempts: started}}, ""},
-		{store.Row{Record: task.Record{ID: "fixed", State: task.Pending}}, "a free slot"},
+		{store.Row{Record: task.Record{ID: "fixed", State: task.Pending, Waiting: task.WaitReason{Kind: task.WaitSlot}}}, "waiting for a free slot"},
 	} {
 		sp := specs[c.row.ID]
 		row := taskRow(v, c.row, &sp, now)
