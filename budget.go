@@ -66,7 +66,9 @@ const BudgetWindow = budget.Window
 // f is called from the goroutine that submits, with the task as it is
 // submitted (its slices and maps are the scheduler's: read them only);
 // it decides what counts as the same task. Attempts that did not end by
-// themselves, or with no peak seen, are not learned from.
+// themselves, or with no peak seen, are not learned from. With
+// OrderLongestFirst, f is asked about every task, for its estimated run
+// time too.
 func WithBudgetHistory(f func(TaskSpec) []Attempt) Option {
 	return func(o *options) { o.history = f }
 }
