@@ -3,8 +3,10 @@ package gpusched
 import (
 	"encoding/json"
 	"path/filepath"
+	"time"
 
 	"github.com/gpusched/gpusched/internal/budget"
+	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -64,7 +66,9 @@ const BudgetWindow = budget.Window
 // f is called from the goroutine that submits, with the task as it is
 // submitted (its slices and maps are the scheduler's: read them only);
 // it decides what counts as the same task. Attempts that did not end by
-// themselves, or with no peak seen, are not learned from.
+// themselves, or with no peak seen, are not learned from. With
+// OrderLongestFirst, f is asked about every task, for its estimated run
+// time too.
 func WithBudgetHistory(f func(TaskSpec) []Attempt) Option {
 	return func(o *options) { o.history = f }
 }
@@ -156,6 +160,49 @@ func budgetInput(res budget.Resource, sp *task.Spec, row *store.Row) budget.Inpu
 	}
 	in.Since = budget.Since(prev, row.Attempts, sp)
 	return in
+}
+
+// estimates returns each task's estimated run time for the
+// OrderLongestFirst order (see it for the rule), from the same history
+// its auto budgets are learned from; nil for the submitted order.
+func (s *Scheduler) estimates(specs []*task.Spec) []time.Duration {
+	if s.settings.Order != OrderLongestFirst {
+		return nil
+	}
+	out := make([]time.Duration, len(specs))
+	for i, sp := range specs {
+		var attempts []task.Attempt
+		if s.history != nil {
+			attempts = internalAttempts(s.history(*publicSpec(sp)))
+		} else if row, ok := s.engine.Earlier(sp.ID); ok {
+			attempts = row.Attempts
+		}
+		out[i] = estimate(attempts, sp.Timeout)
+	}
+	return out
+}
+
+// estimate is the run time estimated from attempts (oldest first) and the
+// task's own timeout: the longest of the last BudgetWindow attempts that
+// ended by themselves; else the timeout, if set; else unknown.
+func estimate(attempts []task.Attempt, timeout time.Duration) time.Duration {
+	var longest time.Duration
+	seen := 0
+	for i := len(attempts) - 1; i >= 0 && seen < BudgetWindow; i-- {
+		a := &attempts[i]
+		if !a.Ended() || a.TimedOut || a.Cancelled || a.Interrupted || a.NotCharged {
+			continue
+		}
+		seen++
+		longest = max(longest, a.End.Sub(a.Start))
+	}
+	switch {
+	case seen > 0:
+		return longest
+	case timeout > 0:
+		return timeout
+	}
+	return engine.EstimateUnknown
 }
 
 // largestCard returns the largest capacity of the cards as admission sees

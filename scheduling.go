@@ -23,6 +23,11 @@ type Scheduling struct {
 	// MaxParallelTasks bounds the attempts running at once. Default: the
 	// number of CPUs.
 	MaxParallelTasks int
+	// Order is how ready tasks of one priority are taken: OrderSubmitted
+	// (the default: in submission order, a workflow file's order) or
+	// OrderLongestFirst (the longest estimated run time first, then
+	// submission). See docs/gpu.md, "Order within a batch".
+	Order string
 	// DefaultTimeout bounds each attempt of a task that sets no Timeout.
 	// Default 0: no timeout.
 	DefaultTimeout time.Duration
@@ -133,6 +138,21 @@ type Scheduling struct {
 	Resources map[string]int
 }
 
+// The orders of Scheduling.Order.
+const (
+	// OrderSubmitted takes ready tasks of one priority in the order they
+	// were submitted.
+	OrderSubmitted = "submitted"
+	// OrderLongestFirst takes ready tasks of one priority longest
+	// estimated run time first, then in submission order. A task's
+	// estimate is fixed when it is submitted: the longest run of its last
+	// BudgetWindow attempts that ended by themselves (not timed out,
+	// cancelled or interrupted), from the run directory or a
+	// WithBudgetHistory function; else its own Timeout; else unknown, and
+	// a task whose run time is unknown goes before those with an estimate.
+	OrderLongestFirst = "longest_first"
+)
+
 // Defaults of the settings above.
 const (
 	DefaultKillGrace         = 10 * time.Second
@@ -146,6 +166,8 @@ func (s Scheduling) Validate() error {
 	switch {
 	case s.MaxParallelTasks < 0:
 		return &SchedulingError{"max_parallel_tasks", "must be at least 1 (or 0 for the number of CPUs)"}
+	case s.Order != "" && s.Order != OrderSubmitted && s.Order != OrderLongestFirst:
+		return &SchedulingError{"order", fmt.Sprintf("must be %q or %q, not %q", OrderSubmitted, OrderLongestFirst, s.Order)}
 	case s.DefaultTimeout < 0:
 		return &SchedulingError{"timeout", "must not be negative"}
 	case s.DefaultRetries < 0:
@@ -236,6 +258,7 @@ func (s Scheduling) withDefaults() Scheduling {
 	if s.GPUPlacement == "" {
 		s.GPUPlacement = "spread"
 	}
+	s.Order = cmp.Or(s.Order, OrderSubmitted)
 	s.CPUs, s.MemoryMiBHost = s.hostCapacity(hostres.Machine{})
 	return s
 }

@@ -81,7 +81,7 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 		return nil, err
 	}
 	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key, Again: again,
-		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs))}
+		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs)), Estimate: s.estimates(specs)}
 	var edited []EditedTask
 	var runs []bool // with Only or From: whether each task runs on its own account, and why
 	var whys []string

@@ -25,6 +25,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var runDir string
 	var jobs int
+	var order string
 	var dryRun bool
 	var out runOutput
 	var executor string
@@ -132,12 +133,18 @@ command line is invalid (nothing ran).`,
 			if c.Flags().Changed("jobs") && jobs < 1 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
 			}
+			if c.Flags().Changed("order") && order != gpusched.OrderSubmitted && order != gpusched.OrderLongestFirst {
+				return inputf("--order must be %q or %q, not %q", gpusched.OrderSubmitted, gpusched.OrderLongestFirst, order)
+			}
 			if err := host.check(c); err != nil {
 				return err
 			}
 			rt, err := chooseRoute(c.Context(), route)
 			if err != nil {
 				return err
+			}
+			if rt.daemon && c.Flags().Changed("order") {
+				return inputf("--order: a daemon takes its tasks in submission order; use --local to run in this process")
 			}
 			if rt.daemon {
 				return runThroughDaemon(c, args[0], opts, daemonRunFlags{route: rt, jobsSet: c.Flags().Changed("jobs"), noProgress: out.noProgress,
@@ -177,6 +184,9 @@ command line is invalid (nothing ran).`,
 					}
 					if c.Flags().Changed("jobs") {
 						w.Scheduling.MaxParallelTasks = jobs
+					}
+					if c.Flags().Changed("order") {
+						w.Scheduling.Order = order
 					}
 					host.apply(c, &w.Scheduling)
 					// Tasks that ask for more cores, host memory or custom
@@ -251,6 +261,7 @@ command line is invalid (nothing ran).`,
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "run at most N tasks at once (default: the workflow's max_parallel_tasks, else the number of CPUs)")
+	c.Flags().StringVar(&order, "order", "", "take ready tasks of one priority in `ORDER`: submitted, or longest_first (longest estimated run time first), in place of the workflow's scheduling.order")
 	host.add(c)
 	addExecutorFlag(c, &executor)
 	addRerunFlags(c, &rerun)

@@ -33,6 +33,12 @@ type Submission struct {
 	// the store, so a restarted engine knows them too. At most
 	// MaxKeyLength bytes.
 	Key string
+	// Estimate, if not nil, orders the batch's ready tasks among those of
+	// their priority: Estimate[i] is Specs[i]'s estimated run time, longest
+	// first, then submission; EstimateUnknown goes before every known one
+	// (order.go). Nil: submission order. An engine's batches should all
+	// give estimates or none: a task without one goes after those with.
+	Estimate []time.Duration
 	// Again lets the batch name retired tasks (Config.Retire): each is
 	// taken up again with its history, as a task an earlier run left is
 	// when submitted again (a failed, cancelled or blocked one runs
@@ -57,6 +63,9 @@ type Resume struct {
 // completed satisfies it, one that failed, was cancelled or was blocked
 // blocks the new task; a retired task's id cannot be used again.
 func (e *Engine) Submit(sub Submission) error {
+	if sub.Estimate != nil && len(sub.Estimate) != len(sub.Specs) {
+		return fmt.Errorf("submit: %d estimates for %d tasks", len(sub.Estimate), len(sub.Specs))
+	}
 	reply := make(chan error, 1)
 	if !e.send(submitEvent{sub, reply}) {
 		return ErrClosed
@@ -220,8 +229,12 @@ func (ev submitEvent) apply(e *Engine) {
 		}
 		if n := e.adopted[s.ID]; n != nil {
 			// Running when its scheduler died, adopted since: this
-			// submission takes it over as it is.
+			// submission takes it over as it is. (Running: it is not in
+			// the ready queue, so its estimate may be set.)
 			e.claim(n, s, ev.JSON[i], fp, now)
+			if ev.Estimate != nil {
+				n.est = rankOf(ev.Estimate[i])
+			}
 			e.tasks[s.ID] = n
 			nodes[i] = n
 			ndeps += len(s.Dependencies)
@@ -229,6 +242,9 @@ func (ev submitEvent) apply(e *Engine) {
 		}
 		n := &store[i]
 		*n = node{spec: s, specJSON: ev.JSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
+		if ev.Estimate != nil {
+			n.est = rankOf(ev.Estimate[i])
+		}
 		n.fingerprint = fp
 		if s.Resources.GPU() {
 			n.need = needOf(s.Resources)

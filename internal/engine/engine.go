@@ -306,8 +306,12 @@ type node struct {
 	// tree's order, Candidate), and the record, whose Waiting ends its
 	// next cache line: a walk of thousands of waiting GPU tasks touches
 	// as few lines as it can.
-	spec       *task.Spec
-	seq        int64
+	spec *task.Spec
+	seq  int64
+	// est is its rank by estimated run time among tasks of its priority,
+	// higher first (order.go): 0 for every task submitted without
+	// estimates. Fixed while the task is in the ready queue.
+	est        int32
 	need       gpu.Need    // GPU tasks: its request; grows after an out-of-memory failure
 	readySince time.Time   // when it last became ready
 	rec        task.Record // with rec.Waiting: why it waits while pending (wait.go)
@@ -354,11 +358,10 @@ type node struct {
 	placed bool
 	// pinned: kept even when a task it depends on runs again
 	// (Resume.Pinned). (Here, not among the flags above: it fills the
-	// padding before outgrown.)
+	// padding before foreignAtStart.)
 	pinned bool
 
 	// GPU tasks only.
-	outgrown string // why its grown request fits no card, if it does not
 	// foreignAtStart is the memory foreign to us on its card when its
 	// attempt was admitted: growth since then tells an out-of-memory
 	// failure caused by someone else.
@@ -389,9 +392,15 @@ func lessDelayed(a, b *node) bool {
 	return a.seq < b.seq
 }
 
+// lessNode is the ready queue's order: higher priority first; then the
+// longer estimated run time (est: equal for all when no estimates are
+// given); then submission.
 func lessNode(a, b *node) bool {
 	if a.spec.Priority != b.spec.Priority {
 		return a.spec.Priority > b.spec.Priority
+	}
+	if a.est != b.est {
+		return a.est > b.est
 	}
 	return a.seq < b.seq
 }
@@ -1002,8 +1011,8 @@ func (e *Engine) failed(n *node, a *task.Attempt, out Outcome, oom oomCase) (Eve
 			final = "not retried after a timeout (retry_on_timeout is off)"
 		case len(codes) > 0 && !oom.oom && (a.ExitCode == nil || !slices.Contains(codes, *a.ExitCode)):
 			final = "not retried: retry_on_exit_codes does not list " + howEnded(a)
-		case n.outgrown != "":
-			final = "no retry: " + n.outgrown
+		case oom.outgrown != "":
+			final = "no retry: " + oom.outgrown
 		}
 	}
 	stopping := e.broken != nil || e.closing != nil || (e.run != nil && e.run.stop != nil)

@@ -165,8 +165,9 @@ func (r *readySet) Len() int { return r.n }
 
 // Ascend calls fn on the ready tasks best first, until it returns false:
 // by priority (higher first); among equal priority, the owner with the
-// smaller usage share as of r.now first (a tie: the owner whose task came
-// first); within an owner, submission order. The order is computed at
+// smaller usage share as of r.now first (a tie: the owner whose task comes
+// first by lessNode); within an owner, lessNode's order (submission, or
+// longest estimate first when estimates were given). The order is computed at
 // each walk, so it follows the usage as it changes: nothing is re-sorted
 // when it does.
 func (r *readySet) Ascend(fn func(*node) bool) {
@@ -230,7 +231,7 @@ func (r *readySet) walkSkip(fn func(*owner, *node) bool, skip func(owner int32, 
 			case !ap:
 				return 0
 			}
-			return cmp.Or(cmp.Compare(a.share, b.share), cmp.Compare(a.next.seq, b.next.seq))
+			return cmp.Or(cmp.Compare(a.share, b.share), cmp.Compare(b.next.est, a.next.est), cmp.Compare(a.next.seq, b.next.seq))
 		})
 		for i := range cur {
 			c := &cur[i]

@@ -336,6 +336,9 @@ type oomCase struct {
 	placed bool
 	limit  int64
 	wanted int64 // what it would have grown to without the limit
+	// outgrown: why its grown request fits no card, if it does not (kept
+	// here, not in the node: its 512 bytes are a size class).
+	outgrown string
 }
 
 // releaseGPU ends an attempt's charge on its cards. A failed attempt makes
@@ -376,11 +379,10 @@ func (e *Engine) releaseGPU(n *node, failed bool, out Outcome) oomCase {
 	e.nextPoll = now // read the cards again right away
 	n.card = -1
 	delete(e.multi, n)
-	n.outgrown = ""
 	if oc.oom && !oc.contention {
 		n.need.MiB = gpu.GrowAfterOOM(n.need.MiB, peak, out.OOMTriedMiB, e.board.Settings().SafetyMarginMiB)
 		oc.grownTo = n.need.MiB
-		n.outgrown = e.neverFits(n.spec.ID, n.need)
+		oc.outgrown = e.neverFits(n.spec.ID, n.need)
 	}
 	return oc
 }

@@ -94,26 +94,28 @@ func (s *needSum) add(t *needSum) {
 // own is what the index keeps of one task, so that summing a subtree up
 // or finding the task reads no task: its class (0: not plain; else the
 // reason it waits), the GPU memory, cores and host memory it asks, and
-// its place in the queue (priority, saturated to int32, and submission).
-// (And its node's treap priority, pri, which fills the padding: an inode
-// is 144 bytes, a size class.)
+// its place in the queue (priority, saturated to int32, estimate rank and
+// submission). (And its node's treap priority, pri, which fills the
+// padding: an inode is 144 bytes, a size class; for that, the cores are
+// 16 bits: a task asking more is not plain.)
 type own struct {
 	mib, hostMiB int64
 	seq          int64
-	cpus         int32
 	prio         int32
-	class        task.WaitKind
+	est          int32
 	pri          uint32
+	cpus         uint16
+	class        task.WaitKind
 }
 
 // ownOf is what the index keeps of n as it is now.
 func ownOf(n *node) own {
-	o := own{prio: int32(min(max(n.spec.Priority, math.MinInt32), math.MaxInt32)), seq: n.seq}
+	o := own{prio: int32(min(max(n.spec.Priority, math.MinInt32), math.MaxInt32)), est: n.est, seq: n.seq}
 	r := &n.spec.Resources
 	switch k := n.rec.Waiting.Kind; {
-	case !n.localGPU(), n.need.Count > 1, n.need.Exclusive, n.need.MiB < 0, len(r.Counters) > 0, r.CPUCount() > math.MaxInt32:
+	case !n.localGPU(), n.need.Count > 1, n.need.Exclusive, n.need.MiB < 0, len(r.Counters) > 0, r.CPUCount() > math.MaxUint16:
 	case k == task.WaitGPUMemory, k == task.WaitCardReserved, k == task.WaitCardUnavailable:
-		o.class, o.mib, o.hostMiB, o.cpus = k, n.need.MiB, r.MemoryMiBHost, int32(r.CPUCount())
+		o.class, o.mib, o.hostMiB, o.cpus = k, n.need.MiB, r.MemoryMiBHost, uint16(r.CPUCount())
 	}
 	return o
 }
@@ -127,7 +129,7 @@ func (x *inode) ownSum() needSum {
 		s.other = true
 		return s
 	}
-	s.cpus, s.hostMiB, s.oldest = o.cpus, o.hostMiB, &x.n.readySince // an address: the node is not read
+	s.cpus, s.hostMiB, s.oldest = int32(o.cpus), o.hostMiB, &x.n.readySince // an address: the node is not read
 	s.minMiB, s.maxMiB = o.mib, o.mib
 	switch o.class {
 	case task.WaitGPUMemory:
@@ -159,9 +161,10 @@ type inode struct {
 type key struct {
 	prio int
 	seq  int64
+	est  int32
 }
 
-func keyOf(n *node) key { return key{n.spec.Priority, n.seq} }
+func keyOf(n *node) key { return key{n.spec.Priority, n.seq, n.est} }
 
 // before reports whether x's task comes before k in the queue (lessNode).
 func (x *inode) before(k key) bool {
@@ -171,6 +174,9 @@ func (x *inode) before(k key) bool {
 	}
 	if p != k.prio {
 		return p > k.prio
+	}
+	if x.own.est != k.est {
+		return x.own.est > k.est
 	}
 	return x.own.seq < k.seq
 }

@@ -33,9 +33,11 @@ func (c countVisits) AscendSkip(fn func(Candidate) bool, skip func(int32, needSu
 // randomQueue is a ready set of up to 300 tasks, most on the GPU (1, 2, 4
 // or 8 cards, some exclusive, some asking cores, host memory or a custom
 // resource), of up to three owners with different usage, in three
-// priorities, ready for up to two hours.
+// priorities, ready for up to two hours; half the queues with estimated
+// run times (the longest_first order).
 func randomQueue(rnd *rand.Rand) (*readySet, []*node) {
 	r := newReadySet()
+	longest := rnd.IntN(2) == 0 // the longest_first order: tasks carry estimates
 	r.now, r.slots, r.gpuMiB = t0, 8, 8*80000
 	owners := 1 + rnd.IntN(3)
 	for i := range owners {
@@ -48,6 +50,11 @@ func randomQueue(rnd *rand.Rand) (*readySet, []*node) {
 	for i := range rnd.IntN(300) {
 		s := &task.Spec{ID: fmt.Sprintf("t%03d", i), Owner: fmt.Sprint(1000 + rnd.IntN(owners)), Priority: rnd.IntN(3) / 2}
 		n := &node{spec: s, seq: int64(i), card: -1, readySince: t0.Add(-time.Duration(rnd.IntN(7200)) * time.Second)}
+		if longest {
+			// Estimates as the longest_first order gives them: few
+			// distinct values, so that ties fall to submission.
+			n.est = []int32{0, 1, 60, 3600, unknownRank}[rnd.IntN(5)]
+		}
 		if rnd.IntN(8) > 0 {
 			s.Resources.Device = task.CUDA
 			n.need = gpu.Need{MiB: sizes[rnd.IntN(len(sizes))] + int64(rnd.IntN(3))*500}
@@ -233,6 +240,7 @@ func TestGPUIndexFollowsTheReadySet(t *testing.T) {
 	var in, out []*node
 	for i := range 500 {
 		n := ownedNode(fmt.Sprint("c", i), fmt.Sprint(rnd.IntN(3)), rnd.IntN(3), int64(i))
+		n.est = []int32{0, 1, 60, 3600, unknownRank}[rnd.IntN(5)]
 		out = append(out, n)
 	}
 	for i := range 20 {

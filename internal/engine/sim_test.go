@@ -129,6 +129,13 @@ type simPolicy struct {
 	oneReservation bool
 	longestFirst   bool
 	batchOrder     func(a, b simTask) int
+	// longestEstimate is gpusched's longest_first order: the queue is the
+	// engine's ready set, each task's node ranked by its guess (simTask.est,
+	// rankOf; a negative est is unknown), so the order is lessNode's and
+	// the GPU index's. unknownLast ranks unknown tasks after the known
+	// ones instead of before (what the engine does not do: measured to
+	// choose).
+	longestEstimate, unknownLast bool
 }
 
 // simPolicies are gpusched with each ReserveAfter setting (spread, the
@@ -176,6 +183,20 @@ func (o oneReservationQueue) Ascend(fn func(Candidate) bool) {
 		}
 		return fn(c)
 	})
+}
+
+// simRank is t's node's est under pol: 0 (submission order) unless pol
+// orders by estimates.
+func simRank(t simTask, pol simPolicy) int32 {
+	switch {
+	case !pol.longestEstimate:
+		return 0
+	case t.est < 0 && pol.unknownLast:
+		return 0
+	case t.est < 0:
+		return rankOf(EstimateUnknown)
+	}
+	return rankOf(t.est)
 }
 
 type simOptions struct {
@@ -273,7 +294,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 	// start and end.
 	var fair *readySet
 	var nodes []*node
-	if !pol.fcfs && (opt.indexed || slices.ContainsFunc(tr, func(t simTask) bool { return t.owner != "" })) {
+	if !pol.fcfs && (opt.indexed || pol.longestEstimate || slices.ContainsFunc(tr, func(t simTask) bool { return t.owner != "" })) {
 		fair = newReadySet()
 		fair.slots, fair.gpuMiB = simSlots, simCards*simCapMiB
 		nodes = make([]*node, len(tr))
@@ -386,7 +407,7 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 			readyIdx = append(readyIdx, next)
 			if fair != nil {
 				nodes[next] = &node{spec: &task.Spec{ID: t.id, Owner: t.owner, Resources: task.ResourceRequest{Device: task.CUDA}},
-					seq: int64(next), need: need, readySince: t0.Add(t.arrive)}
+					seq: int64(next), need: need, readySince: t0.Add(t.arrive), est: simRank(t, pol)}
 				fair.ReplaceOrInsert(nodes[next])
 			}
 			next++

@@ -778,7 +778,7 @@ func (p *parser) defaultSettings() {
 }
 
 var schedulingKeys = []string{
-	"max_parallel_tasks", "executor", "timeout", "retries", "kill_grace",
+	"max_parallel_tasks", "order", "executor", "timeout", "retries", "kill_grace",
 	"retry_delay", "retry_delay_max", "on_complete_timeout",
 	"gpu_safety_margin_mib", "gpu_cooldown", "gpu_placement", "visible_gpus",
 	"gpu_quarantine_after", "gpu_quarantine_for", "gpu_poll_interval",
@@ -798,6 +798,8 @@ func (p *parser) scheduling(n *yaml.Node) {
 		switch key {
 		case "max_parallel_tasks":
 			s.MaxParallelTasks, err = p.integer(v, where)
+		case "order":
+			s.Order, err = p.scalar(v, where)
 		case "executor":
 			var name string
 			if name, err = p.executor(v, where); err == nil {
