@@ -103,6 +103,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		cg = newCgroup(job.Token)
 	}
 	tr := newTracker(job.Token, cg)
+	bracket := bracketStart()
 	proc, err := start(cg)
 	if err != nil && cg != nil {
 		// It may be the cgroup (no clone3, a cgroup that takes no
@@ -123,7 +124,7 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 	tr.leader = pid
 	ours.add(pid, tr.turn)
 	if hooks.Running != nil {
-		p := executor.Process{PID: pid, PGID: pid, StartTicks: StartTicks(pid)}
+		p := executor.Process{PID: pid, PGID: pid, StartTicks: bracket.ticks(pid)}
 		hooks.Running(executor.Running{Handle: EncodeHandle(p), Since: res.Start, PID: pid})
 	}
 	reap := func() (syscall.WaitStatus, error) {
