@@ -35,6 +35,13 @@ var _ executor.Executor = (*Executor)(nil)
 // Name is "local".
 func (e *Executor) Name() string { return Name }
 
+// HonoursGate: Execute prepares (opens the log, finds the program, makes
+// the environment) while Job.Gate blocks, and starts the process, or
+// writes why it cannot into the log, only once it has returned nil.
+func (e *Executor) HonoursGate() {}
+
+var _ executor.Gated = (*Executor)(nil)
+
 // Execute runs job; see executor.Executor and docs/processes.md. The
 // attempt exists only once its process does, so hooks.Submitted is never
 // called: hooks.Running gets the process's handle as soon as it runs.
@@ -49,14 +56,27 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		return res
 	}
 	if len(job.Args) == 0 {
+		if gerr := job.AwaitGate(); gerr != nil {
+			return fail(gerr)
+		}
 		return fail(executor.CommandFault(errors.New("empty command")))
 	}
+	// Opening the log creates it: a file left behind, empty, when the
+	// gate then fails or the scheduler dies before it opens, which the
+	// attempt of the same number appends to later. Nothing is written
+	// into it before the gate.
 	logf, err := OpenLogAs(job.LogRoot, job.LogPath, job.User)
 	if err != nil {
+		if gerr := job.AwaitGate(); gerr != nil {
+			return fail(gerr)
+		}
 		return fail(executor.EnvironmentFault(err))
 	}
 	defer logf.Close()
 	cannotStart := func(err error) executor.Result {
+		if gerr := job.AwaitGate(); gerr != nil {
+			return fail(gerr)
+		}
 		fmt.Fprintf(logf, "gpusched: %v\n", err)
 		return fail(err)
 	}
@@ -97,6 +117,9 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 			attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
 		}
 		return os.StartProcess(path, job.Args, &os.ProcAttr{Dir: job.Dir, Env: env, Files: []*os.File{stdin, logf, logf}, Sys: attr})
+	}
+	if err := job.AwaitGate(); err != nil {
+		return fail(err)
 	}
 	var cg *cgroup
 	if e.Cgroups {
