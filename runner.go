@@ -28,11 +28,33 @@ import (
 // runner carries out attempts for the engine: handler, executor, verdict.
 type runner struct{ s *Scheduler }
 
+// HonoursGate: Run builds the command of the built-in command kind, reads
+// the inputs, makes the environment and hands the attempt to its executor
+// while req.Gate blocks (the engine commits the start meanwhile); a kind's
+// own Prepare and Command (code of the program's, which may act), a line
+// in the log, and the executor's start (Job.Gate, or the gate awaited
+// here for an executor that does not honour it) wait for it.
+func (runner) HonoursGate() {}
+
+var _ engine.GatedRunner = runner{}
+
 func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks executor.Hooks) engine.Outcome {
 	h := r.s.handlers[req.Spec.Kind]
 	t := publicSpec(req.Spec) // the task as the handler sees it
+	gate := req.Gate
+	if gate == nil {
+		gate = func() error { return nil }
+	}
+	if _, builtIn := h.(CommandHandler); !builtIn {
+		if err := gate(); err != nil {
+			return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
+		}
+	}
 	as, err := runAs(req.Spec)
 	if err != nil {
+		if gerr := gate(); gerr != nil {
+			return engine.Outcome{Result: executor.Result{Err: gerr}, Verdict: gerr}
+		}
 		if os.Geteuid() == 0 {
 			// Its log folder is the owner's: root writes nothing there.
 			// An owner who is no longer a user is still a uid, and the
@@ -40,24 +62,24 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks execut
 			// have been.
 			if uid, perr := strconv.ParseUint(req.Spec.Owner, 10, 32); perr == nil {
 				gone := &executor.User{UID: uint32(uid), GID: noGroup, Name: "uid " + req.Spec.Owner}
-				return r.failBeforeStart(req, gone, err)
+				return r.failBeforeStart(req, gone, err, gate)
 			}
 			return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
 		}
-		return r.failBeforeStart(req, nil, err)
+		return r.failBeforeStart(req, nil, err, gate)
 	}
 	ex, err := r.s.executorFor(req.Spec)
 	if err != nil {
-		return r.failBeforeStart(req, as, err)
+		return r.failBeforeStart(req, as, err, gate)
 	}
 	if p, ok := h.(Preparer); ok {
 		if err := p.Prepare(ctx, t, req.Number); err != nil {
-			return r.failBeforeStart(req, as, fmt.Errorf("prepare: %w", err))
+			return r.failBeforeStart(req, as, fmt.Errorf("prepare: %w", err), gate)
 		}
 	}
 	cmd, err := h.Command(ctx, t, req.Number)
 	if err != nil {
-		return r.failBeforeStart(req, as, fmt.Errorf("prepare command: %w", err))
+		return r.failBeforeStart(req, as, fmt.Errorf("prepare command: %w", err), gate)
 	}
 	dir := cmd.Dir
 	if dir == "" {
@@ -71,11 +93,22 @@ func (r runner) Run(ctx context.Context, req engine.AttemptRequest, hooks execut
 		if ctx.Err() == nil {
 			err = executor.CommandFault(err) // its inputs name what cannot be one
 		}
-		return r.failBeforeStart(req, as, err)
+		return r.failBeforeStart(req, as, err, gate)
 	}
 	job := r.job(req)
 	job.Args, job.Env, job.Dir, job.User = cmd.Args, r.env(req, cmd.Env), dir, as
-	out := r.judge(ctx, req, ex.Execute(ctx, job, hooks))
+	if _, ok := ex.(executor.Gated); ok {
+		job.Gate = gate
+	} else if err := gate(); err != nil {
+		return engine.Outcome{Result: executor.Result{Err: err}, Verdict: err}
+	}
+	res := ex.Execute(ctx, job, hooks)
+	if !res.Started {
+		if err := gate(); err != nil {
+			return engine.Outcome{Result: res, Verdict: err} // the engine reports it as never run
+		}
+	}
+	out := r.judge(ctx, req, res)
 	if out.Verdict == nil {
 		out.Inputs = inputs
 	}
@@ -380,8 +413,13 @@ func (r runner) logTail(req engine.AttemptRequest, n int64) []byte {
 
 // failBeforeStart ends an attempt that failed before its command ran,
 // saying why in its log (never written through a link planted in the run
-// directory; as user as, when the attempt was to run as another user).
-func (r runner) failBeforeStart(req engine.AttemptRequest, as *executor.User, err error) engine.Outcome {
+// directory; as user as, when the attempt was to run as another user),
+// once gate has returned nil: an attempt whose start was not committed
+// leaves no line.
+func (r runner) failBeforeStart(req engine.AttemptRequest, as *executor.User, err error, gate func() error) engine.Outcome {
+	if gerr := gate(); gerr != nil {
+		return engine.Outcome{Result: executor.Result{Err: gerr}, Verdict: gerr}
+	}
 	if f, ferr := local.OpenLogAs(r.s.runDir, req.LogPath, as); ferr == nil {
 		fmt.Fprintf(f, "gpusched: %v\n", err)
 		f.Close()

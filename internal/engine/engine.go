@@ -46,6 +46,19 @@ type Runner interface {
 	Finish(ctx context.Context, req AttemptRequest, res executor.Result) Outcome
 }
 
+// GatedRunner is a Runner whose Run honours AttemptRequest.Gate: it
+// prepares the attempt while the gate blocks, and starts nothing (no
+// process, no hook of the task's, no line in its log) before the gate
+// has returned nil. The engine then calls Run as soon as it decides the
+// start, so that the attempt is prepared while the start is committed;
+// a plain Runner's Run is called once the commit is done.
+type GatedRunner interface {
+	Runner
+	// HonoursGate says that Run honours AttemptRequest.Gate; it does
+	// nothing.
+	HonoursGate()
+}
+
 // Orphan is an attempt an earlier scheduler left running: the request it
 // was started with and the last handle persisted for it.
 type Orphan struct {
@@ -73,6 +86,12 @@ type AttemptRequest struct {
 	// Timeout stops the attempt that long after it starts running; 0:
 	// none. The executor enforces it.
 	Timeout time.Duration
+	// Gate, for a GatedRunner, blocks until the attempt's start is
+	// committed and returns nil, or returns the error that kept it from
+	// being committed (the attempt must not run); it may be called more
+	// than once. Nil for a plain Runner: its Run is called after the
+	// commit.
+	Gate func() error
 }
 
 // Assignment is the card an attempt runs on; for an attempt on several
@@ -730,6 +749,25 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 	n.cancel = cancel
 	req := e.request(n, number, assign)
 	e.notify(Event{Kind: Started, TaskID: n.spec.ID, Attempt: att, Rerun: n.rec.Rerun})
+	if _, ok := e.cfg.Runner.(GatedRunner); ok {
+		// Run prepares the attempt while the commit runs, and starts it
+		// once the commit opens the gate.
+		g := &gate{open: make(chan struct{})}
+		req.Gate = g.wait
+		e.effects = append(e.effects, g.set)
+		go func() {
+			out := e.cfg.Runner.Run(ctx, req, e.hooks(n, number))
+			cause := context.Cause(ctx)
+			if err := g.wait(); err != nil {
+				// Not recorded as started, so it did not start (Run
+				// honours the gate). The engine is broken now; report
+				// the attempt as never run.
+				out, cause = Outcome{Verdict: err}, ErrCancelled
+			}
+			e.send(exitEvent{n: n, number: number, out: out, cause: cause})
+		}()
+		return
+	}
 	e.effects = append(e.effects, func(err error) {
 		if err != nil {
 			// Not recorded as started, so it must not start. The engine is
@@ -742,6 +780,23 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 			e.send(exitEvent{n: n, number: number, out: out, cause: context.Cause(ctx)})
 		}()
 	})
+}
+
+// gate is an attempt's AttemptRequest.Gate: the commit of its start sets
+// it (an effect), once, from the loop.
+type gate struct {
+	open chan struct{} // closed once err is set
+	err  error         // why the start was not committed; written before open is closed
+}
+
+func (g *gate) set(err error) {
+	g.err = err
+	close(g.open)
+}
+
+func (g *gate) wait() error {
+	<-g.open
+	return g.err
 }
 
 // AttemptLog is where attempt number of task id writes its output in the

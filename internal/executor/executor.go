@@ -81,6 +81,33 @@ type Job struct {
 	// executor (a notification's command reads a summary there); others
 	// ignore it. Nil: nothing (/dev/null).
 	Stdin *os.File
+	// Gate, when set, holds the attempt back until the scheduler has
+	// saved that it starts: it blocks until then and returns nil, or an
+	// error when that will never be (the attempt must not run). An
+	// executor that honours it (Gated) may prepare before it returns
+	// (open the log, find the program, make the environment) but starts
+	// no process, writes nothing into the log and hands nothing to
+	// another system until it has returned nil; when it returns an error,
+	// Execute returns a Result with that Err, not started. It may be
+	// called more than once and returns the same each time. Nil: go on.
+	Gate func() error
+}
+
+// AwaitGate calls j.Gate, if set, and returns what it returns.
+func (j *Job) AwaitGate() error {
+	if j.Gate == nil {
+		return nil
+	}
+	return j.Gate()
+}
+
+// Gated is an Executor that honours Job.Gate. The scheduler gives the
+// gate only to those; for any other it waits for the gate itself before
+// calling Execute.
+type Gated interface {
+	Executor
+	// HonoursGate says that Execute honours Job.Gate; it does nothing.
+	HonoursGate()
 }
 
 // TokenVar is the environment variable that carries Job.Token.

@@ -82,3 +82,33 @@ func TestPIDsAndCounters(t *testing.T) {
 		t.Errorf("LastPID = %d, %v; want a PID below %d", last, err, max)
 	}
 }
+
+// TestLastPIDFresh: the /proc/loadavg held open reads the kernel's
+// current last PID each time, not the text of the first read: after a
+// fork it names that child's PID or a later one.
+func TestLastPIDFresh(t *testing.T) {
+	for i := range 5 {
+		first, err := LastPID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("true")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		child := cmd.Process.Pid
+		last, err := LastPID()
+		cmd.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last == first {
+			t.Fatalf("round %d: LastPID = %d after starting process %d, the same as before it", i, last, child)
+		}
+		// PIDs go up until they wrap: the child's or a later one, unless
+		// the kernel went round meanwhile.
+		if last < child && child-last < 1<<20 {
+			t.Errorf("round %d: LastPID = %d, before the child %d just started", i, last, child)
+		}
+	}
+}

@@ -50,6 +50,11 @@ var _ executor.Executor = (*Executor)(nil)
 // local.Executor's handles.
 func (e *Executor) Name() string { return local.Name }
 
+// HonoursGate: Execute waits for Job.Gate before anything else.
+func (e *Executor) HonoursGate() {}
+
+var _ executor.Gated = (*Executor)(nil)
+
 // Execute runs job through the supervisor, starting one if none runs; see
 // executor.Executor. hooks.Submitted is not called (the attempt is named
 // by job.Token before Execute); hooks.Running is, with a local handle.
@@ -59,6 +64,9 @@ func (e *Executor) Name() string { return local.Name }
 // finds it. A Job.Dir left empty is this process's working directory.
 func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor.Hooks) executor.Result {
 	start := time.Now()
+	if err := job.AwaitGate(); err != nil {
+		return executor.Result{Reason: executor.Infrastructure, Start: start, End: time.Now(), Err: err}
+	}
 	spec, err := specOf(job, e.Cgroups)
 	if err != nil {
 		return executor.Result{Reason: executor.Infrastructure, Start: start, End: time.Now(), Err: err}

@@ -123,6 +123,11 @@ var _ executor.Executor = (*Journaled)(nil)
 // Name is "local".
 func (e *Journaled) Name() string { return local.Name }
 
+// HonoursGate: Execute is local.Executor's, which honours Job.Gate.
+func (e *Journaled) HonoursGate() {}
+
+var _ executor.Gated = (*Journaled)(nil)
+
 // Execute runs job as local.Executor does, noting it in the journal as
 // soon as its process runs (before hooks.Running is told).
 func (e *Journaled) Execute(ctx context.Context, job executor.Job, hooks executor.Hooks) executor.Result {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -158,6 +159,84 @@ func runHooks(t *testing.T, h Harness) {
 			}
 		default:
 			t.Errorf("hooks called %v, want Running once, after Submitted if Submitted at all", l.calls)
+		}
+	})
+
+	t.Run("GateHolds", func(t *testing.T) {
+		t.Parallel()
+		ex := h.New(t)
+		if _, ok := ex.(executor.Gated); !ok {
+			t.Skip("the executor does not honour Job.Gate (the scheduler waits for it instead)")
+		}
+		touched := filepath.Join(t.TempDir(), "ran")
+		j := h.job(t, "-touch", touched, "-exit", "0")
+		var calls atomic.Int32
+		var early atomic.Bool
+		j.Gate = func() error {
+			calls.Add(1)
+			// Nothing of the attempt runs yet, nor is it written in its log.
+			if _, err := os.Stat(touched); err == nil {
+				early.Store(true)
+			}
+			if b, _ := os.ReadFile(j.LogPath); len(b) > 0 {
+				early.Store(true)
+			}
+			return nil
+		}
+		l := newHookLog()
+		r := ex.Execute(context.Background(), j, l.hooks())
+		if calls.Load() == 0 {
+			t.Error("Gate was never called")
+		}
+		if early.Load() {
+			t.Error("the job ran, or wrote its log, before its Gate returned")
+		}
+		if r.Reason != executor.Exited || r.ExitCode != 0 || !r.Started {
+			t.Errorf("result = %+v, want exited 0", r)
+		}
+		if _, err := os.Stat(touched); err != nil {
+			t.Errorf("the job did not run once its Gate returned nil: %v", err)
+		}
+	})
+
+	t.Run("GateFails", func(t *testing.T) {
+		t.Parallel()
+		ex := h.New(t)
+		if _, ok := ex.(executor.Gated); !ok {
+			t.Skip("the executor does not honour Job.Gate (the scheduler waits for it instead)")
+		}
+		touched := filepath.Join(t.TempDir(), "ran")
+		for _, c := range []struct {
+			name string
+			args []string
+		}{
+			{"runnable", []string{"-touch", touched, "-exit", "0"}},
+			// A command that cannot start says so in its log, but not
+			// for an attempt that must not run.
+			{"missing-dir", []string{"-touch", touched}},
+		} {
+			j := h.job(t, c.args...)
+			if c.name == "missing-dir" {
+				j.Dir = filepath.Join(t.TempDir(), "gone")
+			}
+			gateErr := errors.New("save state: disk I/O error")
+			j.Gate = func() error { return gateErr }
+			l := newHookLog()
+			r := ex.Execute(context.Background(), j, l.hooks())
+			if r.Started || !errors.Is(r.Err, gateErr) {
+				t.Errorf("%s: result = %+v, want not started, an error wrapping the gate's", c.name, r)
+			}
+			l.mu.Lock()
+			if len(l.calls) != 0 {
+				t.Errorf("%s: hooks called %v for an attempt whose gate failed", c.name, l.calls)
+			}
+			l.mu.Unlock()
+			if _, err := os.Stat(touched); err == nil {
+				t.Errorf("%s: the job ran though its gate failed", c.name)
+			}
+			if b, _ := os.ReadFile(j.LogPath); len(b) > 0 {
+				t.Errorf("%s: the log of an attempt whose gate failed holds %q", c.name, b)
+			}
 		}
 	})
 

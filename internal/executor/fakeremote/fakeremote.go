@@ -52,6 +52,11 @@ func (e *Executor) PlacesWork() bool { return true }
 // MaxGPUMiB is 0: the fake's GPUs have no known size.
 func (e *Executor) MaxGPUMiB(*task.Spec) int64 { return 0 }
 
+// HonoursGate: Execute waits for Job.Gate before it submits anything.
+func (e *Executor) HonoursGate() {}
+
+var _ executor.Gated = (*Executor)(nil)
+
 // Execute submits job to the controller held, tells hooks.Submitted its
 // handle, releases it and follows it to its end; see the package
 // documentation. Running is told with PID 0: the job runs elsewhere.
@@ -60,6 +65,10 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		now := time.Now()
 		return executor.Result{Reason: executor.Infrastructure, Start: now, End: now,
 			Err: errors.New("submit to " + Name + ": executor closed")}
+	}
+	if err := job.AwaitGate(); err != nil {
+		now := time.Now()
+		return executor.Result{Reason: executor.Infrastructure, Start: now, End: now, Err: err}
 	}
 	j := e.c.submit(job)
 	if hooks.Submitted != nil {

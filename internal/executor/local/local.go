@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +37,13 @@ var _ executor.Executor = (*Executor)(nil)
 // Name is "local".
 func (e *Executor) Name() string { return Name }
 
+// HonoursGate: Execute prepares (opens the log, finds the program, makes
+// the environment) while Job.Gate blocks, and starts the process, or
+// writes why it cannot into the log, only once it has returned nil.
+func (e *Executor) HonoursGate() {}
+
+var _ executor.Gated = (*Executor)(nil)
+
 // Execute runs job; see executor.Executor and docs/processes.md. The
 // attempt exists only once its process does, so hooks.Submitted is never
 // called: hooks.Running gets the process's handle as soon as it runs.
@@ -49,34 +58,52 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		return res
 	}
 	if len(job.Args) == 0 {
+		if gerr := job.AwaitGate(); gerr != nil {
+			return fail(gerr)
+		}
 		return fail(executor.CommandFault(errors.New("empty command")))
 	}
+	// Opening the log creates it: a file left behind, empty, when the
+	// gate then fails or the scheduler dies before it opens, which the
+	// attempt of the same number appends to later. Nothing is written
+	// into it before the gate.
 	logf, err := OpenLogAs(job.LogRoot, job.LogPath, job.User)
 	if err != nil {
+		if gerr := job.AwaitGate(); gerr != nil {
+			return fail(gerr)
+		}
 		return fail(executor.EnvironmentFault(err))
 	}
 	defer logf.Close()
 	cannotStart := func(err error) executor.Result {
+		if gerr := job.AwaitGate(); gerr != nil {
+			return fail(gerr)
+		}
 		fmt.Fprintf(logf, "gpusched: %v\n", err)
 		return fail(err)
 	}
-	if job.Dir != "" {
-		if err := checkDir(job.Dir); err != nil {
-			return cannotStart(err)
-		}
-	}
 	path, err := lookPath(job.Args[0], job.Env, job.Dir)
 	if err != nil {
+		if job.Dir != "" {
+			if derr := checkDir(job.Dir); derr != nil {
+				return cannotStart(derr) // the folder is what is wrong
+			}
+		}
 		return cannotStart(err)
 	}
 	env := withToken(job.Env, job.Token)
 	if job.User != nil {
 		env = job.User.Env(env)
 	}
-	// The process is started with os.StartProcess rather than os/exec: the
-	// path is found (lookPath) and the environment made (withToken, the
-	// runner) already, the files are files, so exec.Cmd would only copy
-	// the environment once more through a map (its dedup) per attempt.
+	// The process is started with syscall.StartProcess rather than
+	// os/exec or os.StartProcess: the path is found (lookPath) and the
+	// environment made (withToken, the runner) already, so exec.Cmd would
+	// only copy the environment once more through a map (its dedup); and
+	// os.StartProcess asks the kernel for a pidfd (CLONE_PIDFD, a tenth
+	// of the clone's cost) and makes an os.Process with a cleanup, for a
+	// leader that is waited for by PID anyway (follow), without reuse to
+	// fear while it is an unreaped zombie. The working directory is
+	// checked only when the start fails, to say what was wrong.
 	stdin := job.Stdin // a file: no copying goroutine to wait for
 	if stdin == nil {
 		if stdin = devNull(); stdin == nil {
@@ -88,7 +115,8 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 			stdin = f
 		}
 	}
-	start := func(cg *cgroup) (*os.Process, error) {
+	files := []uintptr{stdin.Fd(), logf.Fd(), logf.Fd()}
+	start := func(cg *cgroup) (int, error) {
 		attr := &syscall.SysProcAttr{Setpgid: true}
 		if u := job.User; u != nil {
 			attr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
@@ -96,46 +124,58 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		if cg != nil {
 			attr.UseCgroupFD, attr.CgroupFD = true, cg.fd
 		}
-		return os.StartProcess(path, job.Args, &os.ProcAttr{Dir: job.Dir, Env: env, Files: []*os.File{stdin, logf, logf}, Sys: attr})
+		pid, _, err := syscall.StartProcess(path, job.Args, &syscall.ProcAttr{Dir: job.Dir, Env: env, Files: files, Sys: attr})
+		runtime.KeepAlive(stdin) // its descriptor is in files
+		return pid, err
+	}
+	if err := job.AwaitGate(); err != nil {
+		return fail(err)
 	}
 	var cg *cgroup
 	if e.Cgroups {
 		cg = newCgroup(job.Token)
 	}
 	tr := newTracker(job.Token, cg)
-	proc, err := start(cg)
+	bracket := bracketStart()
+	pid, err := start(cg)
 	if err != nil && cg != nil {
 		// It may be the cgroup (no clone3, a cgroup that takes no
 		// processes): try without it, and keep away from cgroups if that
 		// was it.
 		if p, err2 := start(nil); err2 == nil {
-			proc, err = p, nil
+			pid, err = p, nil
 			cg.failed()
 			tr.cg = nil
 		}
 	}
 	if err != nil {
 		tr.abandon()
-		return cannotStart(startError(path, err))
+		if job.Dir != "" {
+			if derr := checkDir(job.Dir); derr != nil {
+				return cannotStart(derr) // the folder is what is wrong
+			}
+		}
+		return cannotStart(startError(path, &fs.PathError{Op: "fork/exec", Path: path, Err: err}))
 	}
 	res.Started = true
-	pid := proc.Pid
 	tr.leader = pid
 	ours.add(pid, tr.turn)
 	if hooks.Running != nil {
-		p := executor.Process{PID: pid, PGID: pid, StartTicks: StartTicks(pid)}
+		p := executor.Process{PID: pid, PGID: pid, StartTicks: bracket.ticks(pid)}
 		hooks.Running(executor.Running{Handle: EncodeHandle(p), Since: res.Start, PID: pid})
 	}
 	reap := func() (syscall.WaitStatus, error) {
-		st, err := proc.Wait()
-		if err != nil {
+		var ws syscall.WaitStatus
+		for {
+			_, err := syscall.Wait4(pid, &ws, 0, nil)
+			switch err {
+			case nil:
+				return ws, nil
+			case syscall.EINTR:
+				continue
+			}
 			return 0, fmt.Errorf("wait: %w", err)
 		}
-		ws, ok := st.Sys().(syscall.WaitStatus)
-		if !ok {
-			return 0, fmt.Errorf("wait: status of type %T", st.Sys())
-		}
-		return ws, nil
 	}
 	return e.follow(ctx, job, pid, tr, res, reap)
 }

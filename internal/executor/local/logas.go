@@ -43,7 +43,7 @@ func OpenLogAs(root, path string, u *executor.User) (*os.File, error) {
 		if fsuid() != int(u.UID) || fsgid() != int(u.GID) {
 			r.err = fmt.Errorf("open log %s as user %s: cannot take the user's file-system identity", path, u.Name)
 		} else {
-			r.f, r.err = OpenLog(root, path)
+			r.f, r.err = openLog(root, path, false)
 		}
 		unix.SetfsuidRetUid(oldUID)
 		unix.SetfsgidRetGid(oldGID)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +24,15 @@ import (
 // Every error names the path. Execute uses it for Job.LogPath and
 // Job.LogRoot; whatever else writes into a run directory's logs should too.
 func OpenLog(root, path string) (*os.File, error) {
-	if f, ok := createLog(root, path); ok {
+	return openLog(root, path, true)
+}
+
+// openLog is OpenLog; shared says whether the log root held open for
+// every attempt (see held) may be used: not under another user's
+// file-system identity (OpenLogAs), whose rights must decide the whole
+// path, as when it is opened anew.
+func openLog(root, path string, shared bool) (*os.File, error) {
+	if f, ok := createLog(root, path, shared); ok {
 		return f, nil
 	}
 	dir, base := filepath.Split(filepath.Clean(path))
@@ -88,7 +97,7 @@ func OpenLog(root, path string) (*os.File, error) {
 // which creates the folders, appends to a file that exists and says what
 // is wrong: the short way never decides an error. It saves some ten
 // system calls per attempt (see docs/benchmarks.md).
-func createLog(root, path string) (*os.File, bool) {
+func createLog(root, path string, shared bool) (*os.File, bool) {
 	if root == "" {
 		return nil, false
 	}
@@ -96,20 +105,80 @@ func createLog(root, path string) (*os.File, bool) {
 	if err != nil || !filepath.IsLocal(rel) {
 		return nil, false
 	}
+	if !shared {
+		dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, false
+		}
+		fd, err := createBelow(dfd, rel)
+		unix.Close(dfd)
+		if err != nil {
+			return nil, false
+		}
+		return os.NewFile(uintptr(fd), path), true
+	}
+	held.mu.RLock()
+	if held.path == root {
+		fd, err := createBelow(held.fd, rel)
+		held.mu.RUnlock()
+		switch err {
+		case nil:
+			return os.NewFile(uintptr(fd), path), true
+		case unix.EEXIST:
+			return nil, false
+		}
+		// The folder held may be gone (removed, replaced): find it
+		// again by its path.
+	} else {
+		held.mu.RUnlock()
+	}
 	dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false
 	}
-	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
-		Flags:   unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_APPEND | unix.O_CLOEXEC,
-		Mode:    0o644,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
-	})
-	unix.Close(dfd)
+	fd, err := createBelow(dfd, rel)
+	held.keep(root, dfd)
 	if err != nil {
 		return nil, false
 	}
 	return os.NewFile(uintptr(fd), path), true
+}
+
+// createBelow creates the file rel below the folder dfd, following no
+// symbolic link and not leaving it.
+func createBelow(dfd int, rel string) (int, error) {
+	return unix.Openat2(dfd, rel, &unix.OpenHow{
+		Flags:   unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_APPEND | unix.O_CLOEXEC,
+		Mode:    0o644,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+	})
+}
+
+// held is the log root createLog opened last, kept open (O_PATH) for the
+// next logs below it: a scheduler writes every attempt's log below its
+// run directory, and resolving the run directory's path again for each
+// cost as much as creating the file. A folder removed or replaced since
+// makes the next create fail (ENOENT), and the root is opened again by
+// its path. (A run directory moved away while its scheduler runs would
+// take the logs with it, as its open state.db does; the scheduler's
+// commits then fail, as the state database is no longer at its path.)
+var held heldRoot
+
+type heldRoot struct {
+	mu   sync.RWMutex // guards the fields below; held for reading while fd is used
+	path string       // "": none
+	fd   int
+}
+
+// keep makes fd, just opened for root, the one held, closing the one
+// held before.
+func (h *heldRoot) keep(root string, fd int) {
+	h.mu.Lock()
+	if h.path != "" {
+		unix.Close(h.fd)
+	}
+	h.path, h.fd = root, fd
+	h.mu.Unlock()
 }
 
 // openLogFolder opens, O_PATH, the folder root/parts..., each part

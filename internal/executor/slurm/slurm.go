@@ -143,6 +143,12 @@ func (e *Executor) isClosed() bool {
 // call, since when and why: submissions wait meanwhile.
 func (e *Executor) Unreachable() (bool, time.Time, error) { return e.health.state() }
 
+// HonoursGate: Execute waits for Job.Gate before it writes or submits
+// anything.
+func (e *Executor) HonoursGate() {}
+
+var _ executor.Gated = (*Executor)(nil)
+
 // Execute submits job as a held batch job, tells hooks.Submitted its
 // handle, releases it, and follows it to its end; see the package
 // documentation. Running is told with PID 0 and the time Slurm started
@@ -163,6 +169,9 @@ func (e *Executor) Execute(ctx context.Context, job executor.Job, hooks executor
 		return fail(executor.Unrunnable, executor.CommandFault(fmt.Errorf("task %s: the slurm executor runs tasks as the scheduler's own user only", job.TaskID)))
 	case ctx.Err() != nil:
 		return fail(executor.Cancelled, context.Cause(ctx))
+	}
+	if err := job.AwaitGate(); err != nil {
+		return fail(executor.Infrastructure, err)
 	}
 	binary := e.cfg.Binary
 	if binary == "" {
