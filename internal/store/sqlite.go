@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 
@@ -47,6 +45,10 @@ type SQLite struct {
 	// Prepared upserts of the writer: task x1, task x chunk, attempt x1,
 	// attempt x chunk; nil when read-only or closed.
 	stmts []*sql.Stmt
+
+	// lite is the raw connection that reads (Load, LookupTask) without
+	// database/sql; nil before the store is checked, and once closed.
+	lite *lite
 }
 
 var _ Store = (*SQLite)(nil)
@@ -102,6 +104,10 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 			return nil, fmt.Errorf("prepare state db %s: %w", path, err)
 		}
 		s.stmts = append(s.stmts, st)
+	}
+	if s.lite, err = openLite(path, false); err != nil {
+		s.Close()
+		return nil, err
 	}
 	if s.id, err = identify(path); err != nil {
 		s.Close()
@@ -179,6 +185,10 @@ func OpenSQLiteReadOnly(path, runDir string) (*SQLite, error) {
 	case v < len(migrations):
 		s.Close()
 		return nil, fmt.Errorf("read state db %s: schema version %d is older than this gpusched's %d; run the workflow once to upgrade it", path, v, len(migrations))
+	}
+	if s.lite, err = openLite(path, true); err != nil {
+		s.Close()
+		return nil, s.corrupt(err)
 	}
 	return s, nil
 }
@@ -771,43 +781,6 @@ func (s *SQLite) loadMeta() (map[string]string, error) {
 	return out, rows.Err()
 }
 
-// Load reads every task with its attempts, in submission order. A damaged
-// page met on the way gives an ErrCorrupt error.
-func (s *SQLite) Load() ([]Row, error) {
-	out, err := s.load(loadAll)
-	return out, s.corrupt(err)
-}
-
-// LoadJudged reads, for every task, what judging it against a new
-// submission needs (Plan): its id, definition, state, fingerprint and
-// grown GPU request, with its attempts (and their handles), artifacts and
-// inputs; the other columns (submission number, kind, exit code, error,
-// what it waits for, ...) are left zero. The rows come in no particular
-// order. Reading a column costs about as much as the row's other work, so
-// on 100,000 tasks this saves a good part of Load's time.
-func (s *SQLite) LoadJudged() ([]Row, error) {
-	out, err := s.load(loadJudged)
-	return out, s.corrupt(err)
-}
-
-// LookupTask reads task id with its attempts and artifacts.
-func (s *SQLite) LookupTask(id string) (Row, bool, error) {
-	// Most lookups are of ids never used (is a new task's id free?): one
-	// indexed read answers them, without the transaction load needs.
-	var one int
-	switch err := s.db.QueryRow("SELECT 1 FROM tasks WHERE id = ?", id).Scan(&one); {
-	case errors.Is(err, sql.ErrNoRows):
-		return Row{}, false, nil
-	case err != nil:
-		return Row{}, false, s.corrupt(fmt.Errorf("read task %q from state db %s: %w", id, s.path, err))
-	}
-	out, err := s.load(loadAll, id)
-	if err != nil || len(out) == 0 {
-		return Row{}, false, s.corrupt(err)
-	}
-	return out[0], true, nil
-}
-
 // LookupMeta reads the value saved for key.
 func (s *SQLite) LookupMeta(key string) (string, bool, error) {
 	var v string
@@ -818,259 +791,6 @@ func (s *SQLite) LookupMeta(key string) (string, bool, error) {
 		return "", false, s.corrupt(fmt.Errorf("read meta %q from state db %s: %w", key, s.path, err))
 	}
 	return v, true, nil
-}
-
-// What load reads of each task: every column, in submission order, or
-// (LoadJudged) only those a resubmission is judged by, in no order.
-const (
-	loadAll = iota
-	loadJudged
-)
-
-// load reads every task, or only the task named by one (at most one id).
-func (s *SQLite) load(what int, one ...string) ([]Row, error) {
-	var where, whereTask string
-	var args []any
-	if len(one) > 0 {
-		where, whereTask, args = " WHERE id = ?", " WHERE task_id = ?", []any{one[0]}
-	}
-	tx, err := s.db.Begin() // one read transaction: a consistent snapshot
-	if err != nil {
-		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
-	}
-	defer tx.Rollback()
-	var out []Row
-	byID := map[string]int{}
-	if len(one) == 0 {
-		// Sized once: a row is large, and growing a slice of 100,000 of
-		// them copies each several times.
-		var n int
-		if err := tx.QueryRow("SELECT count(*) FROM tasks").Scan(&n); err != nil {
-			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-		}
-		out, byID = make([]Row, 0, n), make(map[string]int, n)
-	}
-	if what == loadJudged {
-		out, err = s.loadJudgedTasks(tx, out)
-		if err != nil {
-			return nil, err
-		}
-		for i := range out {
-			byID[out[i].ID] = i
-		}
-		return s.loadAttempts(tx, out, byID, whereTask, args)
-	}
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"+where, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-	}
-	for rows.Next() {
-		var r Row
-		var state, waitKind string
-		var exit, gpuReq, submitted, retryAt sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt,
-			&waitKind, &r.Waiting.Detail, &r.Paused, &r.NotNeeded); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-		}
-		if r.State, err = task.ParseState(state); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
-		}
-		r.ExitCode = nullInt(exit)
-		r.GPURequestMiB = gpuReq.Int64
-		if submitted.Valid {
-			r.Submitted = time.Unix(0, submitted.Int64)
-		}
-		if retryAt.Valid {
-			r.RetryAt = time.Unix(0, retryAt.Int64)
-		}
-		kind, err := task.ParseWaitKind(waitKind)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
-		}
-		r.Waiting = stored(kind, r.Waiting.Detail, r.RetryAt)
-		out = append(out, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-	}
-	// In submission order. Sorted here rather than by SQLite (ORDER BY
-	// seq, id), which would copy every row into a temporary b-tree first:
-	// the rows come in the order they were first written, often in order.
-	sorted := true
-	for i := 1; i < len(out) && sorted; i++ {
-		sorted = bySeq(&out[i-1], &out[i]) <= 0
-	}
-	if !sorted {
-		// Rows are large: sort their keys, then move each row once.
-		type key struct {
-			seq int64
-			at  int
-		}
-		order := make([]key, len(out))
-		for i := range out {
-			order[i] = key{out[i].Seq, i}
-		}
-		slices.SortFunc(order, func(a, b key) int {
-			return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(out[a.at].ID, out[b.at].ID))
-		})
-		in := out
-		out = make([]Row, len(in))
-		for i, k := range order {
-			out[i] = in[k.at]
-		}
-	}
-	for i := range out {
-		byID[out[i].ID] = i
-	}
-	return s.loadAttempts(tx, out, byID, whereTask, args)
-}
-
-// loadJudgedTasks appends to out every task's row with the columns
-// LoadJudged reads.
-func (s *SQLite) loadJudgedTasks(tx *sql.Tx, out []Row) ([]Row, error) {
-	rows, err := tx.Query("SELECT id, spec, state, gpu_request, fingerprint FROM tasks")
-	if err != nil {
-		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r Row
-		var state string
-		var gpuReq sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Spec, &state, &gpuReq, &r.Fingerprint); err != nil {
-			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-		}
-		if r.State, err = task.ParseState(state); err != nil {
-			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
-		}
-		r.GPURequestMiB = gpuReq.Int64
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-	}
-	return out, nil
-}
-
-// loadAttempts completes the rows out, byID their indexes by id, with
-// their attempts, handles, artifacts and inputs (whereTask and args: of
-// one task only).
-func (s *SQLite) loadAttempts(tx *sql.Tx, out []Row, byID map[string]int, whereTask string, args []any) ([]Row, error) {
-	if len(out) == 0 {
-		return nil, nil // no task, so no attempts or artifacts (foreign keys)
-	}
-	rows, err := tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
-		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
-		ready_at, not_charged, adopted, end_reason, job, gpus, host_mem_requested, rss_peak
-		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, logPath, job, gpus string
-		var a task.Attempt
-		var start int64
-		var h executor.Handle
-		var end, exit, pid, gpu, memReq, memPeak, readyAt, hostReq, rssPeak sql.NullInt64
-		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
-			&a.Interrupted, &a.Error, &logPath, &pid, &h.Executor, &h.Version, &h.Data, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt,
-			&a.NotCharged, &a.Adopted, &a.EndReason, &job, &gpus, &hostReq, &rssPeak); err != nil {
-			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
-		}
-		cards, err := splitInts(gpus)
-		if err != nil {
-			return nil, fmt.Errorf("read attempts from state db %s: task %s attempt %d: gpus %q: %w", s.path, id, a.Number, gpus, err)
-		}
-		a.GPUs = cards
-		i, ok := byID[id]
-		if !ok {
-			continue // foreign keys forbid this; skip rather than fail a reader
-		}
-		a.Start = time.Unix(0, start)
-		if end.Valid {
-			a.End = time.Unix(0, end.Int64)
-		}
-		a.ExitCode, a.GPU = nullInt(exit), nullInt(gpu)
-		a.MemRequestedMiB, a.MemPeakMiB = memReq.Int64, memPeak.Int64
-		a.HostMemRequestedMiB, a.RSSPeakMiB = hostReq.Int64, rssPeak.Int64
-		if readyAt.Valid {
-			a.ReadyAt = time.Unix(0, readyAt.Int64)
-		}
-		a.LogPath = s.absLog(logPath)
-		a.PID = int(pid.Int64)
-		if job != "" {
-			// A job that does not read is left out: it only informs.
-			var j task.RemoteJob
-			if json.Unmarshal([]byte(job), &j) == nil {
-				a.Job = &j
-			}
-		}
-		r := &out[i]
-		r.Attempts = append(r.Attempts, a)
-		if !h.IsZero() {
-			if r.Handles == nil {
-				r.Handles = map[int]executor.Handle{}
-			}
-			r.Handles[a.Number] = h
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
-	}
-	rows.Close()
-	err = s.readFiles(tx, "artifacts", whereTask, args, func(id string, f task.Artifact) {
-		if i, ok := byID[id]; ok {
-			out[i].Artifacts = append(out[i].Artifacts, f)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Paths sort as Go strings do (SQLite's BINARY collation compares
-	// bytes): the order artifact.InputsChanged reads them in.
-	err = s.readFiles(tx, "inputs", whereTask, args, func(id string, f task.Artifact) {
-		if i, ok := byID[id]; ok {
-			out[i].Inputs = append(out[i].Inputs, task.Input(f))
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// bySeq orders rows by submission: seq, then id.
-func bySeq(a, b *Row) int {
-	return cmp.Or(cmp.Compare(a.Seq, b.Seq), strings.Compare(a.ID, b.ID))
-}
-
-// readFiles reads the rows of table (artifacts or inputs: a task's files,
-// with the same columns), in task and path order, handing each to add.
-func (s *SQLite) readFiles(tx *sql.Tx, table, whereTask string, args []any, add func(id string, f task.Artifact)) error {
-	rows, err := tx.Query("SELECT task_id, path, size, mtime, sha256 FROM "+table+whereTask+" ORDER BY task_id, path", args...)
-	if err != nil {
-		return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var f task.Artifact
-		var mtime int64
-		if err := rows.Scan(&id, &f.Path, &f.Size, &mtime, &f.SHA256); err != nil {
-			return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
-		}
-		f.ModTime = time.Unix(0, mtime)
-		add(id, f)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
-	}
-	return nil
 }
 
 // writeFiles replaces the stored files of task id in table (artifacts or
@@ -1151,7 +871,12 @@ func (s *SQLite) Close() error {
 		st.Close()
 	}
 	s.stmts = nil
-	return s.db.Close()
+	var err error
+	if s.lite != nil {
+		err = s.lite.close()
+		s.lite = nil
+	}
+	return errors.Join(err, s.db.Close())
 }
 
 func (s *SQLite) relLog(p string) string {
