@@ -96,8 +96,8 @@ var (
 	}()
 	waitByName = func() map[string]task.WaitKind {
 		m := map[string]task.WaitKind{}
-		for i, k := range waitKindArgs {
-			m[k.(string)] = task.WaitKind(i)
+		for k := task.NotWaiting; k.String() != fmt.Sprintf("wait(%d)", uint8(k)); k++ {
+			m[k.String()] = k
 		}
 		return m
 	}()

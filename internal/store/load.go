@@ -66,8 +66,8 @@ const (
 
 // The columns load reads of tasks and attempts, by their position.
 const (
-	taskSelect = "SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"
-	judgedSelect = "SELECT id, spec, state, gpu_request, fingerprint FROM tasks"
+	taskSelect    = "SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"
+	judgedSelect  = "SELECT id, spec, state, gpu_request, fingerprint FROM tasks"
 	attemptSelect = `SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
 		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
 		ready_at, not_charged, adopted, end_reason, job, gpus, host_mem_requested, rss_peak

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -42,12 +41,10 @@ type SQLite struct {
 	readOnly bool
 	id       fileID // the file opened for writing, to tell when it is gone
 
-	// Prepared upserts of the writer: task x1, task x chunk, attempt x1,
-	// attempt x chunk; nil when read-only or closed.
-	stmts []*sql.Stmt
-
-	// lite is the raw connection that reads (Load, LookupTask) without
-	// database/sql; nil before the store is checked, and once closed.
+	// lite is the raw connection that reads (Load, LookupTask) and writes
+	// (Apply) without database/sql; nil before the store is checked, and
+	// once closed. The *sql.DB writes only while migrating, before lite
+	// is opened: there is one writer.
 	lite *lite
 }
 
@@ -97,17 +94,17 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 		db.Close()
 		return nil, s.corrupt(err)
 	}
-	for _, q := range []string{upsertTaskSQL(1), upsertTaskSQL(chunk), upsertAttemptSQL(1), upsertAttemptSQL(chunk), setMetaSQL, deleteMetaSQL} {
-		st, err := db.Prepare(q)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("prepare state db %s: %w", path, err)
-		}
-		s.stmts = append(s.stmts, st)
-	}
 	if s.lite, err = openLite(path, false); err != nil {
 		s.Close()
 		return nil, err
+	}
+	// The writes of every turn, prepared once (preparing a statement
+	// costs about as much as running it).
+	for _, q := range []string{upsertTaskSQL(1), upsertTaskSQL(chunk), upsertAttemptSQL(1), upsertAttemptSQL(chunk), setMetaSQL, deleteMetaSQL} {
+		if _, err := s.lite.stmt(q); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("prepare state db %s: %w", path, err)
+		}
 	}
 	if s.id, err = identify(path); err != nil {
 		s.Close()
@@ -441,7 +438,7 @@ const taskColumns = 18
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
 	fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed) VALUES ` +
-		rowsOf(rows, taskRow) + `
+		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
 	spec = CASE WHEN length(excluded.spec) = 0 THEN tasks.spec ELSE excluded.spec END,
@@ -503,171 +500,10 @@ func splitInts(s string) ([]int, error) {
 	return out, nil
 }
 
-// taskRow is one row of upsertTaskSQL's VALUES. The text columns that are
-// most often empty (error, blocked_by, rerun, waiting) are bound NULL
-// then (stringOrNil) and stored as empty text: the driver copies every text it binds
-// into C memory, an empty one too.
-const taskRow = "(?,?,?,?,?,?,coalesce(?,''),coalesce(?,''),?,?,?,?,coalesce(?,''),?,?,coalesce(?,''),?,?)"
-
-// rowsOf returns rows copies of row, comma-separated.
-func rowsOf(rows int, row string) string {
-	return strings.TrimSuffix(strings.Repeat(row+",", rows), ",")
-}
-
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
 func placeholders(rows, cols int) string {
 	one := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
 	return strings.TrimSuffix(strings.Repeat(one+",", rows), ",")
-}
-
-// upsert writes rows of args (cols values each) with the one-row statement
-// and the chunk-row statement, both prepared on tx.
-func upsert(one, many *sql.Stmt, args []any, cols int) error {
-	rows := len(args) / cols
-	for rows >= chunk {
-		if _, err := many.Exec(args[:chunk*cols]...); err != nil {
-			return err
-		}
-		args, rows = args[chunk*cols:], rows-chunk
-	}
-	for ; rows > 0; rows-- {
-		if _, err := one.Exec(args[:cols]...); err != nil {
-			return err
-		}
-		args = args[cols:]
-	}
-	return nil
-}
-
-// Apply writes the batch in one transaction. It fails with ErrGone, and
-// commits nothing, when the database file was deleted or replaced since it
-// was opened, and with ErrCorrupt when it meets a damaged page.
-func (s *SQLite) Apply(b *Batch) error { return s.corrupt(s.apply(b)) }
-
-func (s *SQLite) apply(b *Batch) error {
-	if s.readOnly {
-		return fmt.Errorf("write state db %s: opened read-only", s.path)
-	}
-	if s.stmts == nil {
-		return ErrClosed
-	}
-	if b.Len() == 0 {
-		return nil
-	}
-	tx, err := s.db.Begin()
-	if err != nil {
-		return fmt.Errorf("write state db %s: %w", s.path, err)
-	}
-	defer tx.Rollback()
-	if b.ClearWaiting {
-		if _, err := tx.Exec("UPDATE tasks SET waiting_kind = '', waiting = '' WHERE waiting_kind != ''"); err != nil {
-			return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
-		}
-	}
-	now := time.Now().UnixNano()
-	args := make([]any, 0, max(len(b.Tasks)*taskColumns, len(b.Attempts)*attemptColumns))
-	for i := range b.Tasks {
-		w := &b.Tasks[i]
-		spec := w.Spec
-		if spec == nil {
-			spec = []byte{} // empty: keep the stored definition
-		}
-		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), stringOrNil(w.Error), stringOrNil(w.BlockedBy), now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, stringOrNil(w.Rerun), timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), stringOrNil(w.WaitDetail), w.Paused, w.NotNeeded)
-	}
-	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
-		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
-	}
-	args = args[:0]
-	for i := range b.Attempts {
-		w := &b.Attempts[i]
-		a := &w.Attempt
-		var handle any // NULL when there is no data
-		if len(w.Handle.Data) > 0 {
-			handle = w.Handle.Data
-		}
-		job := ""
-		if a.Job != nil {
-			b, err := json.Marshal(a.Job)
-			if err != nil {
-				return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
-			}
-			job = string(b)
-		}
-		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
-			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), positiveOrNil(int64(a.PID)),
-			w.Handle.Executor, w.Handle.Version, handle, intOrNil(a.GPU),
-			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged,
-			a.Adopted, a.EndReason, job, joinInts(a.GPUs), positiveOrNil(a.HostMemRequestedMiB), positiveOrNil(a.RSSPeakMiB))
-	}
-	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
-		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
-	}
-	if b.Cards != nil {
-		if _, err := tx.Exec("DELETE FROM gpus"); err != nil {
-			return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
-		}
-		for _, c := range b.Cards {
-			view, err := json.Marshal(c)
-			if err != nil {
-				return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
-			}
-			if _, err := tx.Exec("INSERT INTO gpus (idx, view, updated_at) VALUES (?, ?, ?)", c.Index, view, now); err != nil {
-				return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
-			}
-		}
-	}
-	for i := range b.Tasks {
-		w := &b.Tasks[i]
-		if !w.ArtifactsSet {
-			continue
-		}
-		if err := writeFiles(tx, "artifacts", w.ID, w.Artifacts); err != nil {
-			return fmt.Errorf("write artifacts of %q to state db %s: %w", w.ID, s.path, err)
-		}
-	}
-	for _, w := range b.Inputs {
-		if err := writeFiles(tx, "inputs", w.TaskID, w.Inputs); err != nil {
-			return fmt.Errorf("write inputs of %q to state db %s: %w", w.TaskID, s.path, err)
-		}
-	}
-	for _, ev := range b.Events {
-		if _, err := tx.Exec(`INSERT INTO events (id, kind, task_id, attempt, created_at, acked_at, tries, last_error, next_try, payload, gave_up)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET acked_at = excluded.acked_at, tries = excluded.tries,
-				last_error = excluded.last_error, next_try = excluded.next_try, gave_up = excluded.gave_up`,
-			ev.ID, cmp.Or(ev.Kind, EventComplete), stringOrNil(ev.TaskID), ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError,
-			timeOrNil(ev.NextTry), string(ev.Payload), ev.GaveUp); err != nil {
-			return fmt.Errorf("write event %d to state db %s: %w", ev.ID, s.path, err)
-		}
-	}
-	for _, sm := range b.Samples {
-		if _, err := tx.Exec(`INSERT OR REPLACE INTO gpu_samples (at, idx, total_mib, used_mib, foreign_mib, observed_mib, charged_mib, capacity_mib)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, sm.At.UnixNano(), sm.Index, sm.TotalMiB, sm.UsedMiB, sm.ForeignMiB, sm.ObservedMiB, sm.ChargedMiB, sm.CapacityMiB); err != nil {
-			return fmt.Errorf("write gpu samples to state db %s: %w", s.path, err)
-		}
-	}
-	for k, v := range b.Meta {
-		var err error
-		if v == "" {
-			_, err = tx.Stmt(s.stmts[5]).Exec(k)
-		} else {
-			_, err = tx.Stmt(s.stmts[4]).Exec(k, v)
-		}
-		if err != nil {
-			return fmt.Errorf("write %s to state db %s: %w", k, s.path, err)
-		}
-	}
-	// Last: the transaction is complete, and a file deleted while it was
-	// built is caught too. A transaction committed to a deleted file would
-	// be lost without a word.
-	if err := s.checkSame(); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit state db %s: %w", s.path, err)
-	}
-	return nil
 }
 
 // LoadCards returns the saved view of the GPUs, by index, and when it was
@@ -793,29 +629,6 @@ func (s *SQLite) LookupMeta(key string) (string, bool, error) {
 	return v, true, nil
 }
 
-// writeFiles replaces the stored files of task id in table (artifacts or
-// inputs, which have the same columns), chunk rows per statement: a
-// folder of inputs may hold thousands of files.
-func writeFiles[F task.Artifact | task.Input](tx *sql.Tx, table, id string, files []F) error {
-	if _, err := tx.Exec("DELETE FROM "+table+" WHERE task_id = ?", id); err != nil {
-		return err
-	}
-	args := make([]any, 0, min(len(files), chunk)*5)
-	for len(files) > 0 {
-		n := min(len(files), chunk)
-		args = args[:0]
-		for _, file := range files[:n] {
-			f := task.Artifact(file)
-			args = append(args, id, f.Path, f.Size, f.ModTime.UnixNano(), f.SHA256)
-		}
-		if _, err := tx.Exec("INSERT INTO "+table+" (task_id, path, size, mtime, sha256) VALUES "+placeholders(n, 5), args...); err != nil {
-			return err
-		}
-		files = files[n:]
-	}
-	return nil
-}
-
 // PendingEvents returns the events not yet acknowledged, oldest first,
 // and the largest event id used.
 func (s *SQLite) PendingEvents() ([]EventWrite, int64, error) {
@@ -867,10 +680,6 @@ func (s *SQLite) events(where string) ([]EventWrite, error) {
 
 // Close closes the database; the WAL is checkpointed by SQLite.
 func (s *SQLite) Close() error {
-	for _, st := range s.stmts {
-		st.Close()
-	}
-	s.stmts = nil
 	var err error
 	if s.lite != nil {
 		err = s.lite.close()
@@ -894,50 +703,6 @@ func (s *SQLite) absLog(p string) string {
 		return p
 	}
 	return filepath.Join(s.runDir, p)
-}
-
-// waitKindArgs are the kinds' names as statement arguments, boxed once:
-// a row write boxes no new string for its kind.
-var waitKindArgs = func() (args []any) {
-	for k := task.NotWaiting; k.String() != fmt.Sprintf("wait(%d)", uint8(k)); k++ {
-		args = append(args, k.String())
-	}
-	return args
-}()
-
-func waitKindArg(k task.WaitKind) any {
-	if int(k) < len(waitKindArgs) {
-		return waitKindArgs[k]
-	}
-	return k.String()
-}
-
-func intOrNil(p *int) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
-func stringOrNil(v string) any {
-	if v == "" {
-		return nil
-	}
-	return v
-}
-
-func positiveOrNil(v int64) any {
-	if v <= 0 {
-		return nil
-	}
-	return v
-}
-
-func timeOrNil(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixNano()
 }
 
 func nullInt(n sql.NullInt64) *int {

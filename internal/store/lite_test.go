@@ -1,0 +1,118 @@
+package store
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// manyRows returns n tasks whose every column differs from task to task
+// (and from column to column), each with an attempt of its own likewise,
+// some with artifacts and inputs, and the rows Load must give back.
+func manyRows(n int) (*Batch, []Row) {
+	at := time.Unix(1_700_000_000, 0)
+	b := &Batch{}
+	var want []Row
+	for i := range n {
+		id := fmt.Sprintf("t%05d", i)
+		code, gpu := i%7, i%3
+		w := TaskWrite{ID: id, Seq: int64(i), Kind: []string{"command", "shell"}[i%2], Spec: fmt.Appendf(nil, `{"id":%q}`, id),
+			State: task.State(i % 6), ExitCode: &code, Error: fmt.Sprintf("error %d", i%5), BlockedBy: fmt.Sprintf("t%05d", i/2),
+			GPURequestMiB: int64(i), Submitted: at.Add(time.Duration(i)), Fingerprint: fmt.Sprintf("fp%d", i),
+			Rerun: fmt.Sprintf("rerun %d", i%4), RetryAt: at.Add(time.Duration(2*i + 1)), WaitKind: task.WaitRetryDelay,
+			WaitDetail: fmt.Sprintf("detail %d", i%9), Paused: i%2 == 0, NotNeeded: i%3 == 0}
+		a := task.Attempt{Number: 1 + i%2, Start: at.Add(time.Duration(3 * i)), End: at.Add(time.Duration(3*i + 1)), ExitCode: &code,
+			Signal: fmt.Sprintf("SIG%d", i%3), TimedOut: i%2 == 1, Cancelled: i%3 == 1, Interrupted: i%5 == 1, NotCharged: i%7 == 1,
+			Adopted: i%11 == 1, EndReason: fmt.Sprintf("reason %d", i%3), Error: fmt.Sprintf("attempt error %d", i),
+			LogPath: "/run/logs/" + id + "/attempt.log", PID: 1000 + i, GPU: &gpu, GPUs: []int{gpu, gpu + 1}, GPUUUID: "GPU-" + id,
+			MemRequestedMiB: int64(10 + i), MemPeakMiB: int64(20 + i), HostMemRequestedMiB: int64(30 + i), RSSPeakMiB: int64(40 + i),
+			ReadyAt: at.Add(time.Duration(3*i - 1)), Job: &task.RemoteJob{System: "Slurm", ID: fmt.Sprint(i)}}
+		h := executor.Handle{Executor: "local", Version: 1 + i%2, Data: fmt.Appendf(nil, `{"pid":%d}`, 1000+i)}
+		row := Row{Seq: w.Seq, Spec: w.Spec, GPURequestMiB: w.GPURequestMiB, Fingerprint: w.Fingerprint, Kind: w.Kind,
+			Record: task.Record{ID: id, State: w.State, Paused: w.Paused, NotNeeded: w.NotNeeded, Attempts: []task.Attempt{a},
+				ExitCode: w.ExitCode, Error: w.Error, BlockedBy: w.BlockedBy, Submitted: w.Submitted, RetryAt: w.RetryAt, Rerun: w.Rerun,
+				Waiting: task.WaitReason{Kind: w.WaitKind, Detail: w.WaitDetail, Until: w.RetryAt}},
+			Handles: map[int]executor.Handle{a.Number: h}}
+		if i%100 == 0 {
+			for j := range 300 {
+				f := task.Artifact{Path: fmt.Sprintf("out/%s/%03d", id, j), Size: int64(j), ModTime: at.Add(time.Duration(j)), SHA256: fmt.Sprint(j)}
+				w.Artifacts = append(w.Artifacts, f)
+				row.Inputs = append(row.Inputs, task.Input(f))
+			}
+			w.ArtifactsSet = true
+			row.Artifacts = w.Artifacts
+			b.Inputs = append(b.Inputs, InputsWrite{TaskID: id, Inputs: row.Inputs})
+		}
+		b.Tasks = append(b.Tasks, w)
+		b.Attempts = append(b.Attempts, AttemptWrite{TaskID: id, Attempt: a, Handle: h})
+		want = append(want, row)
+	}
+	return b, want
+}
+
+// Every column of every row reads back as written, across the multi-row
+// statements' chunks and the rows left after the last whole chunk.
+func TestSQLiteRoundTripAcrossChunks(t *testing.T) {
+	for _, n := range []int{1, chunk - 1, chunk, 2*chunk + 3} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "/run")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			b, want := manyRows(n)
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("Load gave %d rows, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Fatalf("row %d:\n got %+v\nwant %+v", i, got[i], want[i])
+				}
+			}
+			last := want[n-1]
+			row, ok, err := s.LookupTask(last.ID)
+			if err != nil || !ok || !reflect.DeepEqual(row, last) {
+				t.Errorf("LookupTask(%s) = %+v, %v, %v; want %+v", last.ID, row, ok, err, last)
+			}
+		})
+	}
+}
+
+// A transaction that fails part-way writes nothing, and the store goes on
+// writing afterwards.
+func TestSQLiteApplyAllOrNothing(t *testing.T) {
+	s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b, _ := manyRows(chunk + 1)
+	// An attempt of a task never written fails the foreign key, after
+	// every task row is written.
+	b.Attempts = append(b.Attempts, AttemptWrite{TaskID: "nobody", Attempt: task.Attempt{Number: 1}})
+	if err := s.Apply(b); err == nil {
+		t.Fatal("Apply of an attempt of no task succeeded")
+	}
+	if rows, err := s.Load(); err != nil || len(rows) != 0 {
+		t.Fatalf("after the failed Apply: %d rows, %v; want none", len(rows), err)
+	}
+	b.Attempts = b.Attempts[:len(b.Attempts)-1]
+	if err := s.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := s.Load(); err != nil || len(rows) != chunk+1 {
+		t.Fatalf("after Apply: %d rows, %v; want %d", len(rows), err, chunk+1)
+	}
+}
