@@ -100,7 +100,7 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 	}
 	// The writes of every turn, prepared once (preparing a statement
 	// costs about as much as running it).
-	for _, q := range []string{upsertTaskSQL(1), upsertTaskSQL(chunk), upsertAttemptSQL(1), upsertAttemptSQL(chunk), setMetaSQL, deleteMetaSQL} {
+	for _, q := range []string{upsertTask1, upsertTaskChunk, upsertAttempt1, upsertAttemptChunk, setMetaSQL, deleteMetaSQL} {
 		if _, err := s.lite.stmt(q); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("prepare state db %s: %w", path, err)

@@ -56,7 +56,7 @@ func (s *SQLite) writeBatch(b *Batch) error {
 		}
 	}
 	now := time.Now().UnixNano()
-	err := l.upsert(upsertTaskSQL(1), upsertTaskSQL(chunk), len(b.Tasks), func(v *values, i int) {
+	err := l.upsert(upsertTask1, upsertTaskChunk, len(b.Tasks), func(v *values, i int) {
 		w := &b.Tasks[i]
 		spec := w.Spec
 		if spec == nil {
@@ -98,7 +98,7 @@ func (s *SQLite) writeBatch(b *Batch) error {
 			jobs[i] = string(data)
 		}
 	}
-	err = l.upsert(upsertAttemptSQL(1), upsertAttemptSQL(chunk), len(b.Attempts), func(v *values, i int) {
+	err = l.upsert(upsertAttempt1, upsertAttemptChunk, len(b.Attempts), func(v *values, i int) {
 		w := &b.Attempts[i]
 		a := &w.Attempt
 		v.text(w.TaskID)
@@ -223,21 +223,35 @@ func (s *SQLite) writeBatch(b *Batch) error {
 	return nil
 }
 
+// The statements of the rows Apply writes, of one row and of chunk rows:
+// made once, as l.stmt finds a prepared statement by its text.
+var (
+	upsertTask1, upsertTaskChunk       = upsertTaskSQL(1), upsertTaskSQL(chunk)
+	upsertAttempt1, upsertAttemptChunk = upsertAttemptSQL(1), upsertAttemptSQL(chunk)
+	insertFiles                        = map[string][2]string{
+		"artifacts": {insertFilesSQL("artifacts", 1), insertFilesSQL("artifacts", chunk)},
+		"inputs":    {insertFilesSQL("inputs", 1), insertFilesSQL("inputs", chunk)},
+	}
+)
+
+func insertFilesSQL(table string, rows int) string {
+	return "INSERT INTO " + table + " (task_id, path, size, mtime, sha256) VALUES " + placeholders(rows, 5)
+}
+
 // writeFiles replaces the stored files of task id in table (artifacts or
 // inputs, which have the same columns).
 func writeFiles[F task.Artifact | task.Input](l *lite, table, id string, files []F) error {
 	if err := l.exec("DELETE FROM "+table+" WHERE task_id = ?", func(v *values) { v.text(id) }); err != nil {
 		return err
 	}
-	return l.upsert("INSERT INTO "+table+" (task_id, path, size, mtime, sha256) VALUES "+placeholders(1, 5),
-		"INSERT INTO "+table+" (task_id, path, size, mtime, sha256) VALUES "+placeholders(chunk, 5), len(files), func(v *values, i int) {
-			f := task.Artifact(files[i])
-			v.text(id)
-			v.text(f.Path)
-			v.int(f.Size)
-			v.int(f.ModTime.UnixNano())
-			v.text(f.SHA256)
-		})
+	return l.upsert(insertFiles[table][0], insertFiles[table][1], len(files), func(v *values, i int) {
+		f := task.Artifact(files[i])
+		v.text(id)
+		v.text(f.Path)
+		v.int(f.Size)
+		v.int(f.ModTime.UnixNano())
+		v.text(f.SHA256)
+	})
 }
 
 // values binds a statement's parameters in order, from the first.
