@@ -116,3 +116,42 @@ func TestSQLiteApplyAllOrNothing(t *testing.T) {
 		t.Fatalf("after Apply: %d rows, %v; want %d", len(rows), err, chunk+1)
 	}
 }
+
+// A reader in another goroutine (a daemon's handler) may use the store
+// while the engine's loop writes: the raw connection, opened without
+// SQLite's mutex, is guarded by the store's.
+func TestSQLiteReadWhileWriting(t *testing.T) {
+	s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b, _ := manyRows(20)
+	if err := s.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		for i := range 200 {
+			w := b.Tasks[i%len(b.Tasks)]
+			w.Spec, w.Error = nil, fmt.Sprint("turn ", i)
+			if err := s.Apply(&Batch{Tasks: []TaskWrite{w}}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for i := range 200 {
+		rows, err := s.Load()
+		if err != nil || len(rows) != 20 {
+			t.Fatalf("Load %d: %d rows, %v", i, len(rows), err)
+		}
+		if _, ok, err := s.LookupTask(rows[i%20].ID); !ok || err != nil {
+			t.Fatalf("LookupTask %d: %v, %v", i, ok, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

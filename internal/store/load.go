@@ -16,6 +16,8 @@ import (
 // Load reads every task with its attempts, in submission order. A damaged
 // page met on the way gives an ErrCorrupt error.
 func (s *SQLite) Load() ([]Row, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out, err := s.load(loadAll, "")
 	return out, s.corrupt(err)
 }
@@ -28,12 +30,16 @@ func (s *SQLite) Load() ([]Row, error) {
 // order. Reading a column costs about as much as the row's other work, so
 // on 100,000 tasks this saves a good part of Load's time.
 func (s *SQLite) LoadJudged() ([]Row, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out, err := s.load(loadJudged, "")
 	return out, s.corrupt(err)
 }
 
 // LookupTask reads task id with its attempts and artifacts.
 func (s *SQLite) LookupTask(id string) (Row, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.lite == nil {
 		return Row{}, false, ErrClosed
 	}
@@ -75,7 +81,7 @@ const (
 )
 
 // load reads every task, or only the task one when it is not "", through
-// the raw connection in one read transaction.
+// the raw connection in one read transaction. Its caller holds s.mu.
 func (s *SQLite) load(what int, one string) ([]Row, error) {
 	if s.lite == nil {
 		return nil, ErrClosed

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/gpu"
@@ -41,6 +42,10 @@ type SQLite struct {
 	readOnly bool
 	id       fileID // the file opened for writing, to tell when it is gone
 
+	// mu guards lite and its statements: the connection is opened
+	// without SQLite's own mutex, and a caller other than the engine's
+	// loop (a daemon's handler) must not meet the loop inside it.
+	mu sync.Mutex
 	// lite is the raw connection that reads (Load, LookupTask) and writes
 	// (Apply) without database/sql; nil before the store is checked, and
 	// once closed. The *sql.DB writes only while migrating, before lite
@@ -681,10 +686,12 @@ func (s *SQLite) events(where string) ([]EventWrite, error) {
 // Close closes the database; the WAL is checkpointed by SQLite.
 func (s *SQLite) Close() error {
 	var err error
+	s.mu.Lock()
 	if s.lite != nil {
 		err = s.lite.close()
 		s.lite = nil
 	}
+	s.mu.Unlock()
 	return errors.Join(err, s.db.Close())
 }
 

@@ -13,7 +13,11 @@ import (
 // Apply writes the batch in one transaction. It fails with ErrGone, and
 // commits nothing, when the database file was deleted or replaced since it
 // was opened, and with ErrCorrupt when it meets a damaged page.
-func (s *SQLite) Apply(b *Batch) error { return s.corrupt(s.apply(b)) }
+func (s *SQLite) Apply(b *Batch) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.corrupt(s.apply(b))
+}
 
 func (s *SQLite) apply(b *Batch) error {
 	if s.readOnly {
