@@ -35,6 +35,7 @@ func BenchmarkApplyTurn(b *testing.B) {
 	code := 0
 	i := 0
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		done, next := fmt.Sprintf("task-%06d", i%n), fmt.Sprintf("task-%06d", (i+1)%n)
 		batch.Reset()
@@ -52,4 +53,5 @@ func BenchmarkApplyTurn(b *testing.B) {
 		}
 		i++
 	}
+	reportCPU(b, cpuTime()-cpu)
 }
