@@ -174,28 +174,48 @@ func (s *SQLite) loadTx(what int, one string) ([]Row, error) {
 		sorted = bySeq(&out[i-1], &out[i]) <= 0
 	}
 	if !sorted {
-		// Rows are large: sort their keys, then move each row once.
-		type key struct {
-			seq int64
-			at  int
-		}
-		order := make([]key, len(out))
-		for i := range out {
-			order[i] = key{out[i].Seq, i}
-		}
-		slices.SortFunc(order, func(a, b key) int {
-			return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(out[a.at].ID, out[b.at].ID))
-		})
-		in := out
-		out = make([]Row, len(in))
-		for i, k := range order {
-			out[i] = in[k.at]
-		}
+		out = inSeqOrder(out)
 	}
 	for i := range out {
 		byID[out[i].ID] = i
 	}
 	return s.loadAttempts(out, byID, whereTask, args)
+}
+
+// inSeqOrder returns rows in submission order (bySeq), moving each row
+// once: rows are large. Submission numbers are most often a run of
+// distinct numbers, which give each row its place without sorting.
+func inSeqOrder(rows []Row) []Row {
+	low, high := rows[0].Seq, rows[0].Seq
+	for i := range rows {
+		low, high = min(low, rows[i].Seq), max(high, rows[i].Seq)
+	}
+	order := make([]int32, len(rows)) // order[k]: the index of the row of submission number low+k
+	dense := high-low == int64(len(rows)-1)
+	if dense {
+		for k := range order {
+			order[k] = -1
+		}
+		for i := range rows {
+			k := rows[i].Seq - low
+			if order[k] >= 0 {
+				dense = false // two rows of one number: sort them by id
+				break
+			}
+			order[k] = int32(i)
+		}
+	}
+	if !dense {
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(a, b int32) int { return bySeq(&rows[a], &rows[b]) })
+	}
+	out := make([]Row, len(rows))
+	for i, k := range order {
+		out[i] = rows[k]
+	}
+	return out
 }
 
 // intColumn returns column i as an *int, nil for NULL.

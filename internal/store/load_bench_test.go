@@ -96,3 +96,35 @@ func TestLoadOrdersBySeqWithOwnAttempts(t *testing.T) {
 		t.Errorf("order %v, want [a b c d e]", got)
 	}
 }
+
+// inSeqOrder orders rows by submission number then id, whether the
+// numbers are a run of distinct ones (placed), sparse, or repeated
+// (sorted).
+func TestInSeqOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seqs map[string]int64
+		want string
+	}{
+		{"run of distinct numbers", map[string]int64{"a": 12, "b": 10, "c": 14, "d": 11, "e": 13}, "[b d a e c]"},
+		{"sparse", map[string]int64{"a": 7, "b": 1, "c": 30, "d": 2}, "[b d a c]"},
+		{"repeated", map[string]int64{"a": 2, "b": 1, "c": 2, "d": 0}, "[d b a c]"},
+		{"repeated in a run's span", map[string]int64{"a": 0, "b": 2, "c": 0}, "[a c b]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rows []Row
+			for _, id := range []string{"e", "c", "a", "d", "b"} { // not in any order
+				if seq, ok := tc.seqs[id]; ok {
+					rows = append(rows, Row{Seq: seq, Record: task.Record{ID: id}})
+				}
+			}
+			var got []string
+			for _, r := range inSeqOrder(rows) {
+				got = append(got, r.ID)
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("order %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
