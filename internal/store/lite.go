@@ -28,7 +28,9 @@ func openLite(path string, readOnly bool) (*lite, error) {
 	pragmas := "PRAGMA busy_timeout=10000; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=1; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768"
 	if readOnly {
 		mode = sqlitec.ReadOnly
-		pragmas = "PRAGMA busy_timeout=10000; PRAGMA cache_size=-32768"
+		// SQLite's default page cache (2 MiB): a reader scans each page
+		// once, and a larger cache only holds memory.
+		pragmas = "PRAGMA busy_timeout=10000"
 	}
 	c, err := sqlitec.Open(path, mode)
 	if err != nil {
