@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/executor"
+	"github.com/gpusched/gpusched/internal/sqlitec"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -153,5 +154,49 @@ func TestSQLiteReadWhileWriting(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The raw connection has the store's settings: those of a writer, and
+// for a reader a wait for the writer's locks.
+func TestLiteSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := OpenSQLite(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pragma := func(s *SQLite, name string) string {
+		t.Helper()
+		var v string
+		err := s.lite.query("PRAGMA "+name, nil, func(st *sqlitec.Stmt) error {
+			v = st.ColumnText(0)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	want := map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1", "busy_timeout": "10000",
+		"temp_store": "2", "cache_size": "-32768"}
+	for name, v := range want {
+		if got := pragma(s, name); got != v {
+			t.Errorf("writer: PRAGMA %s = %s, want %s", name, got, v)
+		}
+	}
+	r, err := OpenSQLiteReadOnly(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := pragma(r, "busy_timeout"); got != "10000" {
+		t.Errorf("reader: PRAGMA busy_timeout = %s, want 10000", got)
+	}
+	if err := r.Apply(&Batch{Meta: map[string]string{"k": "v"}}); err == nil {
+		t.Error("Apply on a read-only store succeeded")
+	}
+	if err := r.lite.c.Exec("INSERT INTO meta (key, value) VALUES ('k', 'v')"); err == nil {
+		t.Error("the reader's raw connection wrote")
 	}
 }
