@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -107,20 +108,29 @@ func (s *SQLite) loadTx(what int, one string) ([]Row, error) {
 	}
 	var out []Row
 	var byID map[string]int
-	if one == "" {
+	var seqs []int64 // every task's submission number, in the order rows are read
+	if one != "" {
+		byID = map[string]int{}
+	} else {
 		// Sized once: a row is large, and growing a slice of 100,000 of
-		// them copies each several times.
-		var n int
-		err := l.query("SELECT count(*) FROM tasks", nil, func(st *sqlitec.Stmt) error {
-			n = int(st.ColumnInt64(0))
+		// them copies each several times. Load reads the submission
+		// numbers first, to put each row in its place as it is read.
+		q := "SELECT seq FROM tasks"
+		if what == loadJudged {
+			q = "SELECT count(*) FROM tasks"
+		}
+		err := l.query(q, nil, func(st *sqlitec.Stmt) error {
+			seqs = append(seqs, st.ColumnInt64(0))
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 		}
+		n := len(seqs)
+		if what == loadJudged {
+			n, seqs = int(seqs[0]), nil
+		}
 		out, byID = make([]Row, 0, n), make(map[string]int, n)
-	} else {
-		byID = map[string]int{}
 	}
 	if what == loadJudged {
 		err := l.query(judgedSelect, nil, func(st *sqlitec.Stmt) error {
@@ -141,40 +151,53 @@ func (s *SQLite) loadTx(what int, one string) ([]Row, error) {
 		}
 		return s.loadAttempts(out, byID, whereTask, args)
 	}
-	err := l.query(taskSelect+where, args, func(st *sqlitec.Stmt) error {
-		r := Row{Seq: st.ColumnInt64(1), Kind: l.intern(st.ColumnRaw(2)), Spec: st.ColumnBytes(3),
-			GPURequestMiB: st.ColumnInt64(8), Fingerprint: st.ColumnText(10)}
-		r.ID = st.ColumnText(0)
-		var err error
-		if r.State, err = parseState(st.ColumnRaw(4)); err != nil {
-			return fmt.Errorf("read task %q: %w", r.ID, err)
+	// Rows are read in table order, which is not submission order once
+	// the loop has written them. When their numbers are a run of distinct
+	// ones, each is read into its place: moving rows afterwards costs as
+	// much as sorting them (a row is large, and holds many pointers).
+	places := placesOf(seqs)
+	scan := func() (int, error) {
+		if places != nil {
+			out = out[:len(seqs)]
 		}
-		r.ExitCode = intColumn(st, 5)
-		r.Error, r.BlockedBy = l.intern(st.ColumnRaw(6)), l.intern(st.ColumnRaw(7))
-		r.Submitted = timeColumn(st, 9)
-		r.Rerun = l.intern(st.ColumnRaw(11))
-		r.RetryAt = timeColumn(st, 12)
-		kind, err := parseWaitKind(st.ColumnRaw(13))
-		if err != nil {
-			return fmt.Errorf("read task %q: %w", r.ID, err)
-		}
-		r.Waiting = stored(kind, l.intern(st.ColumnRaw(14)), r.RetryAt)
-		r.Paused, r.NotNeeded = st.ColumnBool(15), st.ColumnBool(16)
-		out = append(out, r)
-		return nil
-	})
+		k := 0
+		err := l.query(taskSelect+where, args, func(st *sqlitec.Stmt) error {
+			var r *Row
+			if places != nil {
+				if k == len(places) || st.ColumnInt64(1) != seqs[k] {
+					return errMoved
+				}
+				r = &out[places[k]]
+			} else {
+				out = append(out, Row{})
+				r = &out[len(out)-1]
+			}
+			k++
+			return l.readTask(st, r)
+		})
+		return k, err
+	}
+	k, err := scan()
+	if errors.Is(err, errMoved) || err == nil && places != nil && k != len(places) {
+		// Not the rows counted (a read transaction forbids it): read them
+		// again in table order.
+		places, out = nil, make([]Row, 0, len(seqs))
+		_, err = scan()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
-	// In submission order. Sorted here rather than by SQLite (ORDER BY
-	// seq, id), which would copy every row into a temporary b-tree first:
-	// the rows come in the order they were first written, often in order.
-	sorted := true
-	for i := 1; i < len(out) && sorted; i++ {
-		sorted = bySeq(&out[i-1], &out[i]) <= 0
-	}
-	if !sorted {
-		out = inSeqOrder(out)
+	if places == nil {
+		// In submission order. Sorted here rather than by SQLite (ORDER
+		// BY seq, id), which would copy every row into a temporary b-tree
+		// first.
+		sorted := true
+		for i := 1; i < len(out) && sorted; i++ {
+			sorted = bySeq(&out[i-1], &out[i]) <= 0
+		}
+		if !sorted {
+			out = inSeqOrder(out)
+		}
 	}
 	for i := range out {
 		byID[out[i].ID] = i
@@ -216,6 +239,56 @@ func inSeqOrder(rows []Row) []Row {
 		out[i] = rows[k]
 	}
 	return out
+}
+
+// errMoved: the rows read are not those whose submission numbers were
+// read first.
+var errMoved = errors.New("rows moved while read")
+
+// placesOf returns where each row goes when seqs, the rows' submission
+// numbers in the order they are read, are a run of distinct numbers not
+// already in order; nil when they are in order or not such a run.
+func placesOf(seqs []int64) []int32 {
+	if len(seqs) < 2 || slices.IsSorted(seqs) {
+		return nil
+	}
+	low, high := slices.Min(seqs), slices.Max(seqs)
+	if high-low != int64(len(seqs)-1) {
+		return nil
+	}
+	places := make([]int32, len(seqs))
+	taken := make([]bool, len(seqs))
+	for k, seq := range seqs {
+		p := seq - low
+		if taken[p] {
+			return nil // two rows of one number: ordered by id, sorted
+		}
+		taken[p], places[k] = true, int32(p)
+	}
+	return places
+}
+
+// readTask reads the task row st holds into r.
+func (l *lite) readTask(st *sqlitec.Stmt, r *Row) error {
+	*r = Row{Seq: st.ColumnInt64(1), Kind: l.intern(st.ColumnRaw(2)), Spec: st.ColumnBytes(3),
+		GPURequestMiB: st.ColumnInt64(8), Fingerprint: st.ColumnText(10)}
+	r.ID = st.ColumnText(0)
+	var err error
+	if r.State, err = parseState(st.ColumnRaw(4)); err != nil {
+		return fmt.Errorf("read task %q: %w", r.ID, err)
+	}
+	r.ExitCode = intColumn(st, 5)
+	r.Error, r.BlockedBy = l.intern(st.ColumnRaw(6)), l.intern(st.ColumnRaw(7))
+	r.Submitted = timeColumn(st, 9)
+	r.Rerun = l.intern(st.ColumnRaw(11))
+	r.RetryAt = timeColumn(st, 12)
+	kind, err := parseWaitKind(st.ColumnRaw(13))
+	if err != nil {
+		return fmt.Errorf("read task %q: %w", r.ID, err)
+	}
+	r.Waiting = stored(kind, l.intern(st.ColumnRaw(14)), r.RetryAt)
+	r.Paused, r.NotNeeded = st.ColumnBool(15), st.ColumnBool(16)
+	return nil
 }
 
 // intColumn returns column i as an *int, nil for NULL.

@@ -128,3 +128,38 @@ func TestInSeqOrder(t *testing.T) {
 		})
 	}
 }
+
+// Rows written out of submission order, their numbers a run of distinct
+// ones (each read into its place) or not (sorted), come back in order,
+// each with its own attempt.
+func TestLoadPlacesRowsInOrder(t *testing.T) {
+	for _, gap := range []int64{1, 3} {
+		t.Run(fmt.Sprint("numbers apart by ", gap), func(t *testing.T) {
+			s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "/run")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			const n = 300
+			b := &Batch{}
+			for i := range n {
+				seq := int64((i*7)%n) * gap // every number once, out of order
+				id := fmt.Sprintf("t%03d", seq)
+				b.Tasks = append(b.Tasks, TaskWrite{ID: id, Seq: seq, Kind: "command", Spec: []byte(`{}`), State: task.Complete})
+				b.Attempts = append(b.Attempts, AttemptWrite{TaskID: id, Attempt: task.Attempt{Number: 1, PID: 1000 + int(seq)}})
+			}
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.Load()
+			if err != nil || len(rows) != n {
+				t.Fatalf("Load: %d rows, %v", len(rows), err)
+			}
+			for i, r := range rows {
+				if r.Seq != int64(i)*gap || r.ID != fmt.Sprintf("t%03d", r.Seq) || len(r.Attempts) != 1 || r.Attempts[0].PID != 1000+int(r.Seq) {
+					t.Fatalf("row %d: seq %d id %s attempts %+v", i, r.Seq, r.ID, r.Attempts)
+				}
+			}
+		})
+	}
+}
