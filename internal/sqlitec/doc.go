@@ -19,7 +19,7 @@
 // memory (SQLITE_STATIC: SQLite reads them in place), freed by Finalize.
 // Column values are copied into Go memory by ColumnText and ColumnBytes;
 // ColumnRaw hands out SQLite's own bytes, valid only until the next Step,
-// Reset or Finalize. Close finalizes nothing by itself: finalize every
-// statement first (Close reports SQLITE_BUSY-free closing through
-// sqlite3_close_v2, which defers until they are).
+// Reset or Finalize. Close does not finalize statements: finalize every
+// statement first (sqlite3_close_v2 keeps SQLite's connection until the
+// last is finalized).
 package sqlitec
