@@ -26,7 +26,9 @@
 #   CPU of the scheduler process (which the run directory's supervisor
 #   starts) is read from /proc at that moment.
 # GPUSCHED=path/to/gpusched measures that binary instead of building this
-# checkout (to compare two commits on the same inputs).
+# checkout (to compare two commits on the same inputs). ONLY="status plan"
+# measures only those (of validate, status, plan, resume), and makes only
+# the inputs they need.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -n "${1:-}" ]; then
@@ -36,6 +38,8 @@ else
 	work=$(mktemp -d)
 	trap 'rm -rf "$work"' EXIT
 fi
+only=${ONLY:-}
+want() { [ -z "$only" ] || [[ " $only " == *" $1 "* ]]; }
 bin=${GPUSCHED:-$work/gpusched}
 if [ -z "${GPUSCHED:-}" ]; then
 	go build -o "$bin" "$root/cmd/gpusched"
@@ -57,7 +61,9 @@ for i in range(n):
 PY
 }
 [ -s "$work/w100k.yaml" ] || gen 100000 100000 >"$work/w100k.yaml"
-[ -s "$work/w1m.yaml" ] || gen 1000000 1000000 >"$work/w1m.yaml"
+if want validate; then
+	[ -s "$work/w1m.yaml" ] || gen 1000000 1000000 >"$work/w1m.yaml"
+fi
 [ -s "$work/prep.yaml" ] || gen 100000 10000 >"$work/prep.yaml"
 if [ ! -s "$work/run/state.db" ]; then
 	rm -rf "$work/run"
@@ -103,11 +109,18 @@ first_start() { # "WALL CPU": seconds from the start of `run` on a copy of run/ 
 
 echo "gpusched: $bin"
 echo "run/: $("$bin" status --run-dir "$work/run" 2>/dev/null | head -1)"
-timed "validate w100k.yaml" "$bin" validate "$work/w100k.yaml"
-timed "validate w1m.yaml" "$bin" validate "$work/w1m.yaml"
-timed "status (100k)" "$bin" status --run-dir "$work/run"
-timed "status --json (100k)" "$bin" status --json --run-dir "$work/run"
-timed "plan (100k)" "$bin" plan "$work/w100k.yaml" --run-dir "$work/run"
+if want validate; then
+	timed "validate w100k.yaml" "$bin" validate "$work/w100k.yaml"
+	timed "validate w1m.yaml" "$bin" validate "$work/w1m.yaml"
+fi
+if want status; then
+	timed "status (100k)" "$bin" status --run-dir "$work/run"
+	timed "status --json (100k)" "$bin" status --json --run-dir "$work/run"
+fi
+if want plan; then
+	timed "plan (100k)" "$bin" plan "$work/w100k.yaml" --run-dir "$work/run"
+fi
+want resume || exit 0
 b="" c=""
 for _ in 1 2 3; do
 	read -r t cpu < <(first_start)

@@ -87,15 +87,16 @@ func waitingRun(now time.Time) *runView {
 	}
 	running := row("preprocess-shard-with-a-rather-long-name-0041", task.Running)
 	running.Attempts = []task.Attempt{{Number: 1, Start: now.Add(-90 * time.Second), GPU: &card}}
+	waiting := func(id, note string) store.Row {
+		r := row(id, task.Pending)
+		r.Waiting = task.WaitReason{Kind: task.WaitGPUMemory, Detail: note}
+		return r
+	}
 	v := &runView{dir: "/runs/sweep", pid: 4242, gpuTasks: true, cardsAt: now.Add(-time.Second),
 		rows: []store.Row{
 			running,
-			row("preprocess-shard-with-a-rather-long-name-0042", task.Pending),
-			row("preprocess-shard-with-a-rather-long-name-0043", task.Pending),
-		},
-		waiting: map[string]string{
-			"preprocess-shard-with-a-rather-long-name-0042": waitNote,
-			"preprocess-shard-with-a-rather-long-name-0043": strings.Replace(waitNote, "24000", "26512", 1),
+			waiting("preprocess-shard-with-a-rather-long-name-0042", waitNote),
+			waiting("preprocess-shard-with-a-rather-long-name-0043", strings.Replace(waitNote, "24000", "26512", 1)),
 		},
 		cards: []gpu.CardView{{Index: 1, Name: "NVIDIA H100 80GB HBM3", TotalMiB: 81559, UsedMiB: 76000, ChargedMiB: 76000,
 			AvailableMiB: 5047, State: gpu.CardOK, Holders: []gpu.Holding{{Task: "preprocess-shard-with-a-rather-long-name-0041"}}}},

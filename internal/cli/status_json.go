@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"io"
 	"time"
 
@@ -67,85 +66,100 @@ type eventJSON struct {
 	NextTry   *time.Time `json:"next_try,omitempty"`
 }
 
+// statusJSON is the document "status --json" prints.
+type statusJSON struct {
+	RunDir string `json:"run_dir"`
+	// SchedulerPID is the running scheduler's PID, null if none runs
+	// (then "running" tasks were interrupted and will run again).
+	SchedulerPID *int           `json:"scheduler_pid"`
+	Tasks        []taskJSON     `json:"tasks"`
+	GPUs         []gpu.CardView `json:"gpus"`
+	// GPUsAsOf is when the scheduler saved its view of the cards;
+	// with no scheduler running, that view is of the past.
+	GPUsAsOf   *time.Time `json:"gpus_as_of,omitempty"`
+	GPUUnknown string     `json:"gpu_unknown,omitempty"`
+	// GPUTopology is why the cards' topology (nvidia-smi topo -m)
+	// could not be read, when it could not: tasks on several cards
+	// then get cards without regard to how close they are.
+	GPUTopology string `json:"gpu_topology,omitempty"`
+}
+
+// writeStatusJSON writes the status of the run v as JSON, indented by two
+// spaces, as json.Encoder with SetIndent("", "  ") writes statusJSON
+// (writeStatusDoc): one task at a time, without the whole document in
+// memory.
 func writeStatusJSON(w io.Writer, v *runView) error {
-	out := struct {
-		RunDir string `json:"run_dir"`
-		// SchedulerPID is the running scheduler's PID, null if none runs
-		// (then "running" tasks were interrupted and will run again).
-		SchedulerPID *int           `json:"scheduler_pid"`
-		Tasks        []taskJSON     `json:"tasks"`
-		GPUs         []gpu.CardView `json:"gpus"`
-		// GPUsAsOf is when the scheduler saved its view of the cards;
-		// with no scheduler running, that view is of the past.
-		GPUsAsOf   *time.Time `json:"gpus_as_of,omitempty"`
-		GPUUnknown string     `json:"gpu_unknown,omitempty"`
-		// GPUTopology is why the cards' topology (nvidia-smi topo -m)
-		// could not be read, when it could not: tasks on several cards
-		// then get cards without regard to how close they are.
-		GPUTopology string `json:"gpu_topology,omitempty"`
-	}{RunDir: v.dir, Tasks: make([]taskJSON, 0, len(v.rows)), GPUs: v.cards, GPUUnknown: v.unknown, GPUTopology: v.topology}
+	doc := v.statusHead()
+	return writeStatusDoc(w, &doc, len(v.rows), v.taskJSON)
+}
+
+// statusHead is the status document of v without its tasks.
+func (v *runView) statusHead() statusJSON {
+	doc := statusJSON{RunDir: v.dir, GPUs: v.cards, GPUUnknown: v.unknown, GPUTopology: v.topology}
 	if v.pid > 0 {
-		out.SchedulerPID = &v.pid
+		pid := v.pid
+		doc.SchedulerPID = &pid
 	}
 	if !v.cardsAt.IsZero() {
 		at := v.cardsAt
-		out.GPUsAsOf = &at
+		doc.GPUsAsOf = &at
 	}
-	if out.GPUs == nil {
-		out.GPUs = []gpu.CardView{}
+	if doc.GPUs == nil {
+		doc.GPUs = []gpu.CardView{}
 	}
-	for _, r := range v.rows {
-		spec := v.specs[r.ID]
-		t := taskJSON{
-			ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
-			Error: r.Error, BlockedBy: r.BlockedBy, NotNeeded: r.NotNeeded, Waiting: v.waiting[r.ID], WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
-			Dependencies: spec.Dependencies, DependencyOn: spec.DependencyOn, Priority: spec.Priority, History: r.Attempts,
-		}
-		if spec.Resources.GPU() {
-			t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
-			t.MemorySource = gpuBudgetNote(spec.Resources)
-		}
-		if spec.Resources.MemoryHostAuto {
-			t.MemoryMiBHost, t.MemoryHostSource = spec.Resources.MemoryMiBHost, hostBudgetNote(spec.Resources)
-		}
-		if r.State == task.Pending && !r.RetryAt.IsZero() {
-			at := r.RetryAt
-			t.RetryAt = &at
-		}
-		for _, ev := range v.pending[r.ID] {
-			e := eventJSON{ID: ev.ID, Kind: ev.Kind, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
-			if !ev.NextTry.IsZero() {
-				next := ev.NextTry
-				e.NextTry = &next
-			}
-			t.Events = append(t.Events, e)
-		}
-		if t.Dependencies == nil {
-			t.Dependencies = []string{}
-		}
-		if t.History == nil {
-			t.History = []task.Attempt{}
-		}
-		if a := r.LastAttempt(); a != nil {
-			t.GPU, t.GPUs = a.GPU, a.GPUs
-			start := a.Start
-			t.Started = &start
-			if a.Ended() {
-				end := a.End
-				t.Ended = &end
-			}
-			if a.LogPath != "" {
-				lp := a.LogPath
-				t.Log = &lp
-			}
-			t.Job = a.Job
-		}
-		out.Tasks = append(out.Tasks, t)
+	return doc
+}
+
+// taskJSON is the i-th task of v as the status document shows it.
+func (v *runView) taskJSON(i int) taskJSON {
+	r := &v.rows[i]
+	var spec specView
+	if i < len(v.specs) {
+		spec = v.specs[i]
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return err
+	t := taskJSON{
+		ID: r.ID, State: r.State, Attempts: len(r.Attempts), ExitCode: r.ExitCode,
+		Error: r.Error, BlockedBy: r.BlockedBy, NotNeeded: r.NotNeeded, Waiting: v.waitingNote(&r.Record), WaitingKind: v.waitingKind(&r.Record), Rerun: r.Rerun,
+		Dependencies: spec.Dependencies, DependencyOn: spec.DependencyOn, Priority: spec.Priority, History: r.Attempts,
 	}
-	return nil
+	if spec.Resources.GPU() {
+		t.MemoryMiB = max(spec.Resources.MemoryMiB, r.GPURequestMiB)
+		t.MemorySource = gpuBudgetNote(spec.Resources)
+	}
+	if spec.Resources.MemoryHostAuto {
+		t.MemoryMiBHost, t.MemoryHostSource = spec.Resources.MemoryMiBHost, hostBudgetNote(spec.Resources)
+	}
+	if r.State == task.Pending && !r.RetryAt.IsZero() {
+		at := r.RetryAt
+		t.RetryAt = &at
+	}
+	for _, ev := range v.pending[r.ID] {
+		e := eventJSON{ID: ev.ID, Kind: ev.Kind, Attempt: ev.Attempt, Tries: ev.Tries, LastError: ev.LastError}
+		if !ev.NextTry.IsZero() {
+			next := ev.NextTry
+			e.NextTry = &next
+		}
+		t.Events = append(t.Events, e)
+	}
+	if t.Dependencies == nil {
+		t.Dependencies = []string{}
+	}
+	if t.History == nil {
+		t.History = []task.Attempt{}
+	}
+	if a := r.LastAttempt(); a != nil {
+		t.GPU, t.GPUs = a.GPU, a.GPUs
+		start := a.Start
+		t.Started = &start
+		if a.Ended() {
+			end := a.End
+			t.Ended = &end
+		}
+		if a.LogPath != "" {
+			lp := a.LogPath
+			t.Log = &lp
+		}
+		t.Job = a.Job
+	}
+	return t
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -43,10 +44,13 @@ func eventNote(evs []store.EventWrite) string {
 // details first (the list of what a card holds; see fitNote), long task ids
 // are cut in the middle.
 func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
-	counts := map[task.State]int{}
+	var counts [task.Cancelled + 1]int
 	notNeeded := 0
-	for _, r := range v.rows {
-		counts[r.State]++
+	for i := range v.rows {
+		r := &v.rows[i]
+		if int(r.State) < len(counts) {
+			counts[r.State]++
+		}
 		if r.State == task.Blocked && r.NotNeeded {
 			notNeeded++
 		}
@@ -71,16 +75,22 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	default:
 		fmt.Fprintf(w, "scheduler: not running\n\n")
 	}
-	rows := [][]string{{"TASK", "STATE", "ATTEMPTS", "EXIT", "GPU", "TIME", "NOTE"}}
-	for _, r := range v.rows {
-		rows = append(rows, taskRow(v, r, now))
+	// The cells of all rows in one allocation, and the rows over them.
+	cells := make([]string, statusColumns*(len(v.rows)+1))
+	rows := make([][]string, len(v.rows)+1)
+	for i := range rows {
+		rows[i] = cells[i*statusColumns : (i+1)*statusColumns : (i+1)*statusColumns]
+	}
+	copy(rows[0], []string{"TASK", "STATE", "ATTEMPTS", "EXIT", "GPU", "TIME", "NOTE"})
+	for i := range v.rows {
+		var sp *specView
+		if i < len(v.specs) {
+			sp = &v.specs[i]
+		}
+		fillTaskRow(rows[i+1], v, &v.rows[i], sp, now)
 	}
 	fitColumns(rows, width)
-	tw := tabwriter.NewWriter(w, 0, 0, tableGap, ' ', 0)
-	for _, row := range rows {
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	tw.Flush()
+	writeAligned(w, rows)
 	if v.gpuTasks && (len(v.cards) > 0 || v.unknown != "") {
 		fmt.Fprintln(w)
 		writeCards(w, cardsView{cards: v.cards, unknown: v.unknown, at: v.cardsAt, saved: true, running: v.pid > 0}, now)
@@ -90,8 +100,23 @@ func writeStatusTable(w io.Writer, v *runView, now time.Time, width int) {
 	}
 }
 
-// taskRow is a task's row of the status table.
-func taskRow(v *runView, r store.Row, now time.Time) []string {
+// statusColumns is how many columns the status table has.
+const statusColumns = 7
+
+// taskRow is a task's row of the status table; sp is what status reads
+// of its definition (nil: nothing).
+func taskRow(v *runView, r store.Row, sp *specView, now time.Time) []string {
+	row := make([]string, statusColumns)
+	fillTaskRow(row, v, &r, sp, now)
+	return row
+}
+
+// fillTaskRow writes the cells of a task's row into row.
+func fillTaskRow(row []string, v *runView, r *store.Row, sp *specView, now time.Time) {
+	var res gpusched.ResourceRequest
+	if sp != nil {
+		res = sp.Resources
+	}
 	exit, card, took := "-", "-", "-"
 	if r.ExitCode != nil {
 		exit = strconv.Itoa(*r.ExitCode)
@@ -107,7 +132,7 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 			exit = a.Signal
 		}
 	}
-	note := r.Error
+	note, waiting := r.Error, v.waitingNote(&r.Record)
 	switch r.State {
 	case task.Complete:
 		note = eventNote(v.pending[r.ID])
@@ -115,8 +140,8 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		note = ""
 		a := r.LastAttempt()
 		switch {
-		case v.waiting[r.ID] != "":
-			note = v.waiting[r.ID] // queued in Slurm, or waiting to be submitted there
+		case waiting != "":
+			note = waiting // queued in Slurm, or waiting to be submitted there
 		case a != nil && a.Job != nil:
 			note = jobText(a.Job)
 		}
@@ -126,18 +151,18 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 		if a != nil && a.Adopted {
 			note = strings.TrimPrefix(note+"; adopted after a restart", "; ")
 		}
-		if b := budgetNote(v.specs[r.ID].Resources); b != "" {
+		if b := budgetNote(res); b != "" {
 			note = strings.TrimPrefix(note+"; "+b, "; ")
 		}
 		if f, ok := v.fates[r.ID]; ok {
 			note = f.Note
 		}
 	case task.Pending:
-		note = v.waiting[r.ID]
+		note = waiting
 		if r.Rerun != "" {
 			note = "runs again (" + r.Rerun + "); " + note
 		}
-		if b := budgetNote(v.specs[r.ID].Resources); b != "" {
+		if b := budgetNote(res); b != "" {
 			note = strings.TrimPrefix(note+"; "+b, "; ")
 		}
 	case task.Failed, task.Blocked, task.Cancelled:
@@ -146,7 +171,7 @@ func taskRow(v *runView, r store.Row, now time.Time) []string {
 	if a := r.LastAttempt(); a != nil && a.OverHostMemory() {
 		note = strings.TrimPrefix(note+"; "+a.HostMemoryNote(), "; ")
 	}
-	return []string{r.ID, r.State.String(), strconv.Itoa(len(r.Attempts)), exit, card, took, note}
+	row[0], row[1], row[2], row[3], row[4], row[5], row[6] = r.ID, r.State.String(), strconv.Itoa(len(r.Attempts)), exit, card, took, note
 }
 
 // The status table's columns are tableGap cells apart. On a narrow

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -98,26 +100,47 @@ func TestStatusNotesAutoBudget(t *testing.T) {
 	now := time.Date(2025, 5, 1, 10, 16, 50, 0, time.Local)
 	auto := gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryAuto: true, MemoryMiB: 6400,
 		Budget: &gpusched.MemoryBudget{Source: gpusched.BudgetHistory, PeakMiB: 5800, Attempts: 3, Since: 1}}
-	v := &runView{specs: map[string]specView{
+	specs := map[string]specView{
 		"waits": {Resources: auto},
 		"runs":  {Resources: auto},
 		"done":  {Resources: auto},
 		"fixed": {Resources: gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryMiB: 6400}},
-	}, waiting: map[string]string{"waits": "needs 6400 MiB; best card 0 has 2000 MiB left", "fixed": "a free slot"}}
+	}
+	v := &runView{pid: 4242} // a scheduler runs: the reasons saved stand
 	const why = "memory_mib auto: 6400 MiB (peak 5800 MiB in 3 attempts + margin)"
 	started := []task.Attempt{{Number: 1, Start: now.Add(-time.Minute)}}
 	for _, c := range []struct {
 		row  store.Row
 		want string
 	}{
-		{store.Row{Record: task.Record{ID: "waits", State: task.Pending}}, "needs 6400 MiB; best card 0 has 2000 MiB left; " + why},
+		{store.Row{Record: task.Record{ID: "waits", State: task.Pending,
+			Waiting: task.WaitReason{Kind: task.WaitGPUMemory, Detail: "needs 6400 MiB; best card 0 has 2000 MiB left"}}},
+			"needs 6400 MiB; best card 0 has 2000 MiB left; " + why},
 		{store.Row{Record: task.Record{ID: "runs", State: task.Running, Attempts: started}}, why},
 		{store.Row{Record: task.Record{ID: "done", State: task.Complete, Attempts: started}}, ""},
-		{store.Row{Record: task.Record{ID: "fixed", State: task.Pending}}, "a free slot"},
+		{store.Row{Record: task.Record{ID: "fixed", State: task.Pending, Waiting: task.WaitReason{Kind: task.WaitSlot}}}, "waiting for a free slot"},
 	} {
-		row := taskRow(v, c.row, now)
+		sp := specs[c.row.ID]
+		row := taskRow(v, c.row, &sp, now)
 		if got := row[len(row)-1]; got != c.want {
 			t.Errorf("%s: note %q, want %q", c.row.ID, got, c.want)
 		}
+	}
+}
+
+// status has the garbage collector run less often, unless $GOGC says how
+// often it should.
+func TestCollectLessKeepsGOGC(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	t.Setenv("GOGC", "100")
+	collectLess()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC=100: GC percent %d, want 100", got)
+	}
+	os.Unsetenv("GOGC") // t.Setenv puts it back
+	collectLess()
+	if got := debug.SetGCPercent(100); got != statusGCPercent {
+		t.Errorf("without GOGC: GC percent %d, want %d", got, statusGCPercent)
 	}
 }

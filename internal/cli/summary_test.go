@@ -99,12 +99,12 @@ func TestHostMemoryOverIsReported(t *testing.T) {
 	v := &runView{}
 	for _, st := range []task.State{task.Running, task.Complete, task.Failed} {
 		row := store.Row{Record: task.Record{ID: "hog", State: st, Error: "exit code 137", Attempts: []task.Attempt{task.Attempt(over)}}}
-		if note := taskRow(v, row, time.Now())[6]; !strings.HasSuffix(note, "peak RSS 4210 MiB, 2.8x its memory_mib_host of 1500 MiB") {
+		if note := taskRow(v, row, nil, time.Now())[6]; !strings.HasSuffix(note, "peak RSS 4210 MiB, 2.8x its memory_mib_host of 1500 MiB") {
 			t.Errorf("status note of a %s task: %q", st, note)
 		}
 	}
 	row := store.Row{Record: task.Record{ID: "fine", State: task.Complete, Attempts: []task.Attempt{task.Attempt(within)}}}
-	if note := taskRow(v, row, time.Now())[6]; note != "" {
+	if note := taskRow(v, row, nil, time.Now())[6]; note != "" {
 		t.Errorf("status note of a task within its budget: %q", note)
 	}
 }

@@ -12,30 +12,25 @@ const noScheduler = "not started: no scheduler is running"
 // decided nothing about: it was not submitted to it (or not yet).
 const notSubmitted = "not submitted to the running scheduler"
 
-// explainWaiting says, for each pending task, why it has not started: the
-// reason the scheduler's loop decided and saved with the task, worded for
-// a person; and, for a running task whose attempt waits in the batch
-// system that runs it (Slurm's queue), why, while a scheduler runs to
-// follow it. Whether a scheduler runs is the view's own fact.
-func (v *runView) explainWaiting() {
-	v.waiting = map[string]string{}
-	for _, r := range v.rows {
-		if r.State == task.Running && r.Waiting.Kind == task.WaitQueued && v.pid != 0 {
-			v.waiting[r.ID] = r.Waiting.Text(v.now)
-			continue
-		}
-		if r.State != task.Pending {
-			continue
-		}
-		switch {
-		case v.pid == 0:
-			v.waiting[r.ID] = noScheduler
-		case !r.Waiting.Waiting():
-			v.waiting[r.ID] = notSubmitted
-		default:
-			v.waiting[r.ID] = r.Waiting.Text(v.now)
-		}
+// waitingNote says why the task of row r has not started: for a pending
+// task, the reason the scheduler's loop decided and saved with the task,
+// worded for a person; and, for a running task whose attempt waits in the
+// batch system that runs it (Slurm's queue), why, while a scheduler runs
+// to follow it; "" for any other. Whether a scheduler runs is the view's
+// own fact. It is worded when asked for, not kept by task: status asks
+// once a task.
+func (v *runView) waitingNote(r *task.Record) string {
+	switch {
+	case r.State == task.Running && r.Waiting.Kind == task.WaitQueued && v.pid != 0:
+		return r.Waiting.Text(v.now)
+	case r.State != task.Pending:
+		return ""
+	case v.pid == 0:
+		return noScheduler
+	case !r.Waiting.Waiting():
+		return notSubmitted
 	}
+	return r.Waiting.Text(v.now)
 }
 
 // waitingKind is the kind of a task's saved reason, when a scheduler runs

@@ -41,6 +41,9 @@ type simTask struct {
 	arrive time.Duration // after the start of the trace
 	owner  string        // task.Spec.Owner; every task's "" but in the fair-share traces
 	gpus   int           // cards, all at once; 0 means 1
+	// est is a guess at dur, as history would give it (simEstimated);
+	// zero: none. Only the what-ifs that order by it read it.
+	est time.Duration
 }
 
 // cards is how many cards t takes.
@@ -119,9 +122,13 @@ type simPolicy struct {
 	// oneReservation lets only the first starving task that does not fit
 	// reserve a card (later ones are passed over as if not starving);
 	// longestFirst orders the queue by duration, longest first, which
-	// gpusched cannot know.
+	// gpusched cannot know; batchOrder, when set, orders the tasks that
+	// arrived at the same instant (submitted together) by it, stably
+	// (simBiggest, simWidest: what gpusched could know, but does not do:
+	// it keeps the users' order).
 	oneReservation bool
 	longestFirst   bool
+	batchOrder     func(a, b simTask) int
 }
 
 // simPolicies are gpusched with each ReserveAfter setting (spread, the
@@ -134,14 +141,20 @@ var simPolicies = []simPolicy{
 }
 
 // simWhatIfs are variants, replayed at cooldown 0 only, that explain the
-// gap to the bound: pack placement, one reservation at a time, and the
-// queue ordered longest first (which needs durations gpusched does not
-// know: a reference for how tight the bound is).
+// gap to the bound: pack placement, one reservation at a time, the queue
+// ordered longest first (which needs durations gpusched does not know: a
+// reference for how tight the bound is), and the tasks submitted together
+// ordered biggest first, or on most cards first (what a higher priority
+// for them does), rules gpusched could follow, measured to show why it
+// does not.
 var simWhatIfs = []simPolicy{
 	{name: "gpusched_pack_reserve=1m", reserveAfter: DefaultReserveAfter, placement: gpu.Pack},
 	{name: "gpusched_pack_reserve=never", reserveAfter: -1, placement: gpu.Pack},
 	{name: "whatif_one_reservation_1m", reserveAfter: DefaultReserveAfter, oneReservation: true},
 	{name: "whatif_longest_first_never", reserveAfter: -1, longestFirst: true},
+	{name: "whatif_biggest_first_1m", reserveAfter: DefaultReserveAfter, batchOrder: simBiggest},
+	{name: "whatif_biggest_first_never", reserveAfter: -1, batchOrder: simBiggest},
+	{name: "whatif_widest_first_1m", reserveAfter: DefaultReserveAfter, batchOrder: simWidest},
 }
 
 // oneReservationQueue passes the candidates of q on to decide, but once
@@ -192,8 +205,12 @@ type simResult struct {
 	// busyBefore: the share of the capacity x time up to lastStart that
 	// running tasks held.
 	busyBefore float64
-	started    []int           // the tasks, by index in the trace, in start order
-	startedAt  []time.Duration // by task: when it started
+	// idleReserved, idleOther: card-hours of memory left idle while tasks
+	// waited, on cards reserved for a starving task and on the others
+	// (memory idle over a card's capacity, times how long).
+	idleReserved, idleOther float64
+	started                 []int           // the tasks, by index in the trace, in start order
+	startedAt               []time.Duration // by task: when it started
 	// With simOptions.indexed: the tasks the index handed decide, and
 	// those waiting, over all decisions; the time the full walk took.
 	handed, queued int
@@ -384,6 +401,24 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 				return true
 			})
 		}
+		if pol.batchOrder != nil {
+			order := make([]int, len(ready))
+			for i := range order {
+				order[i] = i
+			}
+			slices.SortStableFunc(order, func(a, b int) int {
+				ta, tb := tr[readyIdx[a]], tr[readyIdx[b]]
+				if ta.arrive != tb.arrive {
+					return int(ta.arrive - tb.arrive)
+				}
+				return pol.batchOrder(ta, tb)
+			})
+			r2, i2 := make([]Candidate, len(ready)), make([]int, len(ready))
+			for k, o := range order {
+				r2[k], i2[k] = ready[o], readyIdx[o]
+			}
+			ready, readyIdx = r2, i2
+		}
 		if pol.longestFirst {
 			order := make([]int, len(ready))
 			for i := range order {
@@ -490,6 +525,16 @@ func simulate(tr []simTask, pol simPolicy, opt simOptions) (simResult, error) {
 		}
 		if at == math.MaxInt64 {
 			break
+		}
+		if len(ready) > 0 {
+			for ci, c := range cards {
+				idle := float64(simCapMiB-c.charged) / simCapMiB * (at - now).Hours()
+				if _, ok := lastReserved[ci]; ok {
+					res.idleReserved += idle
+				} else {
+					res.idleOther += idle
+				}
+			}
 		}
 		now = at
 		for len(ends) > 0 && ends[0].at <= now {
