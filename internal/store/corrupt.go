@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpusched/gpusched/internal/sqlitec"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -39,6 +40,10 @@ func sqliteCode(err error) int {
 	if errors.As(err, &se) {
 		return se.Code() & 0xff
 	}
+	var le *sqlitec.Error
+	if errors.As(err, &le) {
+		return le.Code & 0xff
+	}
 	return 0
 }
 
@@ -54,6 +59,10 @@ func (s *SQLite) corrupt(err error) error {
 // message returns SQLite's message in err's chain without its numeric
 // code: "database disk image is malformed".
 func message(err error) string {
+	var le *sqlitec.Error
+	if errors.As(err, &le) {
+		return le.Msg
+	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
 		return err.Error()

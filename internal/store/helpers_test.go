@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,4 +33,21 @@ func fillDB(tb testing.TB, path string, n int) {
 	if err := s.Apply(b); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// cpuTime returns the CPU time the process has used, user and system,
+// on every thread (the garbage collector's too): on a machine shared with
+// other work, a steadier figure than the wall time of a benchmark.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time used since start per operation, as
+// cpu-ms/op.
+func reportCPU(b *testing.B, used time.Duration) {
+	b.ReportMetric(float64(used)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

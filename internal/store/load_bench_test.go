@@ -11,7 +11,15 @@ import (
 
 // BenchmarkLoad100k: reading back a run of 100,000 tasks, 20,000 of which
 // ran once (what status, plan and a resumed run read first).
-func BenchmarkLoad100k(b *testing.B) {
+func BenchmarkLoad100k(b *testing.B) { benchmarkLoad100k(b, false) }
+
+// BenchmarkLoad100kUnordered: the same, the rows written in another
+// order than their submission numbers, as a run's rows are once the
+// loop has written them (a third of them out of order in the run of
+// bench/scale.sh), so that Load sorts them.
+func BenchmarkLoad100kUnordered(b *testing.B) { benchmarkLoad100k(b, true) }
+
+func benchmarkLoad100k(b *testing.B, unordered bool) {
 	s, err := OpenSQLite(filepath.Join(b.TempDir(), "state.db"), "/run")
 	if err != nil {
 		b.Fatal(err)
@@ -21,7 +29,13 @@ func BenchmarkLoad100k(b *testing.B) {
 	at := time.Unix(1_700_000_000, 0)
 	for i := range 100_000 {
 		id := fmt.Sprintf("task-%06d", i)
-		w := TaskWrite{ID: id, Seq: int64(i), Kind: "command", Submitted: at, Fingerprint: "f",
+		seq := int64(i)
+		if unordered && i%3 == 1 {
+			seq = int64(i/3*3 + 2) // swapped with the next task's
+		} else if unordered && i%3 == 2 && i/3*3+1 < 100_000 {
+			seq = int64(i/3*3 + 1)
+		}
+		w := TaskWrite{ID: id, Seq: seq, Kind: "command", Submitted: at, Fingerprint: "f",
 			Spec: fmt.Appendf(nil, `{"id":%q,"kind":"command","dependencies":["task-000001"],"payload":["true"],"priority":3}`, id), State: task.Pending}
 		if i < 20_000 {
 			w.State = task.Complete
@@ -36,12 +50,14 @@ func BenchmarkLoad100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	cpu := cpuTime()
 	for b.Loop() {
 		rows, err := s.Load()
 		if err != nil || len(rows) != 100_000 || len(rows[0].Attempts) != 1 {
 			b.Fatal(len(rows), err)
 		}
 	}
+	reportCPU(b, cpuTime()-cpu)
 }
 
 // Load returns rows in submission order (seq, then id) whatever order they
@@ -78,5 +94,72 @@ func TestLoadOrdersBySeqWithOwnAttempts(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[a b c d e]" {
 		t.Errorf("order %v, want [a b c d e]", got)
+	}
+}
+
+// inSeqOrder orders rows by submission number then id, whether the
+// numbers are a run of distinct ones (placed), sparse, or repeated
+// (sorted).
+func TestInSeqOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seqs map[string]int64
+		want string
+	}{
+		{"run of distinct numbers", map[string]int64{"a": 12, "b": 10, "c": 14, "d": 11, "e": 13}, "[b d a e c]"},
+		{"sparse", map[string]int64{"a": 7, "b": 1, "c": 30, "d": 2}, "[b d a c]"},
+		{"repeated", map[string]int64{"a": 2, "b": 1, "c": 2, "d": 0}, "[d b a c]"},
+		{"repeated in a run's span", map[string]int64{"a": 0, "b": 2, "c": 0}, "[a c b]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rows []Row
+			for _, id := range []string{"e", "c", "a", "d", "b"} { // not in any order
+				if seq, ok := tc.seqs[id]; ok {
+					rows = append(rows, Row{Seq: seq, Record: task.Record{ID: id}})
+				}
+			}
+			var got []string
+			for _, r := range inSeqOrder(rows) {
+				got = append(got, r.ID)
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("order %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// Rows written out of submission order, their numbers a run of distinct
+// ones (each read into its place) or not (sorted), come back in order,
+// each with its own attempt.
+func TestLoadPlacesRowsInOrder(t *testing.T) {
+	for _, gap := range []int64{1, 3} {
+		t.Run(fmt.Sprint("numbers apart by ", gap), func(t *testing.T) {
+			s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "/run")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			const n = 300
+			b := &Batch{}
+			for i := range n {
+				seq := int64((i*7)%n) * gap // every number once, out of order
+				id := fmt.Sprintf("t%03d", seq)
+				b.Tasks = append(b.Tasks, TaskWrite{ID: id, Seq: seq, Kind: "command", Spec: []byte(`{}`), State: task.Complete})
+				b.Attempts = append(b.Attempts, AttemptWrite{TaskID: id, Attempt: task.Attempt{Number: 1, PID: 1000 + int(seq)}})
+			}
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.Load()
+			if err != nil || len(rows) != n {
+				t.Fatalf("Load: %d rows, %v", len(rows), err)
+			}
+			for i, r := range rows {
+				if r.Seq != int64(i)*gap || r.ID != fmt.Sprintf("t%03d", r.Seq) || len(r.Attempts) != 1 || r.Attempts[0].PID != 1000+int(r.Seq) {
+					t.Fatalf("row %d: seq %d id %s attempts %+v", i, r.Seq, r.ID, r.Attempts)
+				}
+			}
+		})
 	}
 }

@@ -1,19 +1,17 @@
 package store
 
 import (
-	"cmp"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/gpusched/gpusched/internal/executor"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/task"
 
@@ -44,9 +42,15 @@ type SQLite struct {
 	readOnly bool
 	id       fileID // the file opened for writing, to tell when it is gone
 
-	// Prepared upserts of the writer: task x1, task x chunk, attempt x1,
-	// attempt x chunk; nil when read-only or closed.
-	stmts []*sql.Stmt
+	// mu guards lite and its statements: the connection is opened
+	// without SQLite's own mutex, and a caller other than the engine's
+	// loop (a daemon's handler) must not meet the loop inside it.
+	mu sync.Mutex
+	// lite is the raw connection that reads (Load, LookupTask) and writes
+	// (Apply) without database/sql; nil before the store is checked, and
+	// once closed. The *sql.DB writes only while migrating, before lite
+	// is opened: there is one writer.
+	lite *lite
 }
 
 var _ Store = (*SQLite)(nil)
@@ -95,13 +99,17 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 		db.Close()
 		return nil, s.corrupt(err)
 	}
-	for _, q := range []string{upsertTaskSQL(1), upsertTaskSQL(chunk), upsertAttemptSQL(1), upsertAttemptSQL(chunk), setMetaSQL, deleteMetaSQL} {
-		st, err := db.Prepare(q)
-		if err != nil {
+	if s.lite, err = openLite(path, false); err != nil {
+		s.Close()
+		return nil, err
+	}
+	// The writes of every turn, prepared once (preparing a statement
+	// costs about as much as running it).
+	for _, q := range []string{upsertTask1, upsertTaskChunk, upsertAttempt1, upsertAttemptChunk, setMetaSQL, deleteMetaSQL} {
+		if _, err := s.lite.stmt(q); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("prepare state db %s: %w", path, err)
 		}
-		s.stmts = append(s.stmts, st)
 	}
 	if s.id, err = identify(path); err != nil {
 		s.Close()
@@ -179,6 +187,10 @@ func OpenSQLiteReadOnly(path, runDir string) (*SQLite, error) {
 	case v < len(migrations):
 		s.Close()
 		return nil, fmt.Errorf("read state db %s: schema version %d is older than this gpusched's %d; run the workflow once to upgrade it", path, v, len(migrations))
+	}
+	if s.lite, err = openLite(path, true); err != nil {
+		s.Close()
+		return nil, s.corrupt(err)
 	}
 	return s, nil
 }
@@ -431,7 +443,7 @@ const taskColumns = 18
 func upsertTaskSQL(rows int) string {
 	return `INSERT INTO tasks (id, seq, kind, spec, state, exit_code, error, blocked_by, updated_at, gpu_request, submitted_at,
 	fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed) VALUES ` +
-		rowsOf(rows, taskRow) + `
+		placeholders(rows, taskColumns) + `
 ON CONFLICT (id) DO UPDATE SET
 	seq = excluded.seq, kind = excluded.kind,
 	spec = CASE WHEN length(excluded.spec) = 0 THEN tasks.spec ELSE excluded.spec END,
@@ -493,171 +505,10 @@ func splitInts(s string) ([]int, error) {
 	return out, nil
 }
 
-// taskRow is one row of upsertTaskSQL's VALUES. The text columns that are
-// most often empty (error, blocked_by, rerun, waiting) are bound NULL
-// then (stringOrNil) and stored as empty text: the driver copies every text it binds
-// into C memory, an empty one too.
-const taskRow = "(?,?,?,?,?,?,coalesce(?,''),coalesce(?,''),?,?,?,?,coalesce(?,''),?,?,coalesce(?,''),?,?)"
-
-// rowsOf returns rows copies of row, comma-separated.
-func rowsOf(rows int, row string) string {
-	return strings.TrimSuffix(strings.Repeat(row+",", rows), ",")
-}
-
 // placeholders returns "(?,?),(?,?)" for rows rows of cols columns.
 func placeholders(rows, cols int) string {
 	one := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
 	return strings.TrimSuffix(strings.Repeat(one+",", rows), ",")
-}
-
-// upsert writes rows of args (cols values each) with the one-row statement
-// and the chunk-row statement, both prepared on tx.
-func upsert(one, many *sql.Stmt, args []any, cols int) error {
-	rows := len(args) / cols
-	for rows >= chunk {
-		if _, err := many.Exec(args[:chunk*cols]...); err != nil {
-			return err
-		}
-		args, rows = args[chunk*cols:], rows-chunk
-	}
-	for ; rows > 0; rows-- {
-		if _, err := one.Exec(args[:cols]...); err != nil {
-			return err
-		}
-		args = args[cols:]
-	}
-	return nil
-}
-
-// Apply writes the batch in one transaction. It fails with ErrGone, and
-// commits nothing, when the database file was deleted or replaced since it
-// was opened, and with ErrCorrupt when it meets a damaged page.
-func (s *SQLite) Apply(b *Batch) error { return s.corrupt(s.apply(b)) }
-
-func (s *SQLite) apply(b *Batch) error {
-	if s.readOnly {
-		return fmt.Errorf("write state db %s: opened read-only", s.path)
-	}
-	if s.stmts == nil {
-		return ErrClosed
-	}
-	if b.Len() == 0 {
-		return nil
-	}
-	tx, err := s.db.Begin()
-	if err != nil {
-		return fmt.Errorf("write state db %s: %w", s.path, err)
-	}
-	defer tx.Rollback()
-	if b.ClearWaiting {
-		if _, err := tx.Exec("UPDATE tasks SET waiting_kind = '', waiting = '' WHERE waiting_kind != ''"); err != nil {
-			return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
-		}
-	}
-	now := time.Now().UnixNano()
-	args := make([]any, 0, max(len(b.Tasks)*taskColumns, len(b.Attempts)*attemptColumns))
-	for i := range b.Tasks {
-		w := &b.Tasks[i]
-		spec := w.Spec
-		if spec == nil {
-			spec = []byte{} // empty: keep the stored definition
-		}
-		args = append(args, w.ID, w.Seq, w.Kind, spec, w.State.String(), intOrNil(w.ExitCode), stringOrNil(w.Error), stringOrNil(w.BlockedBy), now, positiveOrNil(w.GPURequestMiB), timeOrNil(w.Submitted),
-			w.Fingerprint, stringOrNil(w.Rerun), timeOrNil(w.RetryAt), waitKindArg(w.WaitKind), stringOrNil(w.WaitDetail), w.Paused, w.NotNeeded)
-	}
-	if err := upsert(tx.Stmt(s.stmts[0]), tx.Stmt(s.stmts[1]), args, taskColumns); err != nil {
-		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
-	}
-	args = args[:0]
-	for i := range b.Attempts {
-		w := &b.Attempts[i]
-		a := &w.Attempt
-		var handle any // NULL when there is no data
-		if len(w.Handle.Data) > 0 {
-			handle = w.Handle.Data
-		}
-		job := ""
-		if a.Job != nil {
-			b, err := json.Marshal(a.Job)
-			if err != nil {
-				return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
-			}
-			job = string(b)
-		}
-		args = append(args, w.TaskID, a.Number, a.Start.UnixNano(), timeOrNil(a.End), intOrNil(a.ExitCode), a.Signal,
-			a.TimedOut, a.Cancelled, a.Interrupted, a.Error, s.relLog(a.LogPath), positiveOrNil(int64(a.PID)),
-			w.Handle.Executor, w.Handle.Version, handle, intOrNil(a.GPU),
-			a.GPUUUID, positiveOrNil(a.MemRequestedMiB), positiveOrNil(a.MemPeakMiB), timeOrNil(a.ReadyAt), a.NotCharged,
-			a.Adopted, a.EndReason, job, joinInts(a.GPUs), positiveOrNil(a.HostMemRequestedMiB), positiveOrNil(a.RSSPeakMiB))
-	}
-	if err := upsert(tx.Stmt(s.stmts[2]), tx.Stmt(s.stmts[3]), args, attemptColumns); err != nil {
-		return fmt.Errorf("write attempts to state db %s: %w", s.path, err)
-	}
-	if b.Cards != nil {
-		if _, err := tx.Exec("DELETE FROM gpus"); err != nil {
-			return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
-		}
-		for _, c := range b.Cards {
-			view, err := json.Marshal(c)
-			if err != nil {
-				return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
-			}
-			if _, err := tx.Exec("INSERT INTO gpus (idx, view, updated_at) VALUES (?, ?, ?)", c.Index, view, now); err != nil {
-				return fmt.Errorf("write gpus to state db %s: %w", s.path, err)
-			}
-		}
-	}
-	for i := range b.Tasks {
-		w := &b.Tasks[i]
-		if !w.ArtifactsSet {
-			continue
-		}
-		if err := writeFiles(tx, "artifacts", w.ID, w.Artifacts); err != nil {
-			return fmt.Errorf("write artifacts of %q to state db %s: %w", w.ID, s.path, err)
-		}
-	}
-	for _, w := range b.Inputs {
-		if err := writeFiles(tx, "inputs", w.TaskID, w.Inputs); err != nil {
-			return fmt.Errorf("write inputs of %q to state db %s: %w", w.TaskID, s.path, err)
-		}
-	}
-	for _, ev := range b.Events {
-		if _, err := tx.Exec(`INSERT INTO events (id, kind, task_id, attempt, created_at, acked_at, tries, last_error, next_try, payload, gave_up)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET acked_at = excluded.acked_at, tries = excluded.tries,
-				last_error = excluded.last_error, next_try = excluded.next_try, gave_up = excluded.gave_up`,
-			ev.ID, cmp.Or(ev.Kind, EventComplete), stringOrNil(ev.TaskID), ev.Attempt, ev.Created.UnixNano(), timeOrNil(ev.Acked), ev.Tries, ev.LastError,
-			timeOrNil(ev.NextTry), string(ev.Payload), ev.GaveUp); err != nil {
-			return fmt.Errorf("write event %d to state db %s: %w", ev.ID, s.path, err)
-		}
-	}
-	for _, sm := range b.Samples {
-		if _, err := tx.Exec(`INSERT OR REPLACE INTO gpu_samples (at, idx, total_mib, used_mib, foreign_mib, observed_mib, charged_mib, capacity_mib)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, sm.At.UnixNano(), sm.Index, sm.TotalMiB, sm.UsedMiB, sm.ForeignMiB, sm.ObservedMiB, sm.ChargedMiB, sm.CapacityMiB); err != nil {
-			return fmt.Errorf("write gpu samples to state db %s: %w", s.path, err)
-		}
-	}
-	for k, v := range b.Meta {
-		var err error
-		if v == "" {
-			_, err = tx.Stmt(s.stmts[5]).Exec(k)
-		} else {
-			_, err = tx.Stmt(s.stmts[4]).Exec(k, v)
-		}
-		if err != nil {
-			return fmt.Errorf("write %s to state db %s: %w", k, s.path, err)
-		}
-	}
-	// Last: the transaction is complete, and a file deleted while it was
-	// built is caught too. A transaction committed to a deleted file would
-	// be lost without a word.
-	if err := s.checkSame(); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit state db %s: %w", s.path, err)
-	}
-	return nil
 }
 
 // LoadCards returns the saved view of the GPUs, by index, and when it was
@@ -771,43 +622,6 @@ func (s *SQLite) loadMeta() (map[string]string, error) {
 	return out, rows.Err()
 }
 
-// Load reads every task with its attempts, in submission order. A damaged
-// page met on the way gives an ErrCorrupt error.
-func (s *SQLite) Load() ([]Row, error) {
-	out, err := s.load(loadAll)
-	return out, s.corrupt(err)
-}
-
-// LoadJudged reads, for every task, what judging it against a new
-// submission needs (Plan): its id, definition, state, fingerprint and
-// grown GPU request, with its attempts (and their handles), artifacts and
-// inputs; the other columns (submission number, kind, exit code, error,
-// what it waits for, ...) are left zero. The rows come in no particular
-// order. Reading a column costs about as much as the row's other work, so
-// on 100,000 tasks this saves a good part of Load's time.
-func (s *SQLite) LoadJudged() ([]Row, error) {
-	out, err := s.load(loadJudged)
-	return out, s.corrupt(err)
-}
-
-// LookupTask reads task id with its attempts and artifacts.
-func (s *SQLite) LookupTask(id string) (Row, bool, error) {
-	// Most lookups are of ids never used (is a new task's id free?): one
-	// indexed read answers them, without the transaction load needs.
-	var one int
-	switch err := s.db.QueryRow("SELECT 1 FROM tasks WHERE id = ?", id).Scan(&one); {
-	case errors.Is(err, sql.ErrNoRows):
-		return Row{}, false, nil
-	case err != nil:
-		return Row{}, false, s.corrupt(fmt.Errorf("read task %q from state db %s: %w", id, s.path, err))
-	}
-	out, err := s.load(loadAll, id)
-	if err != nil || len(out) == 0 {
-		return Row{}, false, s.corrupt(err)
-	}
-	return out[0], true, nil
-}
-
 // LookupMeta reads the value saved for key.
 func (s *SQLite) LookupMeta(key string) (string, bool, error) {
 	var v string
@@ -818,282 +632,6 @@ func (s *SQLite) LookupMeta(key string) (string, bool, error) {
 		return "", false, s.corrupt(fmt.Errorf("read meta %q from state db %s: %w", key, s.path, err))
 	}
 	return v, true, nil
-}
-
-// What load reads of each task: every column, in submission order, or
-// (LoadJudged) only those a resubmission is judged by, in no order.
-const (
-	loadAll = iota
-	loadJudged
-)
-
-// load reads every task, or only the task named by one (at most one id).
-func (s *SQLite) load(what int, one ...string) ([]Row, error) {
-	var where, whereTask string
-	var args []any
-	if len(one) > 0 {
-		where, whereTask, args = " WHERE id = ?", " WHERE task_id = ?", []any{one[0]}
-	}
-	tx, err := s.db.Begin() // one read transaction: a consistent snapshot
-	if err != nil {
-		return nil, fmt.Errorf("read state db %s: %w", s.path, err)
-	}
-	defer tx.Rollback()
-	var out []Row
-	byID := map[string]int{}
-	if len(one) == 0 {
-		// Sized once: a row is large, and growing a slice of 100,000 of
-		// them copies each several times.
-		var n int
-		if err := tx.QueryRow("SELECT count(*) FROM tasks").Scan(&n); err != nil {
-			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-		}
-		out, byID = make([]Row, 0, n), make(map[string]int, n)
-	}
-	if what == loadJudged {
-		out, err = s.loadJudgedTasks(tx, out)
-		if err != nil {
-			return nil, err
-		}
-		for i := range out {
-			byID[out[i].ID] = i
-		}
-		return s.loadAttempts(tx, out, byID, whereTask, args)
-	}
-	rows, err := tx.Query("SELECT id, seq, kind, spec, state, exit_code, error, blocked_by, gpu_request, submitted_at, fingerprint, rerun, retry_at, waiting_kind, waiting, paused, not_needed FROM tasks"+where, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-	}
-	for rows.Next() {
-		var r Row
-		var state, waitKind string
-		var exit, gpuReq, submitted, retryAt sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Kind, &r.Spec, &state, &exit, &r.Error, &r.BlockedBy, &gpuReq, &submitted, &r.Fingerprint, &r.Rerun, &retryAt,
-			&waitKind, &r.Waiting.Detail, &r.Paused, &r.NotNeeded); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-		}
-		if r.State, err = task.ParseState(state); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
-		}
-		r.ExitCode = nullInt(exit)
-		r.GPURequestMiB = gpuReq.Int64
-		if submitted.Valid {
-			r.Submitted = time.Unix(0, submitted.Int64)
-		}
-		if retryAt.Valid {
-			r.RetryAt = time.Unix(0, retryAt.Int64)
-		}
-		kind, err := task.ParseWaitKind(waitKind)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
-		}
-		r.Waiting = stored(kind, r.Waiting.Detail, r.RetryAt)
-		out = append(out, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-	}
-	// In submission order. Sorted here rather than by SQLite (ORDER BY
-	// seq, id), which would copy every row into a temporary b-tree first:
-	// the rows come in the order they were first written, often in order.
-	sorted := true
-	for i := 1; i < len(out) && sorted; i++ {
-		sorted = bySeq(&out[i-1], &out[i]) <= 0
-	}
-	if !sorted {
-		// Rows are large: sort their keys, then move each row once.
-		type key struct {
-			seq int64
-			at  int
-		}
-		order := make([]key, len(out))
-		for i := range out {
-			order[i] = key{out[i].Seq, i}
-		}
-		slices.SortFunc(order, func(a, b key) int {
-			return cmp.Or(cmp.Compare(a.seq, b.seq), strings.Compare(out[a.at].ID, out[b.at].ID))
-		})
-		in := out
-		out = make([]Row, len(in))
-		for i, k := range order {
-			out[i] = in[k.at]
-		}
-	}
-	for i := range out {
-		byID[out[i].ID] = i
-	}
-	return s.loadAttempts(tx, out, byID, whereTask, args)
-}
-
-// loadJudgedTasks appends to out every task's row with the columns
-// LoadJudged reads.
-func (s *SQLite) loadJudgedTasks(tx *sql.Tx, out []Row) ([]Row, error) {
-	rows, err := tx.Query("SELECT id, spec, state, gpu_request, fingerprint FROM tasks")
-	if err != nil {
-		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r Row
-		var state string
-		var gpuReq sql.NullInt64
-		if err := rows.Scan(&r.ID, &r.Spec, &state, &gpuReq, &r.Fingerprint); err != nil {
-			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-		}
-		if r.State, err = task.ParseState(state); err != nil {
-			return nil, fmt.Errorf("read task %q from state db %s: %w", r.ID, s.path, err)
-		}
-		r.GPURequestMiB = gpuReq.Int64
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-	}
-	return out, nil
-}
-
-// loadAttempts completes the rows out, byID their indexes by id, with
-// their attempts, handles, artifacts and inputs (whereTask and args: of
-// one task only).
-func (s *SQLite) loadAttempts(tx *sql.Tx, out []Row, byID map[string]int, whereTask string, args []any) ([]Row, error) {
-	if len(out) == 0 {
-		return nil, nil // no task, so no attempts or artifacts (foreign keys)
-	}
-	rows, err := tx.Query(`SELECT task_id, number, started_at, ended_at, exit_code, signal, timed_out, cancelled,
-		interrupted, error, log_path, pid, handle_executor, handle_version, handle, gpu, gpu_uuid, mem_requested, mem_peak,
-		ready_at, not_charged, adopted, end_reason, job, gpus, host_mem_requested, rss_peak
-		FROM attempts`+whereTask+` ORDER BY task_id, number`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, logPath, job, gpus string
-		var a task.Attempt
-		var start int64
-		var h executor.Handle
-		var end, exit, pid, gpu, memReq, memPeak, readyAt, hostReq, rssPeak sql.NullInt64
-		if err := rows.Scan(&id, &a.Number, &start, &end, &exit, &a.Signal, &a.TimedOut, &a.Cancelled,
-			&a.Interrupted, &a.Error, &logPath, &pid, &h.Executor, &h.Version, &h.Data, &gpu, &a.GPUUUID, &memReq, &memPeak, &readyAt,
-			&a.NotCharged, &a.Adopted, &a.EndReason, &job, &gpus, &hostReq, &rssPeak); err != nil {
-			return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
-		}
-		cards, err := splitInts(gpus)
-		if err != nil {
-			return nil, fmt.Errorf("read attempts from state db %s: task %s attempt %d: gpus %q: %w", s.path, id, a.Number, gpus, err)
-		}
-		a.GPUs = cards
-		i, ok := byID[id]
-		if !ok {
-			continue // foreign keys forbid this; skip rather than fail a reader
-		}
-		a.Start = time.Unix(0, start)
-		if end.Valid {
-			a.End = time.Unix(0, end.Int64)
-		}
-		a.ExitCode, a.GPU = nullInt(exit), nullInt(gpu)
-		a.MemRequestedMiB, a.MemPeakMiB = memReq.Int64, memPeak.Int64
-		a.HostMemRequestedMiB, a.RSSPeakMiB = hostReq.Int64, rssPeak.Int64
-		if readyAt.Valid {
-			a.ReadyAt = time.Unix(0, readyAt.Int64)
-		}
-		a.LogPath = s.absLog(logPath)
-		a.PID = int(pid.Int64)
-		if job != "" {
-			// A job that does not read is left out: it only informs.
-			var j task.RemoteJob
-			if json.Unmarshal([]byte(job), &j) == nil {
-				a.Job = &j
-			}
-		}
-		r := &out[i]
-		r.Attempts = append(r.Attempts, a)
-		if !h.IsZero() {
-			if r.Handles == nil {
-				r.Handles = map[int]executor.Handle{}
-			}
-			r.Handles[a.Number] = h
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read attempts from state db %s: %w", s.path, err)
-	}
-	rows.Close()
-	err = s.readFiles(tx, "artifacts", whereTask, args, func(id string, f task.Artifact) {
-		if i, ok := byID[id]; ok {
-			out[i].Artifacts = append(out[i].Artifacts, f)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Paths sort as Go strings do (SQLite's BINARY collation compares
-	// bytes): the order artifact.InputsChanged reads them in.
-	err = s.readFiles(tx, "inputs", whereTask, args, func(id string, f task.Artifact) {
-		if i, ok := byID[id]; ok {
-			out[i].Inputs = append(out[i].Inputs, task.Input(f))
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// bySeq orders rows by submission: seq, then id.
-func bySeq(a, b *Row) int {
-	return cmp.Or(cmp.Compare(a.Seq, b.Seq), strings.Compare(a.ID, b.ID))
-}
-
-// readFiles reads the rows of table (artifacts or inputs: a task's files,
-// with the same columns), in task and path order, handing each to add.
-func (s *SQLite) readFiles(tx *sql.Tx, table, whereTask string, args []any, add func(id string, f task.Artifact)) error {
-	rows, err := tx.Query("SELECT task_id, path, size, mtime, sha256 FROM "+table+whereTask+" ORDER BY task_id, path", args...)
-	if err != nil {
-		return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var f task.Artifact
-		var mtime int64
-		if err := rows.Scan(&id, &f.Path, &f.Size, &mtime, &f.SHA256); err != nil {
-			return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
-		}
-		f.ModTime = time.Unix(0, mtime)
-		add(id, f)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read %s from state db %s: %w", table, s.path, err)
-	}
-	return nil
-}
-
-// writeFiles replaces the stored files of task id in table (artifacts or
-// inputs, which have the same columns), chunk rows per statement: a
-// folder of inputs may hold thousands of files.
-func writeFiles[F task.Artifact | task.Input](tx *sql.Tx, table, id string, files []F) error {
-	if _, err := tx.Exec("DELETE FROM "+table+" WHERE task_id = ?", id); err != nil {
-		return err
-	}
-	args := make([]any, 0, min(len(files), chunk)*5)
-	for len(files) > 0 {
-		n := min(len(files), chunk)
-		args = args[:0]
-		for _, file := range files[:n] {
-			f := task.Artifact(file)
-			args = append(args, id, f.Path, f.Size, f.ModTime.UnixNano(), f.SHA256)
-		}
-		if _, err := tx.Exec("INSERT INTO "+table+" (task_id, path, size, mtime, sha256) VALUES "+placeholders(n, 5), args...); err != nil {
-			return err
-		}
-		files = files[n:]
-	}
-	return nil
 }
 
 // PendingEvents returns the events not yet acknowledged, oldest first,
@@ -1147,11 +685,14 @@ func (s *SQLite) events(where string) ([]EventWrite, error) {
 
 // Close closes the database; the WAL is checkpointed by SQLite.
 func (s *SQLite) Close() error {
-	for _, st := range s.stmts {
-		st.Close()
+	var err error
+	s.mu.Lock()
+	if s.lite != nil {
+		err = s.lite.close()
+		s.lite = nil
 	}
-	s.stmts = nil
-	return s.db.Close()
+	s.mu.Unlock()
+	return errors.Join(err, s.db.Close())
 }
 
 func (s *SQLite) relLog(p string) string {
@@ -1169,50 +710,6 @@ func (s *SQLite) absLog(p string) string {
 		return p
 	}
 	return filepath.Join(s.runDir, p)
-}
-
-// waitKindArgs are the kinds' names as statement arguments, boxed once:
-// a row write boxes no new string for its kind.
-var waitKindArgs = func() (args []any) {
-	for k := task.NotWaiting; k.String() != fmt.Sprintf("wait(%d)", uint8(k)); k++ {
-		args = append(args, k.String())
-	}
-	return args
-}()
-
-func waitKindArg(k task.WaitKind) any {
-	if int(k) < len(waitKindArgs) {
-		return waitKindArgs[k]
-	}
-	return k.String()
-}
-
-func intOrNil(p *int) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
-func stringOrNil(v string) any {
-	if v == "" {
-		return nil
-	}
-	return v
-}
-
-func positiveOrNil(v int64) any {
-	if v <= 0 {
-		return nil
-	}
-	return v
-}
-
-func timeOrNil(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixNano()
 }
 
 func nullInt(n sql.NullInt64) *int {

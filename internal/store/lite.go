@@ -1,0 +1,162 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpusched/gpusched/internal/sqlitec"
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// lite is the store's second connection to its database, through
+// package sqlitec rather than database/sql: opened without SQLite's
+// per-connection mutex and binding without a malloc per value, it carries
+// the paths whose cost is per row (Load, LoadJudged, LookupTask, Apply).
+// Like the store, it is used by one goroutine at a time.
+type lite struct {
+	c     *sqlitec.Conn
+	stmts map[string]*sqlitec.Stmt // prepared once, by their SQL
+	// strs interns the texts that repeat from row to row (kinds, errors,
+	// what blocked a task, signals): a row read allocates none for them.
+	strs map[string]string
+}
+
+// openLite opens the raw connection to the database at path, read-only or
+// not, with the store's settings.
+func openLite(path string, readOnly bool) (*lite, error) {
+	mode := sqlitec.ReadWrite
+	pragmas := "PRAGMA busy_timeout=10000; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=1; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768"
+	if readOnly {
+		mode = sqlitec.ReadOnly
+		// SQLite's default page cache (2 MiB): a reader scans each page
+		// once, and a larger cache only holds memory.
+		pragmas = "PRAGMA busy_timeout=10000"
+	}
+	c, err := sqlitec.Open(path, mode)
+	if err != nil {
+		return nil, fmt.Errorf("open state db %s: %w", path, err)
+	}
+	if err := c.Exec(pragmas); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("open state db %s: %w", path, err)
+	}
+	return &lite{c: c, stmts: map[string]*sqlitec.Stmt{}, strs: map[string]string{}}, nil
+}
+
+// stmt returns the statement of q, prepared on first use.
+func (l *lite) stmt(q string) (*sqlitec.Stmt, error) {
+	if st, ok := l.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := l.c.Prepare(q)
+	if err != nil {
+		return nil, err
+	}
+	l.stmts[q] = st
+	return st, nil
+}
+
+// close finalizes the statements and closes the connection.
+func (l *lite) close() error {
+	var errs []error
+	for _, st := range l.stmts {
+		errs = append(errs, st.Finalize())
+	}
+	l.stmts = nil
+	errs = append(errs, l.c.Close())
+	return errors.Join(errs...)
+}
+
+// maxInterned bounds how many distinct texts intern keeps.
+const maxInterned = 4096
+
+// intern returns b as a string, the same string for the same bytes while
+// fewer than maxInterned distinct ones were seen.
+func (l *lite) intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if s, ok := l.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(l.strs) < maxInterned {
+		l.strs[s] = s
+	}
+	return s
+}
+
+// stateByName and waitByName parse the names stored for states and
+// waiting kinds from their bytes without allocating.
+var (
+	stateByName = func() map[string]task.State {
+		m := map[string]task.State{}
+		for st := task.State(0); st.String() != fmt.Sprintf("state(%d)", uint8(st)); st++ {
+			m[st.String()] = st
+		}
+		return m
+	}()
+	waitByName = func() map[string]task.WaitKind {
+		m := map[string]task.WaitKind{}
+		for k := task.NotWaiting; k.String() != fmt.Sprintf("wait(%d)", uint8(k)); k++ {
+			m[k.String()] = k
+		}
+		return m
+	}()
+)
+
+func parseState(b []byte) (task.State, error) {
+	if st, ok := stateByName[string(b)]; ok {
+		return st, nil
+	}
+	return task.ParseState(string(b))
+}
+
+func parseWaitKind(b []byte) (task.WaitKind, error) {
+	if k, ok := waitByName[string(b)]; ok {
+		return k, nil
+	}
+	return task.ParseWaitKind(string(b))
+}
+
+// query runs q with the parameters args (strings or int64s) and hands each
+// row to each; the statement is reset whatever happens.
+func (l *lite) query(q string, args []any, each func(st *sqlitec.Stmt) error) error {
+	st, err := l.stmt(q)
+	if err != nil {
+		return err
+	}
+	defer st.Reset()
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			st.BindText(i+1, v)
+		case int64:
+			st.BindInt64(i+1, v)
+		default:
+			return fmt.Errorf("query %q: argument %d of type %T", q, i+1, a)
+		}
+	}
+	for {
+		row, err := st.Step()
+		if err != nil || !row {
+			return err
+		}
+		if err := each(st); err != nil {
+			return err
+		}
+	}
+}
+
+// read runs f in one read transaction of the raw connection: what f reads
+// is one consistent snapshot.
+func (l *lite) read(f func() error) error {
+	if err := l.c.Exec("BEGIN"); err != nil {
+		return err
+	}
+	err := f()
+	if rerr := l.c.Exec("ROLLBACK"); err == nil {
+		err = rerr
+	}
+	return err
+}
