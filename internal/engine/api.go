@@ -219,7 +219,7 @@ func (ev submitEvent) apply(e *Engine) {
 		e.tasks = make(map[string]*node, len(ev.Specs)) // sized once for a big first batch
 	}
 	nodes := make([]*node, len(ev.Specs))
-	store := make([]node, len(ev.Specs)) // one allocation for the batch's nodes
+	slab := make([]node, len(ev.Specs)) // one allocation for the batch's nodes
 	ndeps := 0
 	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.Specs))
 	for i, s := range ev.Specs {
@@ -240,8 +240,16 @@ func (ev submitEvent) apply(e *Engine) {
 			ndeps += len(s.Dependencies)
 			continue
 		}
-		n := &store[i]
+		n := &slab[i]
 		*n = node{spec: s, specJSON: ev.JSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
+		// Its row's place in the batch, in submission order, for
+		// writeTask to fill when admission (in dependency order) reaches
+		// it. Ids that follow submission order, as generated ones do,
+		// then go into the store's id index in order rather than all
+		// over it (100,000 rows: 0.27 s of CPU against 0.47 s), and Load
+		// reads the rows back in order.
+		n.writeIdx = int32(len(e.batch.Tasks))
+		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: s.ID})
 		if ev.Estimate != nil {
 			n.est = rankOf(ev.Estimate[i])
 		}
