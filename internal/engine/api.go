@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -200,48 +201,61 @@ func (ev submitEvent) apply(e *Engine) {
 			return
 		}
 	}
-	retired, err := e.checkBatch(ev.Specs, again)
-	if err != nil {
-		ev.reply <- err
-		return
-	}
-	if err := e.checkSubmittedGPU(ev.Specs, ev.Reading); err != nil {
-		ev.reply <- err
-		return
-	}
-	if err := e.checkSubmittedHost(ev.Specs); err != nil {
-		ev.reply <- err
-		return
+	// Nearly always (no adopted or retired task about), the graph is
+	// checked while it is built, each id looked up once; checkBatch
+	// finds what was wrong only when something was. Otherwise
+	// checkBatch checks it first, asking the store about retired ids.
+	checked := len(e.adopted) > 0 || e.svc.retired > 0 || again != nil
+	var retired map[string]*node
+	if checked {
+		var err error
+		if retired, err = e.checkBatch(ev.Specs, again); err != nil {
+			ev.reply <- err
+			return
+		}
+		if err := e.checkSubmitted(ev.Submission); err != nil {
+			ev.reply <- err
+			return
+		}
 	}
 	first := e.nextSeq // tasks of this batch have seq >= first
 	now := e.cfg.Now()
-	if len(e.tasks) == 0 {
-		e.tasks = make(map[string]*node, len(ev.Specs)) // sized once for a big first batch
-	}
-	nodes := make([]*node, len(ev.Specs))
-	slab := make([]node, len(ev.Specs)) // one allocation for the batch's nodes
-	ndeps := 0
-	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.Specs))
-	for i, s := range ev.Specs {
-		fp := ""
-		if ev.Fingerprint != nil {
-			fp = ev.Fingerprint[i]
+	b, ok := e.link(ev.Submission, again, retired, first, now)
+	if !ok {
+		e.unlink(ev.Specs, b)
+		_, err := e.checkBatch(ev.Specs, again)
+		if err == nil { // link and checkBatch disagree: a bug
+			err = fmt.Errorf("submit batch: %w", errGraph)
 		}
-		if n := e.adopted[s.ID]; n != nil {
+		ev.reply <- err
+		return
+	}
+	if !checked {
+		if err := e.checkSubmitted(ev.Submission); err != nil {
+			e.unlink(ev.Specs, b)
+			ev.reply <- err
+			return
+		}
+	}
+	// Nothing is refused from here on.
+	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.Specs))
+	for i, n := range b.nodes {
+		s := ev.Specs[i]
+		if n.claimed {
 			// Running when its scheduler died, adopted since: this
 			// submission takes it over as it is. (Running: it is not in
 			// the ready queue, so its estimate may be set.)
+			fp := ""
+			if ev.Fingerprint != nil {
+				fp = ev.Fingerprint[i]
+			}
 			e.claim(n, s, ev.JSON[i], fp, now)
 			if ev.Estimate != nil {
 				n.est = rankOf(ev.Estimate[i])
 			}
-			e.tasks[s.ID] = n
-			nodes[i] = n
-			ndeps += len(s.Dependencies)
 			continue
 		}
-		n := &slab[i]
-		*n = node{spec: s, specJSON: ev.JSON[i], seq: e.nextSeq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
+		e.nextSeq++ // n.seq, set by link
 		// Its row's place in the batch, in submission order, for
 		// writeTask to fill when admission (in dependency order) reaches
 		// it. Ids that follow submission order, as generated ones do,
@@ -250,112 +264,192 @@ func (ev submitEvent) apply(e *Engine) {
 		// reads the rows back in order.
 		n.writeIdx = int32(len(e.batch.Tasks))
 		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: s.ID})
-		if ev.Estimate != nil {
-			n.est = rankOf(ev.Estimate[i])
-		}
-		n.fingerprint = fp
-		if s.Resources.GPU() {
-			n.need = needOf(s.Resources)
-			n.placed = e.placed(s)
-		}
-		if !s.Resources.GPU() {
-			n.placed = e.remote(s) // a CPU task's executor may place it too
-		}
-		e.nextSeq++
-		p := e.earlier[s.ID]
-		if r := again[s.ID]; r != nil {
-			p = r // retired in this run: its history is the store's
-		}
-		if p != nil {
-			// Seen in an earlier run: keep its history, continue numbering.
-			// Copies: the loop owns the node, Earlier's callers the row.
-			if bytes.Equal(n.specJSON, p.Spec) {
-				n.specJSON = nil // stored as it is: not bound and written again
-			}
-			if n.fingerprint == p.Fingerprint {
-				n.fingerprint = "" // "": the stored one stays
-			}
-			n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clone(p.Attempts), maps.Clone(p.Handles), p.ExitCode
-			n.rec.Artifacts = slices.Clone(p.Artifacts)
-			n.rec.Paused = p.Paused && !p.State.Terminal() // paused before a restart: still paused
-			if p.GPURequestMiB > n.need.MiB && s.Resources.GPU() {
-				n.need.MiB = p.GPURequestMiB // it ran out of memory before
-			}
-			switch {
-			case p.NotNeeded:
-				n.rec.Rerun = "was not needed"
-			case p.State != task.Complete:
-				n.rec.Rerun = "was " + p.State.String()
-			case ev.Resume != nil && !ev.Resume[i].Intact:
-				n.rec.Rerun = ev.Resume[i].Why
-			default:
-				n.kept = true
-				n.pinned = ev.Resume != nil && ev.Resume[i].Pinned
-			}
-		}
-		e.tasks[s.ID] = n
-		nodes[i] = n
-		ndeps += len(s.Dependencies)
 	}
-	// Link the graph, counting each task's dependencies inside the batch.
-	// Dependency lists share one backing array; dependents lists of the
-	// batch's tasks are sized by a first count, then share another.
-	depsArr := make([]*node, ndeps)
-	for _, n := range nodes {
-		k := len(n.spec.Dependencies)
-		n.deps, depsArr = depsArr[:k:k], depsArr[k:]
-		for j, id := range n.spec.Dependencies {
-			d := e.tasks[id]
-			if d == nil {
-				d = retired[id] // a stand-in for a retired task
-			}
-			n.deps[j] = d
-			if d.seq >= first {
-				n.inBatch++
-				d.inBatchDependents++
-			}
-		}
-	}
-	dependentsArr := make([]*node, ndeps)
-	for _, n := range nodes {
-		k := int(n.inBatchDependents)
-		n.dependents, dependentsArr = dependentsArr[:0:k], dependentsArr[k:]
-	}
-	for _, n := range nodes {
+	for _, n := range b.nodes {
 		for _, d := range n.deps {
-			d.dependents = append(d.dependents, n)
+			if d.seq < first { // held before the batch (or a retired one's stand-in)
+				d.dependents = append(d.dependents, n)
+			}
 		}
 	}
-	// Admit in dependency order (Kahn's algorithm; the batch is acyclic):
-	// a task's first state depends on its dependencies' states.
-	queue := make([]*node, 0, len(nodes))
-	for _, n := range nodes {
-		if n.inBatch == 0 {
-			queue = append(queue, n)
-		}
-	}
-	for i := 0; i < len(queue); i++ {
-		n := queue[i]
+	// Admit in dependency order: a task's first state depends on its
+	// dependencies' states.
+	for _, n := range b.order {
 		if n.claimed {
 			n.claimed = false // its state is its adopted attempt's
 			e.writeTask(n)
 		} else {
 			e.admit(n)
 		}
-		for _, c := range n.dependents { // all of them are in this batch
-			if c.inBatch--; c.inBatch == 0 {
-				queue = append(queue, c)
-			}
-		}
 	}
 	if ev.Key != "" {
 		e.rememberKey(ev.Key, digest, true)
 	}
 	if len(again) > 0 {
-		e.relinkAgain(nodes, again, first)
+		e.relinkAgain(b.nodes, again, first)
 	}
-	e.queueRetireAdmitted(nodes)
+	e.queueRetireAdmitted(b.nodes)
 	e.effects = append(e.effects, func(err error) { ev.reply <- err })
+}
+
+// errGraph: the graph of a batch could not be linked, yet checkBatch
+// found nothing wrong with it.
+var errGraph = errors.New("the batch's graph cannot be linked")
+
+// checkSubmitted refuses a batch with a task this scheduler could never
+// start: GPU or host resources it cannot have.
+func (e *Engine) checkSubmitted(sub Submission) error {
+	if err := e.checkSubmittedGPU(sub.Specs, sub.Reading); err != nil {
+		return err
+	}
+	return e.checkSubmittedHost(sub.Specs)
+}
+
+// batchGraph is a batch's graph, built and checked, before it is admitted.
+type batchGraph struct {
+	nodes []*node // in submission order: new ones, and adopted ones it claims (claimed set)
+	order []*node // the same, dependencies first
+	added int     // nodes[:added] are in e.tasks
+}
+
+// link builds a batch's nodes and graph: it puts them in e.tasks,
+// resolves every dependency (retired holds stand-ins for retired tasks),
+// and orders the batch with Kahn's algorithm, each task after the tasks
+// of the batch it depends on. ok is false when the batch holds an id
+// already taken, depends on an id not known, or holds a cycle; undo the
+// link with unlink then. Besides e.tasks, link changes only the batch's
+// own nodes: new ones, given their seq (first on), and adopted ones it
+// marks claimed, which the caller claims.
+func (e *Engine) link(sub Submission, again map[string]*store.Row, retired map[string]*node, first int64, now time.Time) (b batchGraph, ok bool) {
+	specs := sub.Specs
+	if len(e.tasks) == 0 {
+		e.tasks = make(map[string]*node, len(specs)) // sized once for a big first batch
+	}
+	b.nodes = make([]*node, len(specs))
+	slab := make([]node, len(specs)) // one allocation for the batch's new nodes
+	ndeps := 0
+	for i, s := range specs {
+		if _, dup := e.tasks[s.ID]; dup {
+			return b, false
+		}
+		n := e.adopted[s.ID]
+		if n != nil {
+			n.claimed = true
+		} else {
+			n = &slab[i]
+			e.newNode(n, sub, i, again, first+int64(i), now)
+		}
+		e.tasks[s.ID] = n
+		b.nodes[i], b.added = n, i+1
+		ndeps += len(s.Dependencies)
+	}
+	// Resolve the dependencies, counting each task's inside the batch.
+	// Dependency lists share one backing array; dependents lists of the
+	// batch's tasks are sized by that count, then share another.
+	inBatch := func(d *node) bool { return d.seq >= first || d.claimed }
+	depsArr := make([]*node, ndeps)
+	for i, n := range b.nodes {
+		ids := specs[i].Dependencies // an adopted node's spec is the batch's once claimed
+		n.deps, depsArr = depsArr[:len(ids):len(ids)], depsArr[len(ids):]
+		for j, id := range ids {
+			d := e.tasks[id]
+			if d == nil {
+				d = retired[id] // a stand-in for a retired task
+			}
+			if d == nil {
+				return b, false
+			}
+			n.deps[j] = d
+			if inBatch(d) {
+				n.inBatch++
+				d.inBatchDependents++
+			}
+		}
+	}
+	dependentsArr := make([]*node, ndeps)
+	for _, n := range b.nodes {
+		k := int(n.inBatchDependents)
+		n.dependents, dependentsArr = dependentsArr[:0:k], dependentsArr[k:]
+	}
+	b.order = make([]*node, 0, len(b.nodes))
+	for _, n := range b.nodes {
+		for _, d := range n.deps {
+			if inBatch(d) {
+				d.dependents = append(d.dependents, n)
+			}
+		}
+		if n.inBatch == 0 {
+			b.order = append(b.order, n)
+		}
+	}
+	for i := 0; i < len(b.order); i++ {
+		for _, c := range b.order[i].dependents { // all of them are in this batch
+			if c.inBatch--; c.inBatch == 0 {
+				b.order = append(b.order, c)
+			}
+		}
+	}
+	return b, len(b.order) == len(b.nodes) // else a cycle
+}
+
+// unlink undoes a link that was not ok.
+func (e *Engine) unlink(specs []*task.Spec, b batchGraph) {
+	for i, n := range b.nodes[:b.added] {
+		delete(e.tasks, specs[i].ID)
+		if n.claimed { // adopted: as it was
+			n.claimed, n.deps, n.dependents, n.inBatch, n.inBatchDependents = false, nil, nil, 0, 0
+		}
+	}
+}
+
+// newNode fills n, a new node, for sub.Specs[i].
+func (e *Engine) newNode(n *node, sub Submission, i int, again map[string]*store.Row, seq int64, now time.Time) {
+	s := sub.Specs[i]
+	*n = node{spec: s, specJSON: sub.JSON[i], seq: seq, rec: task.Record{ID: s.ID, Submitted: now}, card: -1}
+	if sub.Estimate != nil {
+		n.est = rankOf(sub.Estimate[i])
+	}
+	if sub.Fingerprint != nil {
+		n.fingerprint = sub.Fingerprint[i]
+	}
+	if s.Resources.GPU() {
+		n.need = needOf(s.Resources)
+		n.placed = e.placed(s)
+	} else {
+		n.placed = e.remote(s) // a CPU task's executor may place it too
+	}
+	p := e.earlier[s.ID]
+	if r := again[s.ID]; r != nil {
+		p = r // retired in this run: its history is the store's
+	}
+	if p == nil {
+		return
+	}
+	// Seen in an earlier run: keep its history, continue numbering.
+	// Copies: the loop owns the node, Earlier's callers the row.
+	if bytes.Equal(n.specJSON, p.Spec) {
+		n.specJSON = nil // stored as it is: not bound and written again
+	}
+	if n.fingerprint == p.Fingerprint {
+		n.fingerprint = "" // "": the stored one stays
+	}
+	n.rec.Attempts, n.handles, n.rec.ExitCode = slices.Clone(p.Attempts), maps.Clone(p.Handles), p.ExitCode
+	n.rec.Artifacts = slices.Clone(p.Artifacts)
+	n.rec.Paused = p.Paused && !p.State.Terminal() // paused before a restart: still paused
+	if p.GPURequestMiB > n.need.MiB && s.Resources.GPU() {
+		n.need.MiB = p.GPURequestMiB // it ran out of memory before
+	}
+	switch {
+	case p.NotNeeded:
+		n.rec.Rerun = "was not needed"
+	case p.State != task.Complete:
+		n.rec.Rerun = "was " + p.State.String()
+	case sub.Resume != nil && !sub.Resume[i].Intact:
+		n.rec.Rerun = sub.Resume[i].Why
+	default:
+		n.kept = true
+		n.pinned = sub.Resume != nil && sub.Resume[i].Pinned
+	}
 }
 
 // relinkAgain links the tasks held from before the batch (seq < first)

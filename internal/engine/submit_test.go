@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -59,5 +61,55 @@ func TestSubmitWritesRowsInSubmissionOrder(t *testing.T) {
 		if got[id] != task.Pending {
 			t.Errorf("%s stored %v; want pending", id, got[id])
 		}
+	}
+}
+
+// A refused batch leaves nothing behind, whichever check refused it: the
+// same tasks, fixed, are accepted next, and only they are held.
+func TestRefusedBatchLeavesNothing(t *testing.T) {
+	cpus := func(s *task.Spec, n int) *task.Spec { s.Resources.CPUs = n; return s }
+	cases := []struct {
+		name  string
+		batch []*task.Spec
+		want  error
+	}{
+		{"duplicate of a held task", []*task.Spec{spec("x"), spec("held")}, task.ErrDuplicateTask},
+		{"duplicate in the batch", []*task.Spec{spec("x"), spec("y"), spec("x")}, task.ErrDuplicateTask},
+		{"unknown dependency", []*task.Spec{spec("x"), spec("y", "nowhere")}, task.ErrUnknownDependency},
+		{"cycle", []*task.Spec{spec("x", "y"), spec("y", "x")}, nil},
+		{"more cores than the machine", []*task.Spec{spec("x", "held"), cpus(spec("y", "x"), 99)}, task.ErrInvalidTask},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, Config{MaxParallel: 1, Host: HostConfig{CPUs: 4}}, nil)
+				defer h.Close()
+				h.mustSubmit(t, spec("held"))
+				err := h.submit(t, c.batch...)
+				var cycle *task.CycleError
+				switch {
+				case err == nil:
+					t.Fatal("accepted; want refused")
+				case c.want == nil && !errors.As(err, &cycle):
+					t.Fatalf("refused with %v; want a cycle", err)
+				case c.want != nil && !errors.Is(err, c.want):
+					t.Fatalf("refused with %v; want %v", err, c.want)
+				}
+				h.mustSubmit(t, spec("x", "held"), spec("y", "x"))
+				var ids []string
+				for _, r := range h.Records() {
+					ids = append(ids, r.ID)
+				}
+				if want := []string{"held", "x", "y"}; !slices.Equal(ids, want) {
+					t.Errorf("records %q after the refused batch and a good one; want %q", ids, want)
+				}
+				recs := h.run(t)
+				for _, id := range []string{"held", "x", "y"} {
+					if recs[id].State != task.Complete {
+						t.Errorf("%s ended %v; want complete", id, recs[id].State)
+					}
+				}
+			})
+		})
 	}
 }
