@@ -415,12 +415,20 @@ func (s *SQLite) migrate() error {
 	if err := tx.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
 		return fmt.Errorf("migrate state db %s: %w", s.path, err)
 	}
-	if version == len(migrations) {
+	switch {
+	case version == len(migrations):
 		return nil
-	}
-	for v := version; v < len(migrations); v++ {
-		if _, err := tx.Exec(migrations[v]); err != nil {
-			return fmt.Errorf("migrate state db %s to version %d: %w", s.path, v+1, err)
+	case version == 0:
+		// A new file (checkOwner let through no other at version 0): the
+		// current schema in one step, the same as every migration's.
+		if _, err := tx.Exec(schema); err != nil {
+			return fmt.Errorf("create schema of state db %s: %w", s.path, err)
+		}
+	default:
+		for v := version; v < len(migrations); v++ {
+			if _, err := tx.Exec(migrations[v]); err != nil {
+				return fmt.Errorf("migrate state db %s to version %d: %w", s.path, v+1, err)
+			}
 		}
 	}
 	// PRAGMA takes no bound parameters; both values are our own integers.
