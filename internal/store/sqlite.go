@@ -104,8 +104,11 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 		return nil, err
 	}
 	// The writes of every turn, prepared once (preparing a statement
-	// costs about as much as running it).
-	for _, q := range []string{upsertTask1, upsertTaskChunk, upsertAttempt1, upsertAttemptChunk, setMetaSQL, deleteMetaSQL} {
+	// costs about as much as running it). Not the 256-row chunk of
+	// attempts, which only a turn with as many attempts uses (a rare
+	// resume): stmt prepares it at its first use, and its 7,000
+	// parameters cost a third of a new file's open to parse.
+	for _, q := range []string{upsertTask1, upsertTaskChunk, upsertAttempt1, setMetaSQL, deleteMetaSQL} {
 		if _, err := s.lite.stmt(q); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("prepare state db %s: %w", path, err)
