@@ -54,3 +54,26 @@ func TestEnvironFollowsOwnEnvironment(t *testing.T) {
 		t.Errorf("environ's last variable = %q, want A_VAR=x", env[len(env)-1])
 	}
 }
+
+// dedupScan, which dedupEnv uses for a few variables, gives what the map
+// gives: the last value of each, in the order of the last settings.
+func TestDedupScanIsDedupByMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 14))
+	for range 500 {
+		var env []string
+		for range r.IntN(dedupByScan + 1) {
+			// Keys that are prefixes of one another ("K1", "K12"), and
+			// an entry without "=" now and then, as os.Environ may give.
+			kv := fmt.Sprintf("K%d=%d", r.IntN(13), r.IntN(5))
+			if r.IntN(10) == 0 {
+				kv = fmt.Sprintf("K%d", r.IntN(13))
+			}
+			env = append(env, kv)
+		}
+		want := dedupEnv(append(slices.Clone(env), make([]string, dedupByScan)...)) // past dedupByScan: the map
+		want = slices.DeleteFunc(want, func(s string) bool { return s == "" })
+		if got := dedupScan(env); !slices.Equal(got, want) {
+			t.Fatalf("dedupScan(%q) = %q, want %q", env, got, want)
+		}
+	}
+}

@@ -104,8 +104,11 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 		return nil, err
 	}
 	// The writes of every turn, prepared once (preparing a statement
-	// costs about as much as running it).
-	for _, q := range []string{upsertTask1, upsertTaskChunk, upsertAttempt1, upsertAttemptChunk, setMetaSQL, deleteMetaSQL} {
+	// costs about as much as running it). Not the 256-row chunk of
+	// attempts, which only a turn with as many attempts uses (a rare
+	// resume): stmt prepares it at its first use, and its 7,000
+	// parameters cost a third of a new file's open to parse.
+	for _, q := range []string{upsertTask1, upsertTaskChunk, upsertAttempt1, setMetaSQL, deleteMetaSQL} {
 		if _, err := s.lite.stmt(q); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("prepare state db %s: %w", path, err)
@@ -415,12 +418,20 @@ func (s *SQLite) migrate() error {
 	if err := tx.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
 		return fmt.Errorf("migrate state db %s: %w", s.path, err)
 	}
-	if version == len(migrations) {
+	switch {
+	case version == len(migrations):
 		return nil
-	}
-	for v := version; v < len(migrations); v++ {
-		if _, err := tx.Exec(migrations[v]); err != nil {
-			return fmt.Errorf("migrate state db %s to version %d: %w", s.path, v+1, err)
+	case version == 0:
+		// A new file (checkOwner let through no other at version 0): the
+		// current schema in one step, the same as every migration's.
+		if _, err := tx.Exec(schema); err != nil {
+			return fmt.Errorf("create schema of state db %s: %w", s.path, err)
+		}
+	default:
+		for v := version; v < len(migrations); v++ {
+			if _, err := tx.Exec(migrations[v]); err != nil {
+				return fmt.Errorf("migrate state db %s to version %d: %w", s.path, v+1, err)
+			}
 		}
 	}
 	// PRAGMA takes no bound parameters; both values are our own integers.
