@@ -263,23 +263,28 @@ type Engine struct {
 	killNow chan struct{} // closed by StopNow (by the loop)
 
 	// Owned by the loop goroutine.
-	tasks     map[string]*node
-	adopted   map[string]*node // tasks adopted at Open that no submission has claimed yet
-	stopped   map[*node]bool   // running attempts sent SIGSTOP by Pause, and no SIGCONT since (kept out of node: its 512 bytes are a size class)
-	multi     map[*node][]int  // running attempts on several cards: their cards' indices, in the order chosen (n.card is the first)
-	ready     *readySet
-	delayed   *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
-	running   int
-	nextSeq   int64
-	earlier   map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
-	batch     store.Batch
-	effects   []func(commitErr error) // to do once the batch is committed
-	later     []laterWrite            // attempts to write with the next commit, at the latest at laterDue (see writeAttemptLater)
-	laterDue  time.Time               // zero while later is empty
-	run       *runState               // the Run in progress, or nil
-	broken    error                   // a failed commit: nothing new starts
-	closing   chan error              // Close's reply, once asked
-	readyView readyQueue
+	tasks   map[string]*node
+	adopted map[string]*node // tasks adopted at Open that no submission has claimed yet
+	stopped map[*node]bool   // running attempts sent SIGSTOP by Pause, and no SIGCONT since (kept out of node: its 512 bytes are a size class)
+	multi   map[*node][]int  // running attempts on several cards: their cards' indices, in the order chosen (n.card is the first)
+	ready   *readySet
+	delayed *btree.BTreeG[*node] // pending tasks waiting out a retry delay, soonest first
+	running int
+	nextSeq int64
+	earlier map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
+	batch   store.Batch
+	// staleWaits are the tasks whose saved waiting reasons an earlier
+	// scheduler decided, to be forgotten by the loop's first commit;
+	// staleAll: all of them (ids not known). Set by Open, then the loop's.
+	staleWaits []string
+	staleAll   bool
+	effects    []func(commitErr error) // to do once the batch is committed
+	later      []laterWrite            // attempts to write with the next commit, at the latest at laterDue (see writeAttemptLater)
+	laterDue   time.Time               // zero while later is empty
+	run        *runState               // the Run in progress, or nil
+	broken     error                   // a failed commit: nothing new starts
+	closing    chan error              // Close's reply, once asked
+	readyView  readyQueue
 
 	// GPU admission, owned by the loop too.
 	board          *gpu.Board
@@ -470,8 +475,14 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	// Reasons an earlier scheduler saved are its own: this one decides
-	// again about the tasks submitted to it.
-	e.batch.ClearWaiting = slices.ContainsFunc(rows, func(r store.Row) bool { return r.Waiting.Waiting() })
+	// again about the tasks submitted to it. This commit marks them stale
+	// (readers show none from here on); the first commit of the loop
+	// forgets them (forgetStaleWaits), beside the submission's rows,
+	// which it rewrites anyway: a resumed run of 100,000 waiting tasks
+	// rewrote them twice, in two transactions, 0.3 s of CPU more.
+	if err := e.markStaleWaits(rows); err != nil {
+		return nil, err
+	}
 	adoptions := e.recoverOrphans(rows)
 	if err := cfg.Store.Apply(&e.batch); err != nil {
 		return nil, err
@@ -623,6 +634,7 @@ func (e *Engine) flush() {
 		e.foldLater()
 	}
 	var err error
+	e.forgetStaleWaits()
 	if e.batch.Len() > 0 {
 		err = e.cfg.Store.Apply(&e.batch)
 		e.batch.Reset()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpusched/gpusched/internal/gpu"
+	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -315,4 +316,58 @@ func (ev waitingEvent) apply(e *Engine) {
 		add(e.tasks[id])
 	}
 	ev.reply <- out
+}
+
+// markStaleWaits notes, at Open, the tasks whose saved waiting reasons
+// (rows, as loaded) an earlier scheduler decided, and has Open's commit
+// mark them stale (store.MetaWaitingStale) unless they are already: a
+// scheduler that opened and died before its first commit left the mark,
+// and its reasons hidden, so which rows hold them is not known here; all
+// are forgotten then.
+func (e *Engine) markStaleWaits(rows []store.Row) error {
+	for i := range rows {
+		if rows[i].Waiting.Waiting() {
+			e.staleWaits = append(e.staleWaits, rows[i].ID)
+		}
+	}
+	_, marked, err := e.cfg.Store.LookupMeta(store.MetaWaitingStale)
+	if err != nil {
+		return err
+	}
+	e.staleAll = marked
+	if len(e.staleWaits) > 0 && !marked {
+		if e.batch.Meta == nil {
+			e.batch.Meta = map[string]string{}
+		}
+		e.batch.Meta[store.MetaWaitingStale] = "1"
+	}
+	return nil
+}
+
+// forgetStaleWaits adds to the batch about to be committed, the loop's
+// first, the forgetting of the reasons markStaleWaits noted: those of the
+// tasks the batch does not write (it writes the others' own reasons), and
+// the removal of the mark.
+func (e *Engine) forgetStaleWaits() {
+	if e.staleWaits == nil && !e.staleAll {
+		return
+	}
+	if e.staleAll {
+		e.batch.ClearWaiting = true
+	} else {
+		written := make(map[string]struct{}, len(e.batch.Tasks))
+		for i := range e.batch.Tasks {
+			written[e.batch.Tasks[i].ID] = struct{}{}
+		}
+		for _, id := range e.staleWaits {
+			if _, ok := written[id]; !ok {
+				e.batch.ClearWaitingOf = append(e.batch.ClearWaitingOf, id)
+			}
+		}
+	}
+	if e.batch.Meta == nil {
+		e.batch.Meta = map[string]string{}
+	}
+	e.batch.Meta[store.MetaWaitingStale] = "" // removed
+	e.staleWaits, e.staleAll = nil, false
 }

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -369,4 +371,114 @@ func TestWaitingGPUTaskBehindFullSlots(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		checkWait(t, h, "g", task.WaitSlot, "")
 	})
+}
+
+// clears records, for every batch applied, what it does to saved waiting
+// reasons.
+type clears struct {
+	store.Store
+	batches []clearing
+}
+
+type clearing struct {
+	all    bool     // ClearWaiting
+	of     []string // ClearWaitingOf
+	mark   string   // MetaWaitingStale's value; "-" when the batch leaves it
+	writes int      // task writes
+}
+
+func (c *clears) Apply(b *store.Batch) error {
+	mark, ok := b.Meta[store.MetaWaitingStale]
+	if !ok {
+		mark = "-"
+	}
+	c.batches = append(c.batches, clearing{all: b.ClearWaiting, of: slices.Clone(b.ClearWaitingOf), mark: mark, writes: len(b.Tasks)})
+	return c.Store.Apply(b)
+}
+
+// A scheduler opening a store with reasons an earlier one saved commits at
+// Open only that they are stale (a reader sees none from then on: see
+// TestOpenForgetsEarlierReasons), and forgets them in its next commit, the
+// submission's: only the rows that commit does not write anyway, the tasks
+// no longer submitted. The submitted ones hold their new reasons then, and
+// the mark is gone.
+func TestStaleReasonsForgottenWithTheSubmission(t *testing.T) {
+	st := store.NewMemory()
+	open := func(w store.Store) *Engine {
+		t.Helper()
+		e, err := Open(Config{MaxParallel: 1, Store: w, Runner: &fakeRunner{store: st, script: map[string][]step{}}, LogDir: "/logs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	submit := func(e *Engine, specs ...*task.Spec) {
+		t.Helper()
+		sub := Submission{Specs: specs}
+		for _, s := range specs {
+			s.Normalize()
+			b, _ := json.Marshal(s)
+			sub.JSON = append(sub.JSON, b)
+		}
+		if err := e.Submit(sub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := open(keepOpen{st})
+	submit(e, spec("a"), spec("b", "a"), spec("gone", "a"))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c := &clears{Store: keepOpen{st}}
+	e = open(c)
+	defer e.Close()
+	if len(c.batches) != 1 || c.batches[0].all || len(c.batches[0].of) != 0 || c.batches[0].mark != "1" || c.batches[0].writes != 0 {
+		t.Fatalf("Open's commits: %+v; want one that marks the reasons stale and writes no row", c.batches)
+	}
+	submit(e, spec("a"), spec("b", "a"))
+	if len(c.batches) != 2 {
+		t.Fatalf("commits after the submission: %+v; want Open's and the submission's", c.batches)
+	}
+	if got := c.batches[1]; got.all || !slices.Equal(got.of, []string{"gone"}) || got.mark != "" || got.writes != 2 {
+		t.Errorf("the submission's commit: %+v; want a and b written, gone's reason forgotten, the mark removed", got)
+	}
+	if _, marked, _ := st.LookupMeta(store.MetaWaitingStale); marked {
+		t.Error("the stale mark is still saved after the submission's commit")
+	}
+	for id, want := range map[string]task.WaitKind{"a": task.WaitSlot, "b": task.WaitDependencies, "gone": task.NotWaiting} {
+		if r, _, _ := st.LookupTask(id); r.Waiting.Kind != want {
+			t.Errorf("%s saved waiting %+v; want kind %v", id, r.Waiting, want)
+		}
+	}
+}
+
+// A scheduler that opened a store and died before its first commit of the
+// loop left the reasons marked stale, and hidden: the next one cannot tell
+// which rows hold them, and forgets them all with its submission.
+func TestStaleMarkLeftByADeadSchedulerForgetsAll(t *testing.T) {
+	st := store.NewMemory()
+	deps := store.TaskWrite{ID: "old", Seq: 1, Kind: "command", Spec: []byte(`{"id":"old"}`), State: task.Pending, WaitKind: task.WaitDependencies, WaitDetail: "x"}
+	if err := st.Apply(&store.Batch{Tasks: []store.TaskWrite{deps}, Meta: map[string]string{store.MetaWaitingStale: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := &clears{Store: keepOpen{st}}
+	e, err := Open(Config{MaxParallel: 1, Store: c, Runner: &fakeRunner{store: st, script: map[string][]step{}}, LogDir: "/logs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.batches); n == 0 || !c.batches[n-1].all || c.batches[n-1].mark != "" {
+		t.Fatalf("commits: %+v; want the last to forget every reason and remove the mark", c.batches)
+	}
+	for _, b := range c.batches[:len(c.batches)-1] {
+		if b.mark == "1" {
+			t.Errorf("the mark was set again: %+v", c.batches)
+		}
+	}
+	if _, marked, _ := st.LookupMeta(store.MetaWaitingStale); marked {
+		t.Error("the stale mark is still saved")
+	}
 }

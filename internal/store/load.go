@@ -199,8 +199,19 @@ func (s *SQLite) loadTx(what int, one string) ([]Row, error) {
 			out = inSeqOrder(out)
 		}
 	}
+	stale := false
+	err = l.query("SELECT 1 FROM meta WHERE key = ?", []any{MetaWaitingStale}, func(*sqlitec.Stmt) error {
+		stale = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read meta from state db %s: %w", s.path, err)
+	}
 	for i := range out {
 		byID[out[i].ID] = i
+		if stale {
+			out[i].Waiting = task.WaitReason{} // an earlier scheduler's (MetaWaitingStale)
+		}
 	}
 	return s.loadAttempts(out, byID, whereTask, args)
 }

@@ -38,8 +38,12 @@ func (m *Memory) Load() ([]Row, error) {
 		return nil, ErrClosed
 	}
 	out := make([]Row, 0, len(m.rows))
+	_, stale := m.meta[MetaWaitingStale]
 	for _, r := range m.rows {
 		out = append(out, r.clone())
+		if stale {
+			out[len(out)-1].Waiting = task.WaitReason{}
+		}
 	}
 	slices.SortFunc(out, func(a, b Row) int { return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.ID, b.ID)) })
 	return out, nil
@@ -56,7 +60,11 @@ func (m *Memory) LookupTask(id string) (Row, bool, error) {
 	if r == nil {
 		return Row{}, false, nil
 	}
-	return r.clone(), true, nil
+	out := r.clone()
+	if _, stale := m.meta[MetaWaitingStale]; stale {
+		out.Waiting = task.WaitReason{} // an earlier scheduler's (MetaWaitingStale)
+	}
+	return out, true, nil
 }
 
 // clone copies a row and everything it points to that Apply changes.
@@ -96,6 +104,11 @@ func (m *Memory) Apply(b *Batch) error {
 	}
 	if b.ClearWaiting {
 		for _, r := range m.rows {
+			r.Waiting = task.WaitReason{}
+		}
+	}
+	for _, id := range b.ClearWaitingOf {
+		if r := m.rows[id]; r != nil {
 			r.Waiting = task.WaitReason{}
 		}
 	}

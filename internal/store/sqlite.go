@@ -589,7 +589,10 @@ func (s *SQLite) CountWaiting() (map[task.WaitKind]int, error) {
 }
 
 func (s *SQLite) countWaiting() (map[task.WaitKind]int, error) {
-	rows, err := s.db.Query("SELECT waiting_kind, count(*) FROM tasks WHERE state = ? GROUP BY waiting_kind", task.Pending.String())
+	// While the saved reasons are an earlier scheduler's
+	// (MetaWaitingStale), every pending task counts as not decided about.
+	rows, err := s.db.Query(`SELECT CASE WHEN EXISTS (SELECT 1 FROM meta WHERE key = ?) THEN '' ELSE waiting_kind END AS k, count(*)
+		FROM tasks WHERE state = ? GROUP BY k`, MetaWaitingStale, task.Pending.String())
 	if err != nil {
 		return nil, fmt.Errorf("read waiting tasks from state db %s: %w", s.path, err)
 	}

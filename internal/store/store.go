@@ -74,6 +74,10 @@ type Batch struct {
 	// stored task's waiting reason: a scheduler that opens the store has
 	// decided nothing yet about the tasks an earlier one left pending.
 	ClearWaiting bool
+	// ClearWaitingOf forgets the stored waiting reasons of these tasks,
+	// before the batch's task writes: ClearWaiting for a few rows, where
+	// the batch rewrites the others anyway.
+	ClearWaitingOf []string
 }
 
 // InputsWrite sets the inputs a task read (task.Input), replacing those
@@ -184,7 +188,7 @@ func (b *Batch) Len() int {
 	if b.ClearWaiting {
 		n++
 	}
-	return n
+	return n + len(b.ClearWaitingOf)
 }
 
 // Reset empties the batch, keeping its storage.
@@ -193,7 +197,7 @@ func (b *Batch) Reset() {
 	clear(b.Attempts)
 	b.Tasks = b.Tasks[:0]
 	b.Attempts = b.Attempts[:0]
-	b.Cards, b.Meta, b.Samples, b.ClearWaiting = nil, nil, nil, false
+	b.Cards, b.Meta, b.Samples, b.ClearWaiting, b.ClearWaitingOf = nil, nil, nil, false, nil
 	clear(b.Events)
 	b.Events = b.Events[:0]
 	clear(b.Inputs)
@@ -204,6 +208,13 @@ func (b *Batch) Reset() {
 const (
 	// MetaGPUUnknown holds why the GPU state cannot be read, while it cannot.
 	MetaGPUUnknown = "gpu_unknown"
+	// MetaWaitingStale, while set, says that the saved waiting reasons are
+	// an earlier scheduler's, not current: a scheduler that opened the
+	// store sets it in its first commit and removes it in the commit that
+	// forgets them (ClearWaiting, ClearWaitingOf) beside its own first
+	// decisions. Readers (Load, LookupTask, CountWaiting) show no reason
+	// while it is set.
+	MetaWaitingStale = "waiting_stale"
 	// MetaGPUTopology holds why the cards' topology (nvidia-smi topo -m)
 	// could not be read, when it could not: tasks on several cards then
 	// get cards without regard to how close they are.

@@ -150,3 +150,75 @@ func TestCountWaiting(t *testing.T) {
 		t.Errorf("CountWaiting = %v, %v; want %v", got, err, want)
 	}
 }
+
+// While MetaWaitingStale is set, readers see no waiting reason (Load,
+// LookupTask, CountWaiting) though the rows still hold them; ClearWaitingOf
+// forgets the reasons of the tasks it names and no other's, beside the
+// batch's own writes, and with the mark removed the reasons left are read
+// again.
+func TestStaleWaitingHiddenThenForgotten(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) Store{
+		"memory": func(*testing.T) Store { return NewMemory() },
+		"sqlite": func(t *testing.T) Store {
+			s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			defer s.Close()
+			deps := task.WaitReason{Kind: task.WaitDependencies, Detail: "a"}
+			slot := task.WaitReason{Kind: task.WaitSlot}
+			w := func(id string, seq int64, wr task.WaitReason) TaskWrite {
+				return TaskWrite{ID: id, Seq: seq, Kind: "command", Spec: []byte(`{}`), State: task.Pending, WaitKind: wr.Kind, WaitDetail: wr.Detail}
+			}
+			if err := s.Apply(&Batch{Tasks: []TaskWrite{w("a", 1, slot), w("b", 2, deps), w("c", 3, deps)}}); err != nil {
+				t.Fatal(err)
+			}
+			check := func(when string, want map[string]task.WaitReason) {
+				t.Helper()
+				rows, err := s.Load()
+				if err != nil || len(rows) != 3 {
+					t.Fatalf("%s: Load = %d rows, %v", when, len(rows), err)
+				}
+				for _, r := range rows {
+					if r.Waiting != want[r.ID] {
+						t.Errorf("%s: Load: %s waits %+v, want %+v", when, r.ID, r.Waiting, want[r.ID])
+					}
+					one, ok, err := s.LookupTask(r.ID)
+					if err != nil || !ok || one.Waiting != want[r.ID] {
+						t.Errorf("%s: LookupTask(%s) waits %+v (%v, %v), want %+v", when, r.ID, one.Waiting, ok, err, want[r.ID])
+					}
+				}
+				if c, ok := s.(interface {
+					CountWaiting() (map[task.WaitKind]int, error)
+				}); ok {
+					wantCount := map[task.WaitKind]int{}
+					for _, id := range []string{"a", "b", "c"} {
+						wantCount[want[id].Kind]++ // NotWaiting for those without one
+					}
+					if got, err := c.CountWaiting(); err != nil || !maps.Equal(got, wantCount) {
+						t.Errorf("%s: CountWaiting = %v, %v; want %v", when, got, err, wantCount)
+					}
+				}
+			}
+			check("written", map[string]task.WaitReason{"a": slot, "b": deps, "c": deps})
+			if err := s.Apply(&Batch{Meta: map[string]string{MetaWaitingStale: "1"}}); err != nil {
+				t.Fatal(err)
+			}
+			check("marked stale", map[string]task.WaitReason{})
+			// a is decided again; b is forgotten; c is neither: a reader
+			// would see its stale reason if the batch did not also keep
+			// the mark, which it removes here on purpose to show it.
+			again := w("a", 1, deps)
+			again.Spec = nil
+			if err := s.Apply(&Batch{Tasks: []TaskWrite{again}, ClearWaitingOf: []string{"b", "nope"}, Meta: map[string]string{MetaWaitingStale: ""}}); err != nil {
+				t.Fatal(err)
+			}
+			check("after ClearWaitingOf", map[string]task.WaitReason{"a": deps, "c": deps})
+		})
+	}
+}

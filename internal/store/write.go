@@ -59,6 +59,11 @@ func (s *SQLite) writeBatch(b *Batch) error {
 			return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
 		}
 	}
+	for _, id := range b.ClearWaitingOf {
+		if err := l.exec(clearWaitingSQL, func(v *values) { v.text(id) }); err != nil {
+			return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
+		}
+	}
 	now := time.Now().UnixNano()
 	err := l.upsert(upsertTask1, upsertTaskChunk, len(b.Tasks), func(v *values, i int) {
 		w := &b.Tasks[i]
@@ -226,6 +231,9 @@ func (s *SQLite) writeBatch(b *Batch) error {
 	}
 	return nil
 }
+
+// clearWaitingSQL forgets one task's waiting reason (Batch.ClearWaitingOf).
+const clearWaitingSQL = "UPDATE tasks SET waiting_kind = '', waiting = '' WHERE id = ? AND waiting_kind != ''"
 
 // The statements of the rows Apply writes, of one row and of chunk rows:
 // made once, as l.stmt finds a prepared statement by its text.
