@@ -44,13 +44,13 @@ func TestDaemonLearnsAutoBudgets(t *testing.T) {
 	work := filepath.Join(w.dir, "work")
 	os.Mkdir(work, 0o755)
 	wf := filepath.Join(work, "wf.yaml")
-	// The daemon reads the cards every 2s: each job lives long enough to
-	// be seen.
+	// The daemon reads the cards every 2s: each job lives twice that, so
+	// that a read delayed by a loaded machine still sees it.
 	write := func(evalDuration string) {
 		doc := fmt.Sprintf(`tasks:
   - id: train
     resources: {device: cuda, memory_mib: auto, memory_mib_max: 12000}
-    args: [%q, --mem, "3000", --duration, 2500ms]
+    args: [%q, --mem, "3000", --duration, 4000ms]
   - id: eval
     resources: {device: cuda, memory_mib: auto, memory_mib_max: 12000}
     args: [%q, --mem, "2000", --duration, %s]
@@ -59,7 +59,7 @@ func TestDaemonLearnsAutoBudgets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i, evalDuration := range []string{"2500ms", "2600ms"} {
+	for i, evalDuration := range []string{"4000ms", "4100ms"} {
 		write(evalDuration)
 		out, errOut, code := w.gs(t, work, nil, "submit", wf)
 		if code != 0 || strings.TrimSpace(out) != fmt.Sprint(i+1) {
@@ -98,7 +98,7 @@ func TestDaemonLearnsAutoBudgets(t *testing.T) {
   - id: train
     dependencies: [gate]
     resources: {device: cuda, memory_mib: auto, memory_mib_max: 12000}
-    args: [%q, --mem, "3000", --duration, 2500ms]
+    args: [%q, --mem, "3000", --duration, 4000ms]
 `, gate, job)
 	if err := os.WriteFile(wf, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
