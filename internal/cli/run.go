@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
-	"sync"
 	"syscall"
 	"time"
 
@@ -162,7 +160,7 @@ command line is invalid (nothing ran).`,
 			defer stop.release()
 			c.SetContext(stop.ctx)
 			return stop.result(func() error {
-				out.loaded = loadingGC()
+				out.loaded = collectLess()
 				defer out.loaded()
 				// A front's scheduler runs the workflow its front read.
 				data, fromFront, err := frontWorkflow()
@@ -319,29 +317,8 @@ type runOutput struct {
 	// submit is what --force, --only, --from and --keep-edited ask.
 	submit gpusched.SubmitOptions
 	// loaded, called once the tasks are submitted, gives the garbage
-	// collector back its setting (loadingGC).
+	// collector back its setting (collectLess).
 	loaded func()
-}
-
-// loadGCPercent is the garbage collector's GOGC while a run loads.
-const loadGCPercent = 400
-
-// loadingGC has the garbage collector run less often while the run loads
-// (reads the workflow, opens the run directory, submits the tasks), and
-// returns what restores its setting; a second call does nothing. Loading
-// builds a heap that lives on (the tasks, their rows and nodes): with
-// the default GOGC=100 the collector marks it again every time it
-// doubles. For 100,000 tasks at GOGC=400, 0.3-0.4 s less CPU before the
-// first start, for a peak resident set up to 10% higher (docs/benchmarks.md,
-// "Fourth round"). A GOGC set higher, or off, is left as it is.
-func loadingGC() (restore func()) {
-	old := debug.SetGCPercent(loadGCPercent)
-	if old < 0 || old >= loadGCPercent {
-		debug.SetGCPercent(old)
-		return func() {}
-	}
-	var once sync.Once
-	return func() { once.Do(func() { debug.SetGCPercent(old) }) }
 }
 
 // runWorkflow runs tasks in the run directory dir to the end, or until

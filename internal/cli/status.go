@@ -3,8 +3,6 @@ package cli
 import (
 	"bufio"
 	"io"
-	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,7 +62,7 @@ prints a new full status every interval, after a blank line.`,
 			if c.Flags().Changed("interval") {
 				return inputf("--interval goes with --watch")
 			}
-			collectLess()
+			collectLess() // status exits once it has printed
 			v, err := loadRun(dir)
 			if err != nil {
 				return err
@@ -83,22 +81,6 @@ prints a new full status every interval, after a blank line.`,
 	c.Flags().BoolVar(&watch, "watch", false, "show it again every --interval until Ctrl-C or the end of the run")
 	c.Flags().DurationVar(&interval, "interval", time.Second, "how often --watch refreshes")
 	return c
-}
-
-// statusGCPercent is the garbage collector's GOGC while status reads a
-// run and prints it once.
-const statusGCPercent = 400
-
-// collectLess has the garbage collector run less often, unless $GOGC says
-// how often it should: status keeps all it reads of a run until it has
-// printed it and exits, so most of what a collection marks is still in
-// use, and little is freed. On 100,000 tasks the collector took about
-// 0.1 s of CPU of status's 0.55 s, and the most memory used was the
-// same at GOGC 100 and 400 (docs/benchmarks.md, "Fourth round").
-func collectLess() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(statusGCPercent)
-	}
 }
 
 // buffered calls write with a buffer in front of w, and empties it: a

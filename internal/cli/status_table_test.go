@@ -140,7 +140,7 @@ func TestCollectLessKeepsGOGC(t *testing.T) {
 	}
 	os.Unsetenv("GOGC") // t.Setenv puts it back
 	collectLess()
-	if got := debug.SetGCPercent(100); got != statusGCPercent {
-		t.Errorf("without GOGC: GC percent %d, want %d", got, statusGCPercent)
+	if got := debug.SetGCPercent(100); got != lessGCPercent {
+		t.Errorf("without GOGC: GC percent %d, want %d", got, lessGCPercent)
 	}
 }
