@@ -134,23 +134,20 @@ func (s *Stmt) BindNull(i int) {
 
 // BindText binds parameter i to the text v (an empty text, not NULL,
 // when v is "").
-func (s *Stmt) BindText(i int, v string) {
-	p := s.arena.copy(s.c.tls, unsafe.StringData(v), len(v))
-	if p == 0 {
-		s.check(sqlite3.SQLITE_NOMEM)
-		return
-	}
-	s.check(sqlite3.Xsqlite3_bind_text64(s.c.tls, s.p, int32(i), p, uint64(len(v)), sqlite3.SQLITE_STATIC, sqlite3.SQLITE_UTF8))
-}
+func (s *Stmt) BindText(i int, v string) { s.bindText(i, unsafe.StringData(v), len(v)) }
 
 // BindTextBytes binds parameter i to the text held in v.
-func (s *Stmt) BindTextBytes(i int, v []byte) {
-	p := s.arena.copy(s.c.tls, unsafe.SliceData(v), len(v))
+func (s *Stmt) BindTextBytes(i int, v []byte) { s.bindText(i, unsafe.SliceData(v), len(v)) }
+
+// bindText binds parameter i to the n bytes of text at data, copied into
+// the statement's block of C memory.
+func (s *Stmt) bindText(i int, data *byte, n int) {
+	p := s.arena.copy(s.c.tls, data, n)
 	if p == 0 {
 		s.check(sqlite3.SQLITE_NOMEM)
 		return
 	}
-	s.check(sqlite3.Xsqlite3_bind_text64(s.c.tls, s.p, int32(i), p, uint64(len(v)), sqlite3.SQLITE_STATIC, sqlite3.SQLITE_UTF8))
+	s.check(sqlite3.Xsqlite3_bind_text64(s.c.tls, s.p, int32(i), p, uint64(n), sqlite3.SQLITE_STATIC, sqlite3.SQLITE_UTF8))
 }
 
 // BindBlob binds parameter i to the blob v; NULL when v is nil.
