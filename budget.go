@@ -78,7 +78,7 @@ func WithBudgetHistory(f func(TaskSpec) []Attempt) Option {
 // them. It reads the cards' capacity at most once. A host memory budget
 // is capped by the host memory the scheduler gives tasks, for a task
 // this machine runs.
-func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte) error {
+func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte, h *histories) error {
 	capacity := int64(-1) // not looked at yet
 	for i, sp := range specs {
 		chosen := false
@@ -91,7 +91,7 @@ func (s *Scheduler) chooseBudgets(specs []*task.Spec, blobs [][]byte) error {
 			}
 			if !chosen { // asked once per task, whatever it learns
 				if s.history != nil {
-					history = internalAttempts(s.history(*publicSpec(sp)))
+					history = h.of(i, sp)
 				} else {
 					row, _ = s.engine.Earlier(sp.ID)
 				}
@@ -165,7 +165,7 @@ func budgetInput(res budget.Resource, sp *task.Spec, row *store.Row) budget.Inpu
 // estimates returns each task's estimated run time for the
 // OrderLongestFirst order (see it for the rule), from the same history
 // its auto budgets are learned from; nil for the submitted order.
-func (s *Scheduler) estimates(specs []*task.Spec) []time.Duration {
+func (s *Scheduler) estimates(specs []*task.Spec, h *histories) []time.Duration {
 	if s.settings.Order != OrderLongestFirst {
 		return nil
 	}
@@ -173,13 +173,34 @@ func (s *Scheduler) estimates(specs []*task.Spec) []time.Duration {
 	for i, sp := range specs {
 		var attempts []task.Attempt
 		if s.history != nil {
-			attempts = internalAttempts(s.history(*publicSpec(sp)))
+			attempts = h.of(i, sp)
 		} else if row, ok := s.engine.Earlier(sp.ID); ok {
 			attempts = row.Attempts
 		}
 		out[i] = estimate(attempts, sp.Timeout)
 	}
 	return out
+}
+
+// histories are the attempts the history function (WithBudgetHistory)
+// gives for the tasks of one batch, asked once per task however many of
+// the batch's choices (budgets, the run-time estimate) read them.
+type histories struct {
+	f   func(TaskSpec) []Attempt
+	got map[int][]task.Attempt // by the task's index in the batch
+}
+
+// of returns the history of sp, the batch's i-th task.
+func (h *histories) of(i int, sp *task.Spec) []task.Attempt {
+	if a, ok := h.got[i]; ok {
+		return a
+	}
+	a := internalAttempts(h.f(*publicSpec(sp)))
+	if h.got == nil {
+		h.got = map[int][]task.Attempt{}
+	}
+	h.got[i] = a
+	return a
 }
 
 // estimate is the run time estimated from attempts (oldest first) and the

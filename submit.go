@@ -77,11 +77,12 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	if err := s.checkExecutors(specs); err != nil {
 		return nil, err
 	}
-	if err := s.chooseBudgets(specs, blobs); err != nil {
+	h := &histories{f: s.history}
+	if err := s.chooseBudgets(specs, blobs, h); err != nil {
 		return nil, err
 	}
 	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key, Again: again,
-		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs)), Estimate: s.estimates(specs)}
+		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs)), Estimate: s.estimates(specs, h)}
 	var edited []EditedTask
 	var runs []bool // with Only or From: whether each task runs on its own account, and why
 	var whys []string
