@@ -76,6 +76,85 @@ func Plan(runDir string, tasks []TaskSpec) ([]PlanItem, error) {
 // PlanWith is Plan for a submission with opts (SubmitWith): the same
 // checks, the same errors, and the same rules.
 func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, error) {
+	return NewPlanner(runDir).Plan(tasks, opts)
+}
+
+// A Planner is PlanWith in two steps, for a caller that knows the run
+// directory before it has the tasks: NewPlanner starts reading what a
+// plan needs of the run directory, and the caller gets its tasks ready
+// meanwhile (parses a workflow file, say) on another core; Plan then
+// checks the tasks and judges them against what was read. Its methods
+// may be called from several goroutines.
+type Planner struct {
+	runDir string
+	done   chan struct{} // closed once read has set the fields below
+	// Set by read, on its own goroutine, before done is closed; only
+	// read after that.
+	earlier  map[string]*store.Row
+	capacity int64 // the largest card's, as the last run saw it
+	fates    map[string]RunningFate
+	err      error
+}
+
+// NewPlanner starts reading, on a goroutine of its own, what a plan
+// needs of runDir: its tasks as the last run left them, its cards, and
+// what became of the tasks it left running. Nothing is written and the
+// run directory is not locked. A run directory that does not exist yet
+// has nothing to read.
+func NewPlanner(runDir string) *Planner {
+	p := &Planner{runDir: runDir, done: make(chan struct{})}
+	go p.read()
+	return p
+}
+
+// Wait returns once the run directory has been read (or could not be):
+// for a caller that gives up before Plan (its tasks did not load), so
+// that nothing reads the run directory once it returns.
+func (p *Planner) Wait() { <-p.done }
+
+func (p *Planner) read() {
+	defer close(p.done)
+	p.earlier = map[string]*store.Row{}
+	path := filepath.Join(p.runDir, StateFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return
+	} else if err != nil {
+		p.err = fmt.Errorf("open state db: %w", err)
+		return
+	}
+	st, err := store.OpenSQLiteReadOnly(path, p.runDir)
+	if err != nil {
+		p.err = err
+		return
+	}
+	rows, err := st.LoadJudged() // what a plan reads of them, not all
+	if err == nil {
+		var cards []gpu.CardView
+		cards, _, err = st.LoadCards()
+		p.capacity = largestCapacity(cards)
+	}
+	st.Close()
+	if err != nil {
+		p.err = err
+		return
+	}
+	p.earlier = make(map[string]*store.Row, len(rows))
+	var running []*store.Row
+	for i := range rows {
+		p.earlier[rows[i].ID] = &rows[i]
+		if rows[i].State == task.Running { // runningFates looks at no other
+			running = append(running, &rows[i])
+		}
+	}
+	p.fates = runningFates(p.runDir, running) // one look at the supervisor for all of them
+}
+
+// Plan is PlanWith on the planner's run directory: the same checks, the
+// same errors and the same rules. A problem with the tasks is reported
+// before one with the run directory. It returns once the run directory
+// has been read, even with an error.
+func (p *Planner) Plan(tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, error) {
+	defer p.Wait()
 	all, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false, false)
 	if err != nil {
 		return nil, err
@@ -91,40 +170,13 @@ func PlanWith(runDir string, tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, 
 	if sel.some {
 		specs, _, sel = sel.keep(all, make([][]byte, len(all)))
 	}
-	earlier := map[string]*store.Row{}
-	var capacity int64   // the largest card's, as the last run saw it
+	p.Wait()
+	if p.err != nil {
+		return nil, p.err
+	}
+	earlier, capacity, fates := p.earlier, p.capacity, p.fates
 	hostMiB := int64(-1) // the machine's host memory for tasks; not read yet
-	path := filepath.Join(runDir, StateFile)
-	if _, err := os.Stat(path); err == nil {
-		st, err := store.OpenSQLiteReadOnly(path, runDir)
-		if err != nil {
-			return nil, err
-		}
-		rows, err := st.LoadJudged() // what a plan reads of them, not all
-		if err == nil {
-			var cards []gpu.CardView
-			cards, _, err = st.LoadCards()
-			capacity = largestCapacity(cards)
-		}
-		st.Close()
-		if err != nil {
-			return nil, err
-		}
-		earlier = make(map[string]*store.Row, len(rows))
-		for i := range rows {
-			earlier[rows[i].ID] = &rows[i]
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("open state db: %w", err)
-	}
 
-	var running []*store.Row
-	for _, r := range earlier {
-		if r.State == task.Running { // runningFates looks at no other
-			running = append(running, r)
-		}
-	}
-	fates := runningFates(runDir, running) // one look at the supervisor for all of them
 	items := make([]PlanItem, len(specs))
 	own := make([]bool, len(specs)) // runs on its own account, not only for a task upstream
 	runs := make(map[string]bool, len(specs))

@@ -75,3 +75,31 @@ tasks:
 	bad := writeFile(t, filepath.Join(dir, "bad.yaml"), "tasks:\n  - id: a\n    args: [x]\n    dependencies: [nope]\n")
 	gs(t, "", "plan", bad).want(t, 2)
 }
+
+// plan reads the run directory while it parses the workflow, and says
+// what it said when it did one after the other: the workflow's problem
+// (invalid input, 2) before the run directory's (1).
+func TestPlanWorkflowErrorBeforeRunDirectoryError(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "run")
+	writeFile(t, filepath.Join(runDir, "state.db"), "not a database")
+	bad := writeFile(t, filepath.Join(dir, "bad.yaml"), "tasks:\n  - id: a\n    args: [x]\n    dependencies: [nope]\n")
+	good := writeFile(t, filepath.Join(dir, "good.yaml"), "tasks:\n  - id: a\n    args: [x]\n")
+
+	r := gs(t, "", "plan", bad, "--run-dir", runDir)
+	r.want(t, 2)
+	if msg := oneLineError(t, r); !strings.Contains(msg, `depends on "nope"`) {
+		t.Errorf("bad workflow, bad run directory: %q, want the workflow's problem", msg)
+	}
+	r = gs(t, "", "plan", good, "--run-dir", runDir, "--force", "nope")
+	r.want(t, 2)
+	if msg := oneLineError(t, r); !strings.Contains(msg, "--force") {
+		t.Errorf("--force of no task, bad run directory: %q, want the --force problem", msg)
+	}
+	r = gs(t, "", "plan", good, "--run-dir", runDir)
+	r.want(t, 1)
+	if msg := oneLineError(t, r); !strings.Contains(msg, "state db") {
+		t.Errorf("good workflow, bad run directory: %q, want the state db's problem", msg)
+	}
+}
