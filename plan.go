@@ -162,6 +162,26 @@ func (p *Planner) Plan(tasks []TaskSpec, opts SubmitOptions) ([]PlanItem, error)
 	if err := dag.CheckBatch(all, map[string]struct{}{}); err != nil {
 		return nil, err
 	}
+	return p.plan(all, opts)
+}
+
+// CheckedTasks are tasks that passed every check of ValidateTasks, kept
+// as the checks read them (CheckTasks), so that Planner.PlanChecked does
+// not check them again. They are read-only.
+type CheckedTasks struct {
+	specs []*task.Spec
+}
+
+// PlanChecked is Plan of the tasks that CheckTasks accepted: the same
+// items and the same errors, without checking the tasks again (ValidateTasks
+// checks all that Plan does, and more).
+func (p *Planner) PlanChecked(c *CheckedTasks, opts SubmitOptions) ([]PlanItem, error) {
+	defer p.Wait()
+	return p.plan(c.specs, opts)
+}
+
+// plan is Plan of all, the tasks checked and normalized; it only reads them.
+func (p *Planner) plan(all []*task.Spec, opts SubmitOptions) ([]PlanItem, error) {
 	sel, err := opts.selectIn(all)
 	if err != nil {
 		return nil, err

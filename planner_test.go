@@ -2,6 +2,7 @@ package gpusched_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -70,8 +71,34 @@ func TestPlannerPlansAgain(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("Planner.Plan(%+v) = %+v, %v; PlanWith says %+v", opts, got, err, want)
 		}
+		checked, err := gpusched.CheckTasks(tasks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = p.PlanChecked(checked, opts)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("Planner.PlanChecked(%+v) = %+v, %v; PlanWith says %+v", opts, got, err, want)
+		}
 	}
 	if got := planWhy(t, runDir, tasks, gpusched.SubmitOptions{}); got["train"] != "input changed: params.json" || got["prepare"] != "" {
 		t.Errorf("after params.json changed: %v", got)
+	}
+}
+
+// CheckTasks finds what ValidateTasks finds, and keeps nothing then.
+func TestCheckTasksAsValidateTasks(t *testing.T) {
+	t.Parallel()
+	for _, tasks := range [][]gpusched.TaskSpec{
+		{{ID: "a", Payload: []string{"true"}, Dependencies: []string{"nope"}}},
+		{{ID: "a", Payload: []string{"true"}, Dependencies: []string{"b"}}, {ID: "b", Payload: []string{"true"}, Dependencies: []string{"a"}}},
+		{{ID: "a", Payload: []string{"true"}, Executor: "slurmm"}},
+		{{ID: "a"}},
+		{{ID: "a", Payload: []string{"true"}}},
+	} {
+		want := gpusched.ValidateTasks(tasks)
+		checked, err := gpusched.CheckTasks(tasks)
+		if fmt.Sprint(err) != fmt.Sprint(want) || reflect.TypeOf(err) != reflect.TypeOf(want) || (checked == nil) != (err != nil) {
+			t.Errorf("CheckTasks(%+v) = %v, %v; ValidateTasks says %v", tasks, checked, err, want)
+		}
 	}
 }

@@ -160,17 +160,27 @@ func (s *Scheduler) checkNvidiaSMI(specs []*task.Spec) error {
 // nothing is written and nothing runs. It returns the first problem found,
 // as SubmitMany would.
 func ValidateTasks(tasks []TaskSpec) error {
+	_, err := CheckTasks(tasks)
+	return err
+}
+
+// CheckTasks is ValidateTasks keeping the tasks as it checked them, for
+// Planner.PlanChecked: nil with the problem it finds.
+func CheckTasks(tasks []TaskSpec) (*CheckedTasks, error) {
 	specs, _, err := prepare(tasks, map[string]Handler{task.DefaultKind: CommandHandler{}}, false, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The built-in executors: a fresh scheduler has local and slurm.
 	for _, sp := range specs {
 		if sp.Executor != "" && sp.Executor != local.Name && sp.Executor != slurm.Name {
-			return &TaskError{TaskID: sp.ID, Field: "executor", Reason: fmt.Sprintf("unknown executor %q (known: local, slurm)", sp.Executor), Kind: ErrInvalidTask}
+			return nil, &TaskError{TaskID: sp.ID, Field: "executor", Reason: fmt.Sprintf("unknown executor %q (known: local, slurm)", sp.Executor), Kind: ErrInvalidTask}
 		}
 	}
-	return publicError(dag.CheckBatch(specs, map[string]struct{}{}))
+	if err := dag.CheckBatch(specs, map[string]struct{}{}); err != nil {
+		return nil, publicError(err)
+	}
+	return &CheckedTasks{specs: specs}, nil
 }
 
 // prepare copies, normalizes and validates each spec on its own, and

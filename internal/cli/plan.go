@@ -84,6 +84,7 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 		planner = gpusched.NewPlanner(dir)
 		defer planner.Wait() // nothing reads the run directory once plan returns
 	}
+	opts.KeepChecked = true // checked as it is parsed, not again by the plan
 	wf, err := loadWorkflowWith(workflowPath, opts)
 	if err != nil {
 		return err
@@ -95,7 +96,12 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 	if err != nil {
 		return err
 	}
-	items, err := planner.Plan(wf.Tasks, sub)
+	var items []gpusched.PlanItem
+	if checked := wf.Checked(); checked != nil {
+		items, err = planner.PlanChecked(checked, sub)
+	} else {
+		items, err = planner.Plan(wf.Tasks, sub)
+	}
 	if err != nil {
 		return err
 	}

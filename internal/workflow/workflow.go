@@ -45,10 +45,16 @@ type Workflow struct {
 	// task's own (applied to Tasks: a task's keys win); nil when none.
 	Slurm *gpusched.SlurmSettings
 
-	locs        []taskLoc      // where each of Tasks is in the file
-	schedLines  map[string]int // scheduling key -> line ("executor": defaults.executor's when it gives it)
-	executorKey string         // the key that gave Executor in the file, when not scheduling.executor
+	locs        []taskLoc              // where each of Tasks is in the file
+	schedLines  map[string]int         // scheduling key -> line ("executor": defaults.executor's when it gives it)
+	executorKey string                 // the key that gave Executor in the file, when not scheduling.executor
+	checked     *gpusched.CheckedTasks // with Options.KeepChecked: Tasks as checked
 }
+
+// Checked returns the tasks as ParseWith checked them, with
+// Options.KeepChecked (nil without): for gpusched.Planner.PlanChecked,
+// while Tasks is as ParseWith left it.
+func (w *Workflow) Checked() *gpusched.CheckedTasks { return w.checked }
 
 // Options changes how Parse and Load read a workflow.
 type Options struct {
@@ -67,6 +73,10 @@ type Options struct {
 	// task's resources that is not a built-in one is taken as a custom
 	// resource, declared or not.
 	DeclaredElsewhere bool
+	// KeepChecked keeps the tasks as the checks of SubmitMany read them
+	// (Workflow.Checked), for a plan of them: they are not checked again.
+	// A command that submits the tasks does not need them.
+	KeepChecked bool
 }
 
 // taskLoc is where a task and its fields are in the file.
@@ -240,8 +250,11 @@ func ParseWith(path string, data []byte, opts Options) (*Workflow, error) {
 		// The common case, and the one that must be fast: the checks of
 		// SubmitMany, which stop at the first problem. Only when there is
 		// one does the slower search for all of them run.
-		err := gpusched.ValidateTasks(w.Tasks)
+		checked, err := gpusched.CheckTasks(w.Tasks)
 		if err == nil {
+			if opts.KeepChecked {
+				w.checked = checked
+			}
 			return w, nil
 		}
 		p.checkTasks()
