@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -118,9 +117,10 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 		return nil
 	}
 	runs, adopts := 0, 0
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tACTION\tWHY")
-	for _, it := range items {
+	cells := make([]string, 3*len(items)) // the rows' cells, in one allocation
+	rows := make([][]string, len(items)+1)
+	rows[0] = []string{"TASK", "ACTION", "WHY"}
+	for i, it := range items {
 		action := "keep"
 		switch {
 		case it.Skipped || it.NotNeeded:
@@ -132,9 +132,11 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 			action = "run"
 			runs++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", it.ID, action, it.Why)
+		row := cells[3*i : 3*i+3 : 3*i+3]
+		row[0], row[1], row[2] = it.ID, action, it.Why
+		rows[i+1] = row
 	}
-	tw.Flush()
+	writeAligned(w, rows) // as a tab writer with a gap of 2
 	writeBudgets(w, items)
 	fmt.Fprintf(w, "\n%d of %d tasks would run", runs, len(items))
 	if adopts > 0 {
