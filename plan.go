@@ -198,13 +198,14 @@ func (p *Planner) plan(all []*task.Spec, opts SubmitOptions) ([]PlanItem, error)
 	hostMiB := int64(-1) // the machine's host memory for tasks; not read yet
 
 	items := make([]PlanItem, len(specs))
-	own := make([]bool, len(specs)) // runs on its own account, not only for a task upstream
-	runs := make(map[string]bool, len(specs))
-	notNeeded := map[string]string{} // task not needed -> the kept task that makes it so
 	index := make(map[string]int, len(specs))
 	for i, sp := range specs {
 		index[sp.ID] = i
 	}
+	own := make([]bool, len(specs))  // runs on its own account, not only for a task upstream
+	runs := make([]bool, len(specs)) // runs, is adopted or still runs
+	runsID := func(id string) bool { return runs[index[id]] }
+	notNeeded := map[string]string{} // task not needed -> the kept task that makes it so
 	// Decide in dependency order, report in the given order.
 	var visit func(i int)
 	var failed error
@@ -249,7 +250,7 @@ func (p *Planner) plan(all []*task.Spec, opts SubmitOptions) ([]PlanItem, error)
 		own[i] = it.Run || it.Adopt || seen && r.State == task.Running
 		if !it.Run && !pinned {
 			for _, d := range sp.Dependencies {
-				if runs[d] {
+				if runsID(d) {
 					it.Run, it.Why = true, fmt.Sprintf("upstream %s reruns", d)
 					break
 				}
@@ -261,9 +262,9 @@ func (p *Planner) plan(all []*task.Spec, opts SubmitOptions) ([]PlanItem, error)
 			it.Why = "complete, kept"
 		}
 		if it.Run && !it.Adopt {
-			planConditions(sp, runs, notNeeded, &it)
+			planConditions(sp, runsID, notNeeded, &it)
 		}
-		runs[sp.ID] = it.Run || it.Adopt || seen && r.State == task.Running
+		runs[i] = it.Run || it.Adopt || seen && r.State == task.Running
 		if auto, _ := budget.GPUMemory.Requested(&sp.Resources); it.Run && auto {
 			in := budgetInput(budget.GPUMemory, sp, r)
 			in.LimitMiB = capacity
@@ -320,10 +321,11 @@ func (p *Planner) plan(all []*task.Spec, opts SubmitOptions) ([]PlanItem, error)
 // what its dependencies' conditions say, as the run judges them: a task
 // that runs on the failure of a task kept complete, or after a task not
 // needed (but with on: any), is not needed; one that runs on the failure
-// of a task that runs runs only if that one fails. runs and notNeeded are
-// what was planned for the tasks it depends on; a task not needed is
-// added to notNeeded, with the kept task that makes it so.
-func planConditions(sp *task.Spec, runs map[string]bool, notNeeded map[string]string, it *PlanItem) {
+// of a task that runs runs only if that one fails. runs (whether a task
+// it depends on runs) and notNeeded are what was planned for the tasks it
+// depends on; a task not needed is added to notNeeded, with the kept task
+// that makes it so.
+func planConditions(sp *task.Spec, runs func(id string) bool, notNeeded map[string]string, it *PlanItem) {
 	if sp.DependencyOn == nil && len(notNeeded) == 0 {
 		return // the common case: nothing to say
 	}
@@ -338,7 +340,7 @@ func planConditions(sp *task.Spec, runs map[string]bool, notNeeded map[string]st
 			it.Why = fmt.Sprintf("not needed: %s is not needed (%s completes)", d, root)
 			notNeeded[sp.ID] = root
 			return
-		case !runs[d] && on == task.AfterFailure:
+		case !runs(d) && on == task.AfterFailure:
 			it.Run, it.NotNeeded = false, true
 			it.Why = fmt.Sprintf("not needed: %s completes, and it runs on its failure", d)
 			notNeeded[sp.ID] = d
