@@ -7,7 +7,8 @@ import (
 )
 
 // lessGCPercent is the garbage collector's GOGC while a command builds a
-// heap it keeps: status reading a run it prints once, a run loading its
+// heap it keeps: status reading a run it prints once, plan (the workflow
+// and the run directory, read at the same time), a run loading its
 // tasks (reads the workflow, opens the run directory, submits). With the
 // default GOGC=100 the collector marks that heap again every time it
 // doubles, and frees little. On 100,000 tasks GOGC=400 saved about 0.1 s
