@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -14,7 +15,7 @@ type Streamer interface {
 	// StreamTasks begins a transaction that writes rows, in order, as the
 	// caller says they are final (TaskStream.Fill); it ends with the
 	// TaskStream's Commit or Rollback, one of which must be called. Until
-	// then the store is busy: its other methods wait.
+	// then the store may be busy (SQLite's other methods wait).
 	StreamTasks(rows []TaskWrite) *TaskStream
 }
 
@@ -54,7 +55,8 @@ func (t *TaskStream) Fill(n int) {
 // written again), and commits it all in the stream's transaction: all or
 // nothing, as Apply. b.ClearWaiting cannot be streamed (it would forget
 // the reasons of rows written already): such a batch is refused, as is
-// one that does not hold the rows at at.
+// one that does not hold the rows at at. b.ClearWaitingOf must not name
+// the stream's rows (it may be applied after them).
 func (t *TaskStream) Commit(b *Batch, at int) error {
 	close(t.filled)
 	if b.ClearWaiting || at < 0 || at+len(t.rows) > len(b.Tasks) {
@@ -75,70 +77,66 @@ func (t *TaskStream) Rollback() {
 
 var errStreamBatch = errors.New("commit streamed rows: the batch clears every waiting reason, or does not hold the rows")
 
-// StreamTasks begins a transaction that writes rows as they are filled
-// in, on a goroutine of its own that holds s.mu until it ends.
-func (s *SQLite) StreamTasks(rows []TaskWrite) *TaskStream {
+// streamWriter is a store's side of a TaskStream, called on the
+// stream's goroutine: begin, write rows as they are final, then commit
+// or roll back (after a failed begin too).
+type streamWriter interface {
+	begin() error
+	write(rows []TaskWrite) error
+	// commit writes left, the stream's rows not written yet, then b but
+	// its b.Tasks[at:at+n] (the stream's rows), and commits.
+	commit(left []TaskWrite, b *Batch, at, n int) error
+	rollback()
+}
+
+// newTaskStream starts w's stream of rows.
+func newTaskStream(rows []TaskWrite, w streamWriter) *TaskStream {
 	t := &TaskStream{
 		rows:   rows,
 		filled: make(chan int, len(rows)/chunk+1),
 		end:    make(chan streamRest, 1),
 		done:   make(chan error, 1),
 	}
-	go func() { t.done <- s.stream(t) }()
+	go func() { t.done <- t.run(w) }()
 	return t
 }
 
-// stream is the writer of t's transaction.
-func (s *SQLite) stream(t *TaskStream) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err := s.beginStream()
-	now := time.Now().UnixNano()
+// run is the stream's goroutine: it writes rows in whole statements as
+// they are filled in, then ends as the caller says.
+func (t *TaskStream) run(w streamWriter) error {
+	err := w.begin()
 	written := 0
 	for n := range t.filled {
 		if err == nil {
-			n -= (n - written) % chunk // whole statements only
-			err = s.writeTasks(t.rows[written:n], now)
+			n -= (n - written) % chunk
+			err = w.write(t.rows[written:n])
 			written = n
 		}
 	}
 	end := <-t.end
-	if err == nil && end.b == nil {
-		s.lite.c.Exec("ROLLBACK")
-		return nil
+	if err != nil || end.b == nil {
+		w.rollback()
+		return err
 	}
-	if err == nil {
-		b := end.b
-		err = s.writeClear(b)
-		if err == nil {
-			err = s.writeTasks(t.rows[written:], now)
-		}
-		if err == nil {
-			err = s.writeTasks(b.Tasks[:end.at], now)
-		}
-		if err == nil {
-			err = s.writeTasks(b.Tasks[end.at+len(t.rows):], now)
-		}
-		if err == nil {
-			err = s.writeRest(b, now)
-		}
-		if err == nil {
-			err = s.checkSame() // as Apply: last
-		}
-		if err == nil {
-			if err = s.lite.c.Exec("COMMIT"); err != nil {
-				err = fmt.Errorf("commit state db %s: %w", s.path, err)
-			}
-		}
-	}
-	if err != nil && s.lite != nil && s.lite.c.InTransaction() {
-		s.lite.c.Exec("ROLLBACK") // the error that matters is err
-	}
-	return s.corrupt(err)
+	return w.commit(t.rows[written:], end.b, end.at, len(t.rows))
 }
 
-// beginStream begins the stream's transaction, or says why it cannot.
-func (s *SQLite) beginStream() error {
+// StreamTasks begins a transaction that writes rows as they are filled
+// in, on a goroutine of its own that holds s.mu until it ends.
+func (s *SQLite) StreamTasks(rows []TaskWrite) *TaskStream {
+	return newTaskStream(rows, &sqliteStream{s: s})
+}
+
+// sqliteStream writes a stream into one SQLite transaction.
+type sqliteStream struct {
+	s   *SQLite
+	now int64 // the rows' updated_at
+}
+
+func (w *sqliteStream) begin() error {
+	s := w.s
+	s.mu.Lock() // until commit or rollback
+	w.now = time.Now().UnixNano()
 	switch {
 	case s.readOnly:
 		return fmt.Errorf("write state db %s: opened read-only", s.path)
@@ -146,7 +144,78 @@ func (s *SQLite) beginStream() error {
 		return ErrClosed
 	}
 	if err := s.lite.c.Exec("BEGIN"); err != nil {
-		return fmt.Errorf("write state db %s: %w", s.path, err)
+		return s.corrupt(fmt.Errorf("write state db %s: %w", s.path, err))
 	}
 	return nil
 }
+
+func (w *sqliteStream) write(rows []TaskWrite) error {
+	return w.s.corrupt(w.s.writeTasks(rows, w.now))
+}
+
+func (w *sqliteStream) commit(left []TaskWrite, b *Batch, at, n int) error {
+	s := w.s
+	defer s.mu.Unlock()
+	err := s.writeTasks(left, w.now)
+	if err == nil {
+		err = s.writeClear(b)
+	}
+	if err == nil {
+		err = s.writeTasks(b.Tasks[:at], w.now)
+	}
+	if err == nil {
+		err = s.writeTasks(b.Tasks[at+n:], w.now)
+	}
+	if err == nil {
+		err = s.writeRest(b, w.now)
+	}
+	if err == nil {
+		err = s.checkSame() // as Apply: last
+	}
+	if err == nil {
+		if err = s.lite.c.Exec("COMMIT"); err != nil {
+			err = fmt.Errorf("commit state db %s: %w", s.path, err)
+		}
+	}
+	if err != nil && s.lite.c.InTransaction() {
+		s.lite.c.Exec("ROLLBACK") // the error that matters is err
+	}
+	return s.corrupt(err)
+}
+
+func (w *sqliteStream) rollback() {
+	s := w.s
+	defer s.mu.Unlock()
+	if s.lite != nil && s.lite.c.InTransaction() {
+		s.lite.c.Exec("ROLLBACK")
+	}
+}
+
+var _ Streamer = (*Memory)(nil)
+
+// StreamTasks keeps the rows as they are filled in, and applies them with
+// the rest of the batch at the commit, at once.
+func (m *Memory) StreamTasks(rows []TaskWrite) *TaskStream {
+	return newTaskStream(rows, &memoryStream{m: m})
+}
+
+// memoryStream keeps a stream's rows until its commit.
+type memoryStream struct {
+	m    *Memory
+	rows []TaskWrite
+}
+
+func (w *memoryStream) begin() error { return nil }
+
+func (w *memoryStream) write(rows []TaskWrite) error {
+	w.rows = append(w.rows, rows...)
+	return nil
+}
+
+func (w *memoryStream) commit(left []TaskWrite, b *Batch, at, n int) error {
+	all := *b
+	all.Tasks = slices.Concat(w.rows, left, b.Tasks[:at], b.Tasks[at+n:])
+	return w.m.Apply(&all)
+}
+
+func (w *memoryStream) rollback() {}

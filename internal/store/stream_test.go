@@ -27,12 +27,23 @@ func fill(rows []TaskWrite, i int) {
 		Submitted: time.Unix(1_700_000_000, 0), WaitKind: task.WaitDependencies, WaitDetail: fmt.Sprint("row ", i)}
 }
 
-func TestStreamCommitsRowsAndTheRestOfTheBatch(t *testing.T) {
+// streamers returns each store that streams, new and empty.
+func streamers(t *testing.T) map[string]Streamer {
 	s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	t.Cleanup(func() { s.Close() })
+	return map[string]Streamer{"sqlite": s, "memory": NewMemory()}
+}
+
+func TestStreamCommitsRowsAndTheRestOfTheBatch(t *testing.T) {
+	for name, s := range streamers(t) {
+		t.Run(name, func(t *testing.T) { testStreamCommits(t, s) })
+	}
+}
+
+func testStreamCommits(t *testing.T, s Streamer) {
 	// A task written before, whose stale reason the batch clears, and one
 	// whose row the batch rewrites after the stream's.
 	if err := s.Apply(&Batch{Tasks: []TaskWrite{
@@ -88,11 +99,12 @@ func TestStreamCommitsRowsAndTheRestOfTheBatch(t *testing.T) {
 }
 
 func TestStreamRolledBackLeavesNothing(t *testing.T) {
-	s, err := OpenSQLite(filepath.Join(t.TempDir(), "state.db"), "")
-	if err != nil {
-		t.Fatal(err)
+	for name, s := range streamers(t) {
+		t.Run(name, func(t *testing.T) { testStreamRolledBack(t, s) })
 	}
-	defer s.Close()
+}
+
+func testStreamRolledBack(t *testing.T, s Streamer) {
 	rows := streamRows(600)
 	st := s.StreamTasks(rows)
 	for i := range rows {
