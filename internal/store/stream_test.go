@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpusched/gpusched/internal/sqlitec"
 	"github.com/gpusched/gpusched/internal/task"
 )
 
@@ -95,6 +96,17 @@ func testStreamCommits(t *testing.T, s Streamer) {
 	}
 	if v, ok, err := s.LookupMeta("k"); err != nil || !ok || v != "v" {
 		t.Fatalf("meta k = %q, %v, %v", v, ok, err)
+	}
+	if l, ok := s.(*SQLite); ok {
+		// The commit's checkpoint runs beside it; later commits
+		// checkpoint as before.
+		var v string
+		if err := l.lite.query("PRAGMA wal_autocheckpoint", nil, func(st *sqlitec.Stmt) error { v = st.ColumnText(0); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if v != "1000" {
+			t.Errorf("PRAGMA wal_autocheckpoint = %s after a stream; want SQLite's 1000 again", v)
+		}
 	}
 }
 
