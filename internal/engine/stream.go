@@ -42,7 +42,7 @@ func (e *Engine) submitStreamed(ev submitEvent, digest string, first int64, now 
 	sub := ev.Submission
 	specs := sub.Specs
 	streamer, ok := e.cfg.Store.(store.Streamer)
-	if !ok || len(specs) < streamMin || e.staleAll || e.checkSubmitted(sub) != nil {
+	if !ok || len(specs) < streamMin || e.staleAll {
 		return false
 	}
 	if len(e.tasks) == 0 {
@@ -55,10 +55,7 @@ func (e *Engine) submitStreamed(ev submitEvent, digest string, first int64, now 
 	// Each row's place, in submission order, handed to the writer as
 	// admission fills it.
 	at := len(e.batch.Tasks)
-	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(specs))
-	for _, s := range specs {
-		e.batch.Tasks = append(e.batch.Tasks, store.TaskWrite{ID: s.ID})
-	}
+	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(specs))[:at+len(specs)]
 	st := streamer.StreamTasks(e.batch.Tasks[at:])
 	e.stream = rowStream{from: at, to: at}
 	slab := make([]node, len(specs)) // one allocation for the batch's nodes
@@ -92,12 +89,15 @@ func (e *Engine) submitStreamed(ev submitEvent, digest string, first int64, now 
 		e.tasks[s.ID] = n
 		added = i + 1
 		n.writeIdx = int32(at + i)
-		e.judge(n) // its dependencies are judged: they come before it
+		e.batch.Tasks[at+i] = store.TaskWrite{ID: s.ID} // writeTask fills its own row
+		e.judge(n)                                      // its dependencies are judged: they come before it
 		e.writeTask(n)
 		e.stream.to = at + i + 1
 		st.Fill(i + 1)
 	}
-	if added < len(specs) {
+	// A task this engine could never start: refused, the general path
+	// says why (after any problem with the graph, as it checks).
+	if added < len(specs) || e.checkSubmitted(sub) != nil {
 		st.Rollback()
 		for _, s := range specs[:added] {
 			delete(e.tasks, s.ID)
