@@ -227,9 +227,22 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified, encode bo
 		}
 	}
 	if encode {
-		parallel(valid, func(i int) {
-			if command[i] {
-				encodeOne(i)
+		parallelRanges(valid, func(lo, hi int) {
+			var buf []byte // the definitions of up to 1,024 tasks, each a slice of it
+			for i := lo; i < hi; i++ {
+				if !command[i] {
+					continue
+				}
+				if i%1024 == 0 || buf == nil {
+					buf = make([]byte, 0, 160*min(1024, hi-i))
+				}
+				start := len(buf)
+				var ok bool
+				if buf, ok = specs[i].AppendJSON(buf); ok { // json.Marshal's bytes, by hand
+					blobs[i] = buf[start:len(buf):len(buf)]
+				} else {
+					encodeOne(i)
+				}
 			}
 		})
 	}
@@ -274,20 +287,25 @@ func checkSpec(sp *task.Spec, handlers map[string]Handler, qualified bool) error
 // parallel calls f(i) for every i below n, spread over the processors
 // when n is large enough to pay for the goroutines.
 func parallel(n int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), 8, n/1024)
-	if workers <= 1 {
-		for i := range n {
+	parallelRanges(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
 			f(i)
 		}
+	})
+}
+
+// parallelRanges calls f on ranges [lo, hi) that cover every i below n
+// once, each range on a processor of its own when n is large enough to
+// pay for the goroutines.
+func parallelRanges(n int, f func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), 8, n/1024)
+	if workers <= 1 {
+		f(0, n)
 		return
 	}
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Go(func() {
-			for i := w * n / workers; i < (w+1)*n/workers; i++ {
-				f(i)
-			}
-		})
+		wg.Go(func() { f(w*n/workers, (w+1)*n/workers) })
 	}
 	wg.Wait()
 }

@@ -220,6 +220,9 @@ func (ev submitEvent) apply(e *Engine) {
 	}
 	first := e.nextSeq // tasks of this batch have seq >= first
 	now := e.cfg.Now()
+	if !checked && e.submitStreamed(ev, digest, first, now) {
+		return
+	}
 	b, ok := e.link(ev.Submission, again, retired, first, now)
 	if !ok {
 		e.unlink(ev.Specs, b)
@@ -482,12 +485,22 @@ func (e *Engine) relinkAgain(nodes []*node, again map[string]*store.Row, first i
 	}
 }
 
-// admit sets a new task's first state from its dependencies', each judged
-// by the condition the task depends on it with. Dependencies are admitted
-// before their dependents. A task that completed in an earlier run stays
-// complete while nothing it depends on runs again, whatever its conditions
-// say (they decide whether it runs, and it ran).
+// admit sets a new task's first state from its dependencies' (judge),
+// queues its row, and does what follows from that state. Dependencies
+// are admitted before their dependents.
 func (e *Engine) admit(n *node) {
+	e.judge(n)
+	e.writeTask(n)
+	e.admitted(n)
+}
+
+// judge sets a new task's first state from its dependencies', each judged
+// by the condition the task depends on it with: its record, waiting count
+// and kept flag, and nothing outside n (admitted does the rest). A task
+// that completed in an earlier run stays complete while nothing it
+// depends on runs again, whatever its conditions say (they decide whether
+// it runs, and it ran).
+func (e *Engine) judge(n *node) {
 	var blockedBy, via *node // what blocks it, and through which dependency
 	notNeeded := false       // and no failure is behind that
 	allKept := true
@@ -520,8 +533,7 @@ func (e *Engine) admit(n *node) {
 		n.rec.State = task.Complete
 	case blockedBy != nil:
 		n.kept = false
-		e.block(n, blockedBy, via, notNeeded)
-		return
+		setBlocked(n, blockedBy, via, notNeeded)
 	default:
 		if n.kept {
 			n.rec.Rerun = fmt.Sprintf("upstream %s reruns", rerunning.spec.ID)
@@ -529,18 +541,28 @@ func (e *Engine) admit(n *node) {
 		n.kept = false
 		n.rec.State = task.Pending
 		n.rec.Error = ""
-		// Its reason goes in the row written below (the batch's INSERT).
-		if n.waiting == 0 {
+		// Its reason goes in its row (the batch's INSERT).
+		switch {
+		case n.rec.Paused:
+			n.rec.Waiting = task.WaitReason{Kind: task.WaitPaused}
+		case n.waiting == 0:
 			n.rec.Waiting = task.WaitReason{Kind: task.WaitSlot}
-			e.makeReady(n)
-		} else {
+		default:
 			n.rec.Waiting = task.WaitReason{Kind: task.WaitDependencies} // its detail is written from its dependencies
 		}
-		if n.rec.Paused {
-			n.rec.Waiting = task.WaitReason{Kind: task.WaitPaused}
-		}
 	}
-	e.writeTask(n)
+}
+
+// admitted does what follows from a judged task's first state: a blocked
+// one's event; a pending one that waits for nothing goes in the ready
+// queue.
+func (e *Engine) admitted(n *node) {
+	switch {
+	case n.rec.State == task.Blocked:
+		e.notifyBlocked(n)
+	case n.rec.State == task.Pending && n.waiting == 0:
+		e.makeReady(n)
+	}
 }
 
 type cancelEvent struct {

@@ -273,6 +273,9 @@ type Engine struct {
 	nextSeq int64
 	earlier map[string]*store.Row // every persisted task as loaded at Open; never changed after, so any goroutine may read it
 	batch   store.Batch
+	// stream is the batch's rows a big submission is writing while it
+	// admits them (stream.go); zero otherwise.
+	stream rowStream
 	// staleWaits are the tasks whose saved waiting reasons an earlier
 	// scheduler decided, to be forgotten by the loop's first commit;
 	// staleAll: all of them (ids not known). Set by Open, then the loop's.
@@ -637,18 +640,24 @@ func (e *Engine) flush() {
 	e.forgetStaleWaits()
 	if e.batch.Len() > 0 {
 		err = e.cfg.Store.Apply(&e.batch)
-		e.batch.Reset()
-		if cap(e.batch.Tasks) > maxKeptWrites {
-			// A big submission's writes (26 MiB for 100,000 tasks): not
-			// kept for the turns after it, which write a few rows each.
-			e.batch.Tasks = nil
-		}
-		if err != nil && e.broken == nil {
-			e.broken = fmt.Errorf("save state: %w", err)
-			e.stopAll(e.broken)
-		}
+		e.committed(err)
 	}
 	e.runEffects(err)
+}
+
+// committed ends a commit of the batch: it empties the batch, and a
+// failure breaks the engine.
+func (e *Engine) committed(err error) {
+	e.batch.Reset()
+	if cap(e.batch.Tasks) > maxKeptWrites {
+		// A big submission's writes (26 MiB for 100,000 tasks): not
+		// kept for the turns after it, which write a few rows each.
+		e.batch.Tasks = nil
+	}
+	if err != nil && e.broken == nil {
+		e.broken = fmt.Errorf("save state: %w", err)
+		e.stopAll(e.broken)
+	}
 }
 
 // maxKeptWrites is the most task writes whose room the batch keeps from
@@ -1280,6 +1289,13 @@ func (e *Engine) rootOf(n *node) *node {
 // (see settle).
 func (e *Engine) block(d, root, dep *node, notNeeded bool) {
 	e.unready(d)
+	setBlocked(d, root, dep, notNeeded)
+	e.writeTask(d)
+	e.notifyBlocked(d)
+}
+
+// setBlocked sets d's record blocked (see block).
+func setBlocked(d, root, dep *node, notNeeded bool) {
 	d.rec.State = task.Blocked
 	d.rec.BlockedBy = root.spec.ID
 	d.rec.NotNeeded = notNeeded
@@ -1293,8 +1309,11 @@ func (e *Engine) block(d, root, dep *node, notNeeded bool) {
 	default: // what made dep not needed cannot be found
 		d.rec.Error = fmt.Sprintf("not needed: dependency %q was not needed", dep.spec.ID)
 	}
-	e.writeTask(d)
-	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: root.spec.ID, Error: d.rec.Error, NotNeeded: d.rec.NotNeeded,
+}
+
+// notifyBlocked queues the event of d's block.
+func (e *Engine) notifyBlocked(d *node) {
+	e.notify(Event{Kind: TaskBlocked, TaskID: d.spec.ID, BlockedBy: d.rec.BlockedBy, Error: d.rec.Error, NotNeeded: d.rec.NotNeeded,
 		Submitted: d.rec.Submitted})
 }
 
@@ -1326,7 +1345,7 @@ func (e *Engine) writeTask(n *node) {
 		w.WaitKind, w.WaitDetail = wr.Kind, wr.Detail
 	}
 	n.specJSON = nil // written once; later writes keep it
-	if i := int(n.writeIdx); i < len(e.batch.Tasks) && e.batch.Tasks[i].ID == n.spec.ID {
+	if i := int(n.writeIdx); i < len(e.batch.Tasks) && e.batch.Tasks[i].ID == n.spec.ID && !e.stream.holds(i) {
 		old := &e.batch.Tasks[i]
 		if w.Spec == nil {
 			w.Spec = old.Spec

@@ -53,6 +53,19 @@ func (s *SQLite) apply(b *Batch) error {
 
 // writeBatch writes b inside the open transaction.
 func (s *SQLite) writeBatch(b *Batch) error {
+	if err := s.writeClear(b); err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	if err := s.writeTasks(b.Tasks, now); err != nil {
+		return err
+	}
+	return s.writeRest(b, now)
+}
+
+// writeClear forgets the waiting reasons b clears (ClearWaiting,
+// ClearWaitingOf), before b's task rows are written.
+func (s *SQLite) writeClear(b *Batch) error {
 	l := s.lite
 	if b.ClearWaiting {
 		if err := l.c.Exec("UPDATE tasks SET waiting_kind = '', waiting = '' WHERE waiting_kind != ''"); err != nil {
@@ -64,9 +77,14 @@ func (s *SQLite) writeBatch(b *Batch) error {
 			return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
 		}
 	}
-	now := time.Now().UnixNano()
-	err := l.upsert(upsertTask1, upsertTaskChunk, len(b.Tasks), func(v *values, i int) {
-		w := &b.Tasks[i]
+	return nil
+}
+
+// writeTasks writes task rows, updated at now, inside the open
+// transaction.
+func (s *SQLite) writeTasks(rows []TaskWrite, now int64) error {
+	err := s.lite.upsert(upsertTask1, upsertTaskChunk, len(rows), func(v *values, i int) {
+		w := &rows[i]
 		spec := w.Spec
 		if spec == nil {
 			spec = []byte{} // empty: keep the stored definition
@@ -93,6 +111,14 @@ func (s *SQLite) writeBatch(b *Batch) error {
 	if err != nil {
 		return fmt.Errorf("write tasks to state db %s: %w", s.path, err)
 	}
+	return nil
+}
+
+// writeRest writes what b holds besides its clearing and its task rows
+// (attempts, cards, files, events, samples, meta), after them, inside the
+// open transaction.
+func (s *SQLite) writeRest(b *Batch, now int64) error {
+	l := s.lite
 	// The remote jobs as JSON, encoded before anything is bound.
 	var jobs map[int]string
 	for i := range b.Attempts {
@@ -107,7 +133,7 @@ func (s *SQLite) writeBatch(b *Batch) error {
 			jobs[i] = string(data)
 		}
 	}
-	err = l.upsert(upsertAttempt1, upsertAttemptChunk, len(b.Attempts), func(v *values, i int) {
+	err := l.upsert(upsertAttempt1, upsertAttemptChunk, len(b.Attempts), func(v *values, i int) {
 		w := &b.Attempts[i]
 		a := &w.Attempt
 		v.text(w.TaskID)
