@@ -244,6 +244,9 @@ func (ev submitEvent) apply(e *Engine) {
 			return
 		}
 	}
+	if len(retired) > 0 {
+		e.shareStandIns(b.nodes, retired)
+	}
 	// Nothing is refused from here on.
 	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.Specs))
 	for i, n := range b.nodes {

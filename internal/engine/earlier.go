@@ -28,9 +28,13 @@ import (
 // A batch without Again may not depend on such a task: it names a task of
 // an earlier run, which a run submits again itself (a workflow resumed).
 //
-// The rows are in memory already; what a batch adds is a stand-in per
-// finished task its tasks depend on (shared by the batch), and nothing
-// per finished task otherwise.
+// The rows are in memory already. A batch makes a stand-in per finished
+// task its tasks depend on, while it is checked; once linked, the
+// dependencies whose condition the finished task's end met (nearly all
+// of a restore's: the tasks would be blocked otherwise) go to one node
+// the batch shares per end (shareStandIns), and the stand-ins are
+// garbage. What a restore keeps per dependency on a finished task is
+// then a pointer.
 
 // finishedEarlier returns task id's row as Open loaded it when it had
 // finished then; nil otherwise. The caller has looked for it in memory
@@ -55,11 +59,52 @@ func standIn(r *store.Row, kept bool) *node {
 
 // earlierNode returns a stand-in for task id when an earlier engine left
 // it finished and this one has not had it since (the caller has looked in
-// memory and among the retired tasks); nil otherwise.
+// memory and among the retired tasks); nil otherwise. It is kept: it did
+// not run in this engine, so a task complete from an earlier run that
+// depends on it stays complete.
 func (e *Engine) earlierNode(id string) *node {
 	r := e.finishedEarlier(id)
 	if r == nil {
 		return nil
 	}
-	return standIn(r, r.State == task.Complete)
+	return standIn(r, true)
+}
+
+// shareStandIns replaces, in the dependency lists of a batch's nodes,
+// each stand-in for a task an earlier engine left finished whose end
+// meets the dependent's condition by a node the batch shares for that end
+// (state and not-needed flag). Such a dependency is only ever judged
+// (admit, recount, retry, waiting reasons) until a batch takes the task
+// up again and relinkAgain replaces it by the new node, which it finds by
+// the dependent's own list of ids: the stand-in's id and error are read
+// only for a dependency that blocks its task. retired holds the batch's
+// stand-ins by id.
+func (e *Engine) shareStandIns(nodes []*node, retired map[string]*node) {
+	type end struct {
+		state     task.State
+		notNeeded bool
+	}
+	var shared map[end]*node
+	for _, n := range nodes {
+		ids := n.spec.Dependencies
+		for j, d := range n.deps {
+			if !d.kept || d.seq >= e.svc.firstSeq || retired[ids[j]] != d {
+				continue // not an earlier engine's finished task (a retired one's stand-in is not kept)
+			}
+			if n.spec.On(ids[j]).Judge(d.rec.State, d.rec.NotNeeded) != task.Met {
+				continue
+			}
+			k := end{d.rec.State, d.rec.NotNeeded}
+			s := shared[k]
+			if s == nil {
+				if shared == nil {
+					shared = map[end]*node{}
+				}
+				s = &node{spec: &task.Spec{ID: "(finished before this scheduler opened)"}, seq: -1, card: -1, kept: true,
+					rec: task.Record{State: k.state, NotNeeded: k.notNeeded}}
+				shared[k] = s
+			}
+			n.deps[j] = s
+		}
+	}
 }
