@@ -75,7 +75,14 @@ func (s *Scheduler) Lookup(id string) (t StoredTask, ok bool, err error) {
 // (WithRetirement): a retired task is taken up again with its history,
 // as a task an earlier scheduler left is when submitted again, so a
 // failed, cancelled or blocked one runs again, its attempt numbers
-// continuing. A task the scheduler holds is still a duplicate.
+// continuing. A task the scheduler holds is still a duplicate. Its tasks
+// may depend on finished tasks the scheduler does not hold, retired or
+// left finished by an earlier scheduler on the state directory: each
+// such dependency is judged by how the task ended. The pending tasks
+// the scheduler holds that depend on a task taken up so wait for its new
+// end, as Retry has it for a task held; this is how a long-lived program
+// queues again, after a restart, its unfinished tasks with their
+// dependencies, and retries a task finished before it started.
 func (s *Scheduler) SubmitAgain(ctx context.Context, tasks []TaskSpec) error {
 	_, err := s.submitWith(ctx, "", true, tasks, SubmitOptions{})
 	return err

@@ -78,8 +78,10 @@ with their retries renewed, and the tasks they blocked; a run's id (13)
 stands for those of its tasks that failed, were cancelled or are blocked.
 A task named that is pending, running or complete, or one that depends
 on a failed task not retried with it, is refused and nothing is retried.
-It prints every task made pending again. Only a task's owner and root
-may retry it.`,
+A pending task that depends on a retried task on: any or on: failure
+(or --after-any, --after-failure given while it had not finished) waits
+for its new end, whether or not the daemon restarted since. It prints every task made pending again.
+Only a task's owner and root may retry it.`,
 		Args: needIDs,
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := dialDaemon(c.Context(), socket)

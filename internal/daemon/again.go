@@ -85,24 +85,19 @@ func (d *Daemon) submitAgain(ctx context.Context, ids []string) ([]string, error
 			}
 		}
 	}
-	// Their definitions, each dependency outside the set met (by the
-	// condition the task depends on it with) or refused.
+	// Their definitions as stored, dependencies and all: each dependency
+	// outside the set met (by the condition the task depends on it with)
+	// or the retry refused. The scheduler judges them again, and a later
+	// retry of one of those finished dependencies makes these wait for
+	// its new end.
 	specs := make([]gpusched.TaskSpec, 0, len(set))
 	for _, id := range set {
 		sp := tasks[id].Spec
-		sp.Dependencies, sp.DependencyOn = nil, nil
-		for _, dep := range tasks[id].Spec.Dependencies {
-			on := tasks[id].Spec.DependencyOn[dep]
+		for _, dep := range sp.Dependencies {
 			if _, ok := tasks[dep]; ok || held(d, dep) {
-				sp.Dependencies = append(sp.Dependencies, dep)
-				if on != gpusched.AfterSuccess {
-					if sp.DependencyOn == nil {
-						sp.DependencyOn = map[string]gpusched.DependencyCondition{}
-					}
-					sp.DependencyOn[dep] = on
-				}
 				continue
 			}
+			on := sp.DependencyOn[dep]
 			rec, ok := d.stored(dep)
 			if !ok {
 				return nil, errorf(http.StatusConflict, "task %s: it depends on %s, which is gone; retry that too", d.show(id), d.show(dep))
@@ -118,11 +113,6 @@ func (d *Daemon) submitAgain(ctx context.Context, ids []string) ([]string, error
 				// Taken up with them, it stays blocked, as not needed now
 				// (the scheduler blocks it so on admission, by this
 				// dependency), as the scheduler's Retry leaves it.
-				sp.Dependencies = append(sp.Dependencies, dep)
-				if sp.DependencyOn == nil {
-					sp.DependencyOn = map[string]gpusched.DependencyCondition{}
-				}
-				sp.DependencyOn[dep] = on
 				continue
 			case task.Unmet, task.Unsettled:
 			}

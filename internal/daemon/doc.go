@@ -16,7 +16,9 @@
 //     stale sockets, socket activation (paths.go, listen.go, lock.go);
 //   - restarts: what an earlier daemon left in the state directory is
 //     taken up again at start (restore.go): running attempts are adopted
-//     by the scheduler, pending tasks queued again, finished ones shown;
+//     by the scheduler, pending tasks queued again with all their
+//     dependencies (those on finished tasks judged by how they ended, and
+//     relinked when such a task is retried), finished ones shown;
 //   - finished tasks: the scheduler retires them from its memory
 //     (gpusched.WithRetirement); the daemon answers for them, and for
 //     those finished before it started, from the state database

@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,11 +18,16 @@ import (
 // again, in one batch and in their order, the tasks that had not
 // finished: a running one is claimed as it is (the scheduler adopted its
 // attempt, still running under its supervisor, or recorded how it ended
-// meanwhile), a pending one is queued again with its history. Their
-// dependencies on tasks that had completed are dropped, being met. The
-// finished tasks are not submitted again (a failed one would run again):
-// like the tasks the scheduler retires (see retire.go), they are read
-// from the state database when asked for.
+// meanwhile), a pending one is queued again with its history. The batch
+// is submitted "again" (Scheduler.SubmitAgain), so their dependencies on
+// finished tasks are kept: the scheduler judges each by the finished
+// task's stored end (a task still pending had its condition met, unless
+// the task it needed was stopped with the daemon, --kill-tasks: it is
+// blocked now), and a retry of the finished task makes the pending ones
+// that counted its end (on: any, on: failure) wait for its new end, as
+// without the restart. The finished tasks are not submitted again (a
+// failed one would run again): like the tasks the scheduler retires (see
+// retire.go), they are read from the state database when asked for.
 
 // taskIndex is what the daemon knows of tasks besides the scheduler.
 type taskIndex struct {
@@ -91,6 +98,10 @@ func (d *Daemon) restore() error {
 	for i := range open {
 		unfinished[open[i].Spec.ID] = &open[i]
 	}
+	have := make(map[string]bool, len(briefs))
+	for i := range briefs {
+		have[briefs[i].ID] = true
+	}
 	var again []gpusched.TaskSpec
 	for i := range briefs {
 		b := &briefs[i]
@@ -122,25 +133,29 @@ func (d *Daemon) restore() error {
 		}
 		m.command, m.dir, m.deps = commandOf(st.Spec.Payload), st.Spec.Dir, st.Spec.Dependencies
 		m.on, m.gpuAuto, m.hostAuto = st.Spec.DependencyOn, st.Spec.Resources.MemoryAuto, st.Spec.Resources.MemoryHostAuto
-		// Its Owner is part of its definition, kept as it was submitted.
+		// Its Owner is part of its definition, kept as it was submitted;
+		// so are its dependencies, but for one the state database does
+		// not hold (none should be missing: it would refuse the batch).
 		sp := st.Spec
+		if !slices.ContainsFunc(sp.Dependencies, func(dep string) bool { return !have[dep] }) {
+			again = append(again, sp)
+			continue
+		}
 		sp.Dependencies, sp.DependencyOn = nil, nil
 		for _, dep := range st.Spec.Dependencies {
-			if unfinished[dep] != nil {
-				sp.Dependencies = append(sp.Dependencies, dep)
-				if on, ok := st.Spec.DependencyOn[dep]; ok {
-					if sp.DependencyOn == nil {
-						sp.DependencyOn = map[string]gpusched.DependencyCondition{}
-					}
-					sp.DependencyOn[dep] = on
+			if !have[dep] {
+				d.log.Printf("task %s: its dependency %s is not in the state database; queued without it", b.ID, dep)
+				continue
+			}
+			sp.Dependencies = append(sp.Dependencies, dep)
+			if on, ok := st.Spec.DependencyOn[dep]; ok {
+				if sp.DependencyOn == nil {
+					sp.DependencyOn = map[string]gpusched.DependencyCondition{}
 				}
+				sp.DependencyOn[dep] = on
 			}
 		}
 		again = append(again, sp)
-	}
-	have := make(map[string]bool, len(briefs))
-	for i := range briefs {
-		have[briefs[i].ID] = true
 	}
 	d.markUnqueued(have)
 	if len(again) == 0 {
@@ -153,7 +168,7 @@ func (d *Daemon) restore() error {
 	if _, err := d.ownLogDirsOf(ids); err != nil { // their owners' log folders, as at submit
 		return fmt.Errorf("queue again the tasks an earlier daemon left unfinished: %w", err)
 	}
-	if err := d.sched.SubmitMany(again); err != nil {
+	if err := d.sched.SubmitAgain(context.Background(), again); err != nil {
 		return fmt.Errorf("queue again the %d tasks an earlier daemon left unfinished: %w", len(again), err)
 	}
 	d.log.Printf("took up %d unfinished tasks an earlier daemon left", len(again))

@@ -44,7 +44,12 @@ type Submission struct {
 	// taken up again with its history, as a task an earlier run left is
 	// when submitted again (a failed, cancelled or blocked one runs
 	// again, its attempt numbers continuing). It is how a retired task is
-	// retried. Without it, a retired task's id is a duplicate.
+	// retried. Without it, a retired task's id is a duplicate. With it,
+	// a task that an earlier engine left finished is to the batch what a
+	// retired one is: its tasks may depend on it, judged by its stored
+	// end, and naming it takes it up again; either way, the pending tasks
+	// that depend on a task taken up again wait for its new end
+	// (earlier.go).
 	Again bool
 }
 
@@ -201,15 +206,17 @@ func (ev submitEvent) apply(e *Engine) {
 			return
 		}
 	}
-	// Nearly always (no adopted or retired task about), the graph is
-	// checked while it is built, each id looked up once; checkBatch
-	// finds what was wrong only when something was. Otherwise
-	// checkBatch checks it first, asking the store about retired ids.
-	checked := len(e.adopted) > 0 || e.svc.retired > 0 || again != nil
+	// Nearly always (no adopted or retired task about, no Again), the
+	// graph is checked while it is built, each id looked up once;
+	// checkBatch finds what was wrong only when something was.
+	// Otherwise checkBatch checks it first, asking the store about
+	// retired ids, and making stand-ins for the finished tasks it
+	// depends on.
+	checked := len(e.adopted) > 0 || e.svc.retired > 0 || ev.Again
 	var retired map[string]*node
 	if checked {
 		var err error
-		if retired, err = e.checkBatch(ev.Specs, again); err != nil {
+		if retired, err = e.checkBatch(ev.Specs, again, ev.Again); err != nil {
 			ev.reply <- err
 			return
 		}
@@ -226,7 +233,7 @@ func (ev submitEvent) apply(e *Engine) {
 	b, ok := e.link(ev.Submission, again, retired, first, now)
 	if !ok {
 		e.unlink(ev.Specs, b)
-		_, err := e.checkBatch(ev.Specs, again)
+		_, err := e.checkBatch(ev.Specs, again, ev.Again)
 		if err == nil { // link and checkBatch disagree: a bug
 			err = fmt.Errorf("submit batch: %w", errGraph)
 		}
@@ -239,6 +246,9 @@ func (ev submitEvent) apply(e *Engine) {
 			ev.reply <- err
 			return
 		}
+	}
+	if len(retired) > 0 {
+		e.shareStandIns(b.nodes, retired)
 	}
 	// Nothing is refused from here on.
 	e.batch.Tasks = slices.Grow(e.batch.Tasks, len(ev.Specs))
@@ -456,8 +466,9 @@ func (e *Engine) newNode(n *node, sub Submission, i int, again map[string]*store
 }
 
 // relinkAgain links the tasks held from before the batch (seq < first)
-// that depend on a retired task the batch takes up again to its new node,
-// in place of the retired one's; a pending one that counted the retired
+// that depend on a finished task the batch takes up again (retired, or
+// left by an earlier engine) to its new node, in place of the stand-in
+// or retired node they had; a pending one that counted the finished
 // task's end (on: any, on: failure) waits for its new end, as Retry has
 // it for a task held.
 func (e *Engine) relinkAgain(nodes []*node, again map[string]*store.Row, first int64) {

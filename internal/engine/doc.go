@@ -46,6 +46,13 @@
 // A batch with a key (Submission.Key) submitted again adds nothing; the
 // key is saved with the batch, so a restarted engine knows it too.
 //
+// A batch with Again may name, and depend on, finished tasks the engine
+// does not hold: retired ones (retire.go) and those an earlier engine
+// left finished (earlier.go). A dependency on one is judged by its stored
+// end; naming one takes it up again and links to it the pending tasks
+// that depend on it, so that they wait for its new end as they would for
+// a task held (Retry).
+//
 // # Why tasks wait
 //
 // The loop gives each pending task a reason (task.WaitReason: its

@@ -118,22 +118,25 @@ func (e *Engine) retiredNode(id string) (*node, error) {
 	if !ok {
 		return nil, err
 	}
-	return &node{spec: &task.Spec{ID: r.ID}, seq: r.Seq, card: -1,
-		rec: task.Record{ID: r.ID, State: r.State, BlockedBy: r.BlockedBy, Error: r.Error, NotNeeded: r.NotNeeded}}, nil
+	return standIn(&r, false), nil
 }
 
-// blocker returns the task that blocked another, in memory or retired; nil
-// if it cannot be found.
+// blocker returns the task that blocked another, in memory, retired or
+// left finished by an earlier engine; nil if it cannot be found.
 func (e *Engine) blocker(id string) *node {
 	if n := e.node(id); n != nil {
 		return n
 	}
 	n, _ := e.retiredNode(id) // a stand-in will do; without it, the blocked task names itself
+	if n == nil {
+		n = e.earlierNode(id)
+	}
 	return n
 }
 
-// retiredOf returns the rows of the retired tasks a batch names, by id
-// (Submission.Again).
+// retiredOf returns the rows of the finished tasks a batch with Again
+// names, by id: retired ones, and those an earlier engine left finished
+// (earlier.go).
 func (e *Engine) retiredOf(specs []*task.Spec) (map[string]*store.Row, error) {
 	var out map[string]*store.Row
 	for _, s := range specs {
@@ -144,11 +147,15 @@ func (e *Engine) retiredOf(specs []*task.Spec) (map[string]*store.Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("submit batch: %w", err)
 		}
-		if ok {
+		p := &r
+		if !ok {
+			p = e.finishedEarlier(s.ID)
+		}
+		if p != nil {
 			if out == nil {
 				out = map[string]*store.Row{}
 			}
-			out[s.ID] = &r
+			out[s.ID] = p
 		}
 	}
 	return out, nil
@@ -156,9 +163,11 @@ func (e *Engine) retiredOf(specs []*task.Spec) (map[string]*store.Row, error) {
 
 // checkBatch checks a batch's graph against the tasks in memory and the
 // retired ones, returning stand-ins for the retired tasks it depends on.
-// The retired tasks in again are the batch's own, taken up again.
-func (e *Engine) checkBatch(specs []*task.Spec, again map[string]*store.Row) (retired map[string]*node, err error) {
-	if e.svc.retired == 0 {
+// The retired tasks in again are the batch's own, taken up again. With
+// earlier (a batch with Again), a dependency may also name a task an
+// earlier engine left finished (earlier.go).
+func (e *Engine) checkBatch(specs []*task.Spec, again map[string]*store.Row, earlier bool) (retired map[string]*node, err error) {
+	if e.svc.retired == 0 && !earlier {
 		return nil, dag.CheckBatch(specs, e.tasks)
 	}
 	var lookupErr error
@@ -175,6 +184,9 @@ func (e *Engine) checkBatch(specs []*task.Spec, again map[string]*store.Row) (re
 		n, err := e.retiredNode(id)
 		if err != nil && lookupErr == nil {
 			lookupErr = err
+		}
+		if n == nil && earlier && err == nil {
+			n = e.earlierNode(id)
 		}
 		if n == nil {
 			return false
