@@ -206,9 +206,11 @@ func (p *plainDisplay) interrupted(msg string)  { fmt.Fprintln(p.stderr, msg) }
 func (p *plainDisplay) stop()                   { p.q.close() }
 
 // lineQueue writes lines to w from its own goroutine, in order, one Write
-// per line (so each line is out as soon as it is written: a reader tailing
-// a file sees whole lines). add never blocks on w. After a write error the
-// rest is dropped, and err says why.
+// for the lines queued since the last one (so each line is out as soon as
+// the writer is free, and a reader tailing a file sees whole lines; a
+// turn of the scheduler that ends one task and starts the next costs one
+// write, not two). add never blocks on w. After a write error the rest is
+// dropped, and err says why.
 type lineQueue struct {
 	w      io.Writer
 	mu     sync.Mutex
@@ -238,23 +240,33 @@ func (q *lineQueue) add(line string) {
 
 func (q *lineQueue) loop() {
 	defer close(q.done)
+	var buf []byte     // the lines of one write
+	var spare []string // the last batch's slice, emptied: room for the next
 	for {
 		q.mu.Lock()
 		for len(q.lines) == 0 && !q.closed {
 			q.cond.Wait()
 		}
 		batch := q.lines
-		q.lines = nil
+		q.lines = spare[:0]
 		closed := q.closed
 		q.mu.Unlock()
+		buf = buf[:0]
 		for _, line := range batch {
-			if _, err := io.WriteString(q.w, line); err != nil {
+			buf = append(buf, line...)
+		}
+		clear(batch)
+		spare = batch
+		if len(buf) > 0 {
+			if _, err := q.w.Write(buf); err != nil {
 				q.mu.Lock()
 				q.err = err
 				q.lines = nil
 				q.mu.Unlock()
-				break
 			}
+		}
+		if cap(buf) > maxQueueBuf {
+			buf, spare = nil, nil // a burst's (a big run's first lines): not kept
 		}
 		if closed {
 			q.mu.Lock()
@@ -266,6 +278,9 @@ func (q *lineQueue) loop() {
 		}
 	}
 }
+
+// maxQueueBuf is the most room a lineQueue keeps for its next write.
+const maxQueueBuf = 64 << 10
 
 // close writes out what is queued and stops the queue; it is idempotent.
 func (q *lineQueue) close() error {

@@ -261,6 +261,7 @@ type Engine struct {
 	events  chan event    // to the loop, from anyone
 	closed  chan struct{} // closed when the loop has ended
 	killNow chan struct{} // closed by StopNow (by the loop)
+	workers *workers      // runs the attempts' goroutines
 
 	// Owned by the loop goroutine.
 	tasks   map[string]*node
@@ -464,6 +465,7 @@ func Open(cfg Config) (*Engine, error) {
 		ready:   newReadySet(),
 		delayed: btree.NewG(8, lessDelayed),
 	}
+	e.workers = newWorkers(e.closed)
 	e.earlier = make(map[string]*store.Row, len(rows))
 	e.readyView = readyQueue{e.ready}
 	e.ready.halfLife = cmp.Or(max(cfg.FairShareHalfLife, 0), DefaultFairShareHalfLife)
@@ -776,7 +778,7 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 		g := &gate{open: make(chan struct{})}
 		req.Gate = g.wait
 		e.effects = append(e.effects, g.set)
-		go func() {
+		e.workers.run(func() {
 			out := e.cfg.Runner.Run(ctx, req, e.hooks(n, number))
 			cause := context.Cause(ctx)
 			if err := g.wait(); err != nil {
@@ -786,7 +788,7 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 				out, cause = Outcome{Verdict: err}, ErrCancelled
 			}
 			e.send(exitEvent{n: n, number: number, out: out, cause: cause})
-		}()
+		})
 		return
 	}
 	e.effects = append(e.effects, func(err error) {
@@ -796,10 +798,10 @@ func (e *Engine) start(n *node, cards []*gpu.CardView) {
 			go e.send(exitEvent{n: n, number: number, out: Outcome{Verdict: err}, cause: ErrCancelled})
 			return
 		}
-		go func() {
+		e.workers.run(func() {
 			out := e.cfg.Runner.Run(ctx, req, e.hooks(n, number))
 			e.send(exitEvent{n: n, number: number, out: out, cause: context.Cause(ctx)})
-		}()
+		})
 	})
 }
 

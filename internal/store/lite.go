@@ -56,6 +56,16 @@ func (l *lite) stmt(q string) (*sqlitec.Stmt, error) {
 	return st, nil
 }
 
+// run runs q, a statement without parameters or rows, prepared on first
+// use.
+func (l *lite) run(q string) error {
+	st, err := l.stmt(q)
+	if err != nil {
+		return err
+	}
+	return st.Exec()
+}
+
 // close finalizes the statements and closes the connection.
 func (l *lite) close() error {
 	var errs []error

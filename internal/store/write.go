@@ -30,7 +30,9 @@ func (s *SQLite) apply(b *Batch) error {
 		return nil
 	}
 	l := s.lite
-	if err := l.c.Exec("BEGIN"); err != nil {
+	// BEGIN and COMMIT as statements prepared once: sqlite3_exec parsed
+	// and compiled each anew at every commit.
+	if err := l.run("BEGIN"); err != nil {
 		return fmt.Errorf("write state db %s: %w", s.path, err)
 	}
 	err := s.writeBatch(b)
@@ -41,7 +43,7 @@ func (s *SQLite) apply(b *Batch) error {
 		err = s.checkSame()
 	}
 	if err == nil {
-		if err = l.c.Exec("COMMIT"); err != nil {
+		if err = l.run("COMMIT"); err != nil {
 			err = fmt.Errorf("commit state db %s: %w", s.path, err)
 		}
 	}
