@@ -66,10 +66,71 @@ var _ Store = (*SQLite)(nil)
 // Apply then fails with ErrGone once the path no longer names the file
 // opened here.
 func OpenSQLite(path, runDir string) (*SQLite, error) {
+	return openSQLite(path, runDir, true)
+}
+
+// OpenSQLiteChecked is OpenSQLite without the integrity check, for a
+// caller that has just made it with Preload while holding the run
+// directory's lock, so that no other scheduler wrote the file since.
+func OpenSQLiteChecked(path, runDir string) (*SQLite, error) {
+	return openSQLite(path, runDir, false)
+}
+
+// Preload reads, without writing anything, every task of the state
+// database at path as Load would, after the checks OpenSQLite makes
+// before it writes: it refuses the same files with the same errors
+// (ErrUnsafeFile, ErrNotState, ErrTooNew, and ErrCorrupt when SQLite's
+// quick_check fails). current is false, and nothing is read, when the
+// database is not there, empty, or of an older schema: OpenSQLite would
+// create or upgrade it, which only a caller that may write can do.
+//
+// It is for a scheduler that holds the run directory's lock and has other
+// work to finish before it may change anything (reading its workflow,
+// which may turn out invalid): it opens the file for writing only then,
+// with OpenSQLiteChecked, and uses these rows in place of a Load. A
+// read-only connection never writes the file, not even a checkpoint of a
+// WAL left by a crash, which a writer's close would make.
+func Preload(path, runDir string) (rows []Row, current bool, err error) {
+	if err := checkFiles(path); err != nil {
+		return nil, false, err
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return nil, false, nil
+	}
+	s, err := openReadOnly(path, runDir)
+	if err != nil {
+		return nil, false, err
+	}
+	defer s.Close()
+	if err := s.checkOwner(); err != nil {
+		return nil, false, err
+	}
+	var v int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		return nil, false, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
+	}
+	if v != len(migrations) { // checkOwner refused a newer one
+		return nil, false, nil
+	}
+	if err := s.quickCheck(); err != nil {
+		return nil, false, err
+	}
+	if s.lite, err = openLite(path, true); err != nil {
+		return nil, false, s.corrupt(err)
+	}
+	rows, err = s.Load()
+	if err != nil {
+		return nil, false, err
+	}
+	return rows, true, nil
+}
+
+// openSQLite is OpenSQLite, with its integrity check when check is set.
+func openSQLite(path, runDir string, check bool) (*SQLite, error) {
 	if err := checkFiles(path); err != nil {
 		return nil, err
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+	if fi, err := os.Stat(path); check && err == nil && fi.Size() > 0 {
 		if err := verify(path); err != nil {
 			return nil, err
 		}
