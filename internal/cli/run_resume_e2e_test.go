@@ -152,3 +152,35 @@ func TestResumeInvalidWorkflowLeavesStateUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// While another scheduler holds the run directory, resuming it says what
+// it said before the directory was taken while the workflow is read: an
+// invalid workflow is refused as invalid (exit 2), a valid one with the
+// run directory in use (exit 1, naming the holder); neither disturbs the
+// run going on.
+func TestResumeLockedDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	runDir := filepath.Join(dir, "rd")
+	pidfile := filepath.Join(dir, "pid")
+	wf := writeFile(t, filepath.Join(dir, "wf.yaml"), "tasks:\n  - id: a\n    args: "+sleeper("-pidfile", pidfile, "-sleep", "60s")+"\n")
+	holder := startRun(t, wf, "--run-dir", runDir)
+	waitFor(t, 30*time.Second, "the first run's task to start", func() bool {
+		_, err := os.Stat(pidfile)
+		return err == nil
+	})
+	bad := writeFile(t, filepath.Join(dir, "bad.yaml"), "tasks:\n  - id: a\n    args: [true]\n    dependencies: [nope]\n")
+	r := gs(t, "", "run", bad, "--run-dir", runDir)
+	r.want(t, 2)
+	if msg := oneLineError(t, r); !strings.Contains(msg, `"nope"`) {
+		t.Errorf("invalid workflow on a directory in use: %q; want the workflow's error", msg)
+	}
+	r = gs(t, "", "run", wf, "--run-dir", runDir)
+	r.want(t, 1)
+	if msg := oneLineError(t, r); !strings.Contains(msg, "is in use by another gpusched (pid ") {
+		t.Errorf("valid workflow on a directory in use: %q; want the lock's error", msg)
+	}
+	if holder.exited() {
+		t.Fatalf("the run holding the directory ended: %+v", holder.wait(t))
+	}
+}
