@@ -118,6 +118,12 @@ func Preload(path, runDir string) (rows []Row, current bool, err error) {
 	if s.lite, err = openLite(path, true); err != nil {
 		return nil, false, s.corrupt(err)
 	}
+	// The writer's page cache, not a reader's: Load reads the attempts
+	// of each task through an index, and with the 2 MiB of a reader
+	// read pages again (0.04 s more on 100,000 tasks).
+	if err := s.lite.c.Exec("PRAGMA cache_size=-32768"); err != nil {
+		return nil, false, s.corrupt(fmt.Errorf("open state db %s: %w", path, err))
+	}
 	rows, err = s.Load()
 	if err != nil {
 		return nil, false, err
