@@ -98,23 +98,22 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 type Reservation struct {
 	dir  string   // absolute
 	lock *os.File // nil once New or Release has taken it
-	// loaded: rows are the state database's tasks, read (store.Preload)
-	// from file, the database as it was then; engine.Open takes them in
-	// place of a Load of its own.
-	loaded bool
-	rows   []store.Row
-	file   os.FileInfo
+	// checked: the state database, file, was checked (store.CheckForOpen)
+	// and is opened without checking it again.
+	checked bool
+	file    os.FileInfo
 }
 
 // Reserve takes the run directory runDir as New does (creating it if
-// needed; a *LockedError when another scheduler uses it), and checks and
-// reads its state database, writing nothing in it: the first half of New,
-// the half that needs no settings. A caller can so read and check its
-// workflow at the same time, on another core, then call New with the
-// workflow's settings, or Release when the workflow turns out invalid,
-// leaving the run directory's state as it was. ctx, when done, cuts short
-// the wait for a lock held by a scheduler that is leaving (which New
-// waits for up to a second); it does not stop the reading.
+// needed; a *LockedError when another scheduler uses it), and checks its
+// state database (SQLite's quick_check, which reads every page), writing
+// nothing in it: the first half of New, the half that needs no settings.
+// A caller can so read and check its workflow at the same time, on
+// another core, then call New with the workflow's settings, or Release
+// when the workflow turns out invalid, leaving the run directory's state
+// as it was. ctx, when done, cuts short the wait for a lock held by a
+// scheduler that is leaving (which New waits for up to a second); it does
+// not stop the check.
 //
 // Errors are New's: a state database that is not gpusched's, too new or
 // damaged is refused here with the error New would give.
@@ -122,8 +121,8 @@ func Reserve(ctx context.Context, runDir string) (*Reservation, error) {
 	return reserve(ctx, runDir, true)
 }
 
-// reserve is Reserve, reading the state database only with preload.
-func reserve(ctx context.Context, runDir string, preload bool) (*Reservation, error) {
+// reserve is Reserve, checking the state database only with check.
+func reserve(ctx context.Context, runDir string, check bool) (*Reservation, error) {
 	abs, err := filepath.Abs(runDir)
 	if err != nil {
 		return nil, fmt.Errorf("run directory %s: %w", runDir, err)
@@ -137,18 +136,18 @@ func reserve(ctx context.Context, runDir string, preload bool) (*Reservation, er
 		return nil, err
 	}
 	r := &Reservation{dir: abs, lock: lock}
-	if !preload {
+	if !check {
 		return r, nil
 	}
 	path := filepath.Join(abs, StateFile)
-	rows, current, err := store.Preload(path, abs)
+	current, err := store.CheckForOpen(path)
 	if err != nil {
 		r.Release()
 		return nil, err
 	}
 	if current {
 		if fi, err := os.Stat(path); err == nil {
-			r.loaded, r.rows, r.file = true, rows, fi
+			r.checked, r.file = true, fi
 		}
 	}
 	return r, nil
@@ -162,11 +161,11 @@ func (r *Reservation) Release() {
 	}
 	_ = syscall.Flock(int(r.lock.Fd()), syscall.LOCK_UN)
 	r.lock.Close()
-	r.lock, r.rows = nil, nil
+	r.lock = nil
 }
 
 // New returns a scheduler for the reserved run directory, as the package's
-// New does, with the state Reserve read. The scheduler takes the
+// New does, without checking its state database again. The scheduler takes the
 // reservation over: when New fails, the run directory is released. New may
 // be called once.
 func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
@@ -175,8 +174,6 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 	}
 	lock := r.lock
 	r.lock = nil
-	rows, loaded := r.rows, r.loaded
-	r.rows = nil
 	fail := func(err error) (*Scheduler, error) {
 		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 		lock.Close()
@@ -197,7 +194,7 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 		// Idle until a task names it: it asks nothing of Slurm before.
 		o.executors[slurm.Name] = slurm.New(slurm.Config{})
 	}
-	st, err := r.open(rows, loaded)
+	st, err := r.open()
 	if err != nil {
 		return fail(err)
 	}
@@ -248,12 +245,11 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 	return sc, nil
 }
 
-// open opens the run directory's state database for writing. With rows
-// loaded by Reserve from the file still there, it is not checked again,
-// and the engine's Load takes those rows.
-func (r *Reservation) open(rows []store.Row, loaded bool) (store.Store, error) {
+// open opens the run directory's state database for writing; checked
+// by Reserve, and still the file it checked, without checking it again.
+func (r *Reservation) open() (*store.SQLite, error) {
 	path := filepath.Join(r.dir, StateFile)
-	if !loaded {
+	if !r.checked {
 		return store.OpenSQLite(path, r.dir)
 	}
 	st, err := store.OpenSQLiteChecked(path, r.dir)
@@ -261,29 +257,12 @@ func (r *Reservation) open(rows []store.Row, loaded bool) (store.Store, error) {
 		return nil, err
 	}
 	if fi, err := os.Stat(path); err != nil || !os.SameFile(fi, r.file) {
-		// Replaced since it was read (not by a scheduler: the lock was
-		// held): opened afresh, checked and loaded again.
+		// Replaced since it was checked (not by a scheduler: the lock
+		// was held): opened afresh, and checked.
 		st.Close()
 		return store.OpenSQLite(path, r.dir)
 	}
-	return &loadedStore{Store: st, rows: rows}, nil
-}
-
-// loadedStore is a store whose first Load gives the rows Reserve read
-// (without writing) before the store was opened for writing.
-type loadedStore struct {
-	store.Store
-	rows []store.Row
-	used bool
-}
-
-func (l *loadedStore) Load() ([]store.Row, error) {
-	if l.used {
-		return l.Store.Load()
-	}
-	rows := l.rows
-	l.used, l.rows = true, nil
-	return rows, nil
+	return st, nil
 }
 
 // ownerName names a task's owner (a decimal uid; "" for this process's

@@ -211,7 +211,7 @@ command line is invalid (nothing ran).`,
 				// twice, a workflow of 100,000 tasks cost 0.3 s more before
 				// the first start. Invalid input is then refused by the
 				// scheduler, with the same message and exit code, before it
-				// changes anything in the run directory (it reads the
+				// changes anything in the run directory (it checks the
 				// directory's state meanwhile: loadReserving); a new run
 				// directory is still made only for a valid workflow.
 				deferred := front && hasState(dir)
@@ -222,7 +222,8 @@ command line is invalid (nothing ran).`,
 				switch {
 				case !front && hasState(dir):
 					// This process is the run's scheduler, resuming: the run
-					// directory's state is read while the workflow is.
+					// directory is taken, and its state checked, while the
+					// workflow is read.
 					var r *reserved
 					w, r, err = loadReserving(stop.ctx, dir, load)
 					if r != nil {

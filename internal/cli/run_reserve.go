@@ -7,8 +7,8 @@ import (
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
-// reserved is a run directory taken, and its state read, while its
-// workflow was read (loadReserving); or why it could not be.
+// reserved is a run directory taken, and its state database checked,
+// while its workflow was read (loadReserving); or why it could not be.
 type reserved struct {
 	r   *gpusched.Reservation
 	err error
@@ -31,14 +31,19 @@ func (r *reserved) release() {
 }
 
 // loadReserving reads the workflow (load) while another goroutine takes
-// the run directory dir and reads its state (gpusched.Reserve): on
-// 100,000 tasks each costs 0.3-0.4 s of CPU, and neither needs the other,
-// so on two cores the first start comes that much sooner. Nothing in the
-// run directory's state changes before the workflow is found valid: an
-// invalid one (or an interruption, w nil) gives load's answer, whatever
+// the run directory dir and checks its state database (gpusched.Reserve:
+// SQLite's quick_check, which reads every page; 0.07-0.09 s on 100,000
+// tasks, hidden behind the 0.3-0.4 s of reading the workflow). Nothing in
+// the run directory's state changes before the workflow is found valid:
+// an invalid one (or an interruption, w nil) gives load's answer, whatever
 // became of the reservation, which is released. A reservation that
 // failed (a directory another scheduler holds, a damaged state database)
 // is said by open, where New would have said it.
+//
+// Loading the state too (store.Load) on that goroutine was tried: on the
+// 2-core VM of docs/benchmarks.md it made both halves slower by as much
+// as it overlapped them (the two allocate some 600 MB between them, in
+// one process), for 0.2-0.3 s more CPU ("Sixth round: resume").
 func loadReserving(ctx context.Context, dir string, load func() (*workflow.Workflow, error)) (*workflow.Workflow, *reserved, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

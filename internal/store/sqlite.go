@@ -70,65 +70,52 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 }
 
 // OpenSQLiteChecked is OpenSQLite without the integrity check, for a
-// caller that has just made it with Preload while holding the run
+// caller that has just made it with CheckForOpen while holding the run
 // directory's lock, so that no other scheduler wrote the file since.
 func OpenSQLiteChecked(path, runDir string) (*SQLite, error) {
 	return openSQLite(path, runDir, false)
 }
 
-// Preload reads, without writing anything, every task of the state
-// database at path as Load would, after the checks OpenSQLite makes
-// before it writes: it refuses the same files with the same errors
-// (ErrUnsafeFile, ErrNotState, ErrTooNew, and ErrCorrupt when SQLite's
-// quick_check fails). current is false, and nothing is read, when the
-// database is not there, empty, or of an older schema: OpenSQLite would
-// create or upgrade it, which only a caller that may write can do.
+// CheckForOpen makes, without writing anything, the checks OpenSQLite
+// makes of an existing database before it writes: it refuses the same
+// files with the same errors (ErrUnsafeFile, ErrNotState, ErrTooNew, and
+// ErrCorrupt when SQLite's quick_check fails). current is false, and
+// nothing is checked, when the database is not there, empty, or of an
+// older schema: OpenSQLite would create or upgrade it, which only a
+// caller that may write can do.
 //
 // It is for a scheduler that holds the run directory's lock and has other
 // work to finish before it may change anything (reading its workflow,
 // which may turn out invalid): it opens the file for writing only then,
-// with OpenSQLiteChecked, and uses these rows in place of a Load. A
-// read-only connection never writes the file, not even a checkpoint of a
-// WAL left by a crash, which a writer's close would make.
-func Preload(path, runDir string) (rows []Row, current bool, err error) {
+// with OpenSQLiteChecked. It reads through a read-only connection, which
+// never writes the file, not even the checkpoint of a WAL left by a
+// crash, which a writer's close would make.
+func CheckForOpen(path string) (current bool, err error) {
 	if err := checkFiles(path); err != nil {
-		return nil, false, err
+		return false, err
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
-		return nil, false, nil
+		return false, nil
 	}
-	s, err := openReadOnly(path, runDir)
+	s, err := openReadOnly(path, "")
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
 	defer s.Close()
 	if err := s.checkOwner(); err != nil {
-		return nil, false, err
+		return false, err
 	}
 	var v int
 	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
-		return nil, false, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
+		return false, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
 	}
 	if v != len(migrations) { // checkOwner refused a newer one
-		return nil, false, nil
+		return false, nil
 	}
 	if err := s.quickCheck(); err != nil {
-		return nil, false, err
+		return false, err
 	}
-	if s.lite, err = openLite(path, true); err != nil {
-		return nil, false, s.corrupt(err)
-	}
-	// The writer's page cache, not a reader's: Load reads the attempts
-	// of each task through an index, and with the 2 MiB of a reader
-	// read pages again (0.04 s more on 100,000 tasks).
-	if err := s.lite.c.Exec("PRAGMA cache_size=-32768"); err != nil {
-		return nil, false, s.corrupt(fmt.Errorf("open state db %s: %w", path, err))
-	}
-	rows, err = s.Load()
-	if err != nil {
-		return nil, false, err
-	}
-	return rows, true, nil
+	return true, nil
 }
 
 // openSQLite is OpenSQLite, with its integrity check when check is set.

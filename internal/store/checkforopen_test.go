@@ -12,9 +12,10 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// Preload reads what Load reads, and writes nothing: not even the
-// checkpoint of a WAL a crash left, which a writer's close would make.
-func TestPreloadReadsAsLoadWritingNothing(t *testing.T) {
+// CheckForOpen writes nothing: not even the checkpoint of a WAL a crash
+// left, which a writer's close would make; OpenSQLiteChecked then opens
+// the database as it was.
+func TestCheckForOpenWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.db")
 	s, err := OpenSQLite(live, dir)
@@ -53,16 +54,12 @@ func TestPreloadReadsAsLoadWritingNothing(t *testing.T) {
 	}
 	s.Close()
 
-	got, current, err := Preload(image, dir)
-	if err != nil || !current {
-		t.Fatalf("Preload: current %v, %v", current, err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Preload read\n%+v\nLoad read\n%+v", got, want)
+	if current, err := CheckForOpen(image); err != nil || !current {
+		t.Fatalf("CheckForOpen: current %v, %v", current, err)
 	}
 	for path, data := range files {
 		if now, err := os.ReadFile(path); err != nil || string(now) != string(data) {
-			t.Errorf("%s changed by Preload (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
+			t.Errorf("%s changed by CheckForOpen (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
 		}
 	}
 	// Opened for writing afterwards without the check, the same rows.
@@ -77,17 +74,17 @@ func TestPreloadReadsAsLoadWritingNothing(t *testing.T) {
 	}
 }
 
-// Preload reads nothing, and says so, where OpenSQLite would write before
-// anything could be read (create or upgrade the schema), and refuses what
-// OpenSQLite refuses, with the same error.
-func TestPreloadLeavesWritesToOpen(t *testing.T) {
+// CheckForOpen checks nothing, and says so, where OpenSQLite would write
+// first (create or upgrade the schema), and refuses what OpenSQLite
+// refuses, with the same error.
+func TestCheckForOpenLeavesWritesToOpen(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.db")
-	if rows, current, err := Preload(missing, dir); err != nil || current || rows != nil {
-		t.Errorf("a missing file: %d rows, current %v, %v; want none, false, nil", len(rows), current, err)
+	if current, err := CheckForOpen(missing); err != nil || current {
+		t.Errorf("a missing file: current %v, %v; want false, nil", current, err)
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Preload made %s: %v", missing, err)
+		t.Errorf("CheckForOpen made %s: %v", missing, err)
 	}
 	old := filepath.Join(dir, "old.db")
 	execSQL(t, old, migrations[0]+fmt.Sprintf("; PRAGMA application_id=%d; PRAGMA user_version=1;", ApplicationID))
@@ -95,17 +92,17 @@ func TestPreloadLeavesWritesToOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows, current, err := Preload(old, dir); err != nil || current || rows != nil {
-		t.Errorf("schema version 1: %d rows, current %v, %v; want none, false, nil", len(rows), current, err)
+	if current, err := CheckForOpen(old); err != nil || current {
+		t.Errorf("schema version 1: current %v, %v; want false, nil", current, err)
 	}
 	if after, _ := os.ReadFile(old); string(after) != string(before) {
-		t.Error("Preload changed a database of an older schema")
+		t.Error("CheckForOpen changed a database of an older schema")
 	}
 	foreign := filepath.Join(dir, "foreign.db")
 	execSQL(t, foreign, "CREATE TABLE x (y)")
-	_, _, err = Preload(foreign, dir)
+	_, err = CheckForOpen(foreign)
 	_, openErr := OpenSQLite(foreign, dir)
 	if !errors.Is(err, ErrNotState) || err.Error() != openErr.Error() {
-		t.Errorf("another program's database: Preload says %v; OpenSQLite %v", err, openErr)
+		t.Errorf("another program's database: CheckForOpen says %v; OpenSQLite %v", err, openErr)
 	}
 }
