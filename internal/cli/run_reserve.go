@@ -42,8 +42,9 @@ func (r *reserved) release() {
 //
 // Loading the state too (store.Load) on that goroutine was tried: on the
 // 2-core VM of docs/benchmarks.md it made both halves slower by as much
-// as it overlapped them (the two allocate some 600 MB between them, in
-// one process), for 0.2-0.3 s more CPU ("Sixth round: resume").
+// as it overlapped them (the two fault in some 300 MB of fresh memory
+// between them, in one process), for 0.1-0.3 s more CPU ("Sixth round:
+// resume").
 func loadReserving(ctx context.Context, dir string, load func() (*workflow.Workflow, error)) (*workflow.Workflow, *reserved, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
