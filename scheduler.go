@@ -93,8 +93,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 }
 
 // Reservation is a run directory taken for a scheduler whose settings are
-// not known yet (Reserve): its lock is held, its state read, and nothing
-// in it changed. Call New or Release.
+// not known yet (Reserve): its lock is held, its state database checked,
+// and nothing in it changed. Call New or Release.
 type Reservation struct {
 	dir  string   // absolute
 	lock *os.File // nil once New or Release has taken it
@@ -164,10 +164,10 @@ func (r *Reservation) Release() {
 	r.lock = nil
 }
 
-// New returns a scheduler for the reserved run directory, as the package's
-// New does, without checking its state database again. The scheduler takes the
-// reservation over: when New fails, the run directory is released. New may
-// be called once.
+// New returns a scheduler for the reserved run directory, as the
+// package's New does, without checking its state database again. The
+// scheduler takes the reservation over: when New fails, the run directory
+// is released. New may be called once.
 func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 	if r.lock == nil {
 		return nil, errors.New("run directory reservation already used")
