@@ -20,8 +20,9 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 // lockDirWaiting is lockDir, trying again for up to wait while the
-// process that holds the lock is leaving (see lockPatience).
-func lockDirWaiting(dir string, wait time.Duration, leaving func(pid int) bool) (*os.File, error) {
+// process that holds the lock is leaving (see lockPatience), unless done
+// is closed first (then it gives the *LockedError it had at once).
+func lockDirWaiting(dir string, wait time.Duration, leaving func(pid int) bool, done <-chan struct{}) (*os.File, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		f, err := lockDir(dir)
@@ -29,6 +30,10 @@ func lockDirWaiting(dir string, wait time.Duration, leaving func(pid int) bool) 
 		if err == nil || !errors.As(err, &held) || !time.Now().Before(deadline) || !leaving(held.PID) {
 			return f, err
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-done:
+			return nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

@@ -85,14 +85,108 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	o := options{handlers: map[string]Handler{task.DefaultKind: CommandHandler{}}, executors: map[string]executor.Executor{}}
-	for _, opt := range opts {
-		opt(&o)
+	r, err := reserve(context.Background(), runDir, false)
+	if err != nil {
+		return nil, err
 	}
+	return r.New(s, opts...)
+}
+
+// Reservation is a run directory taken for a scheduler whose settings are
+// not known yet (Reserve): its lock is held, its state database checked,
+// and nothing in it changed. Call New or Release.
+type Reservation struct {
+	dir  string   // absolute
+	lock *os.File // nil once New or Release has taken it
+	// checked: the state database, file, was checked (store.CheckForOpen)
+	// and is opened without checking it again.
+	checked bool
+	file    os.FileInfo
+}
+
+// Reserve takes the run directory runDir as New does (creating it if
+// needed; a *LockedError when another scheduler uses it), and checks its
+// state database (SQLite's quick_check, which reads every page), writing
+// nothing in it: the first half of New, the half that needs no settings.
+// A caller can so read and check its workflow at the same time, on
+// another core, then call New with the workflow's settings, or Release
+// when the workflow turns out invalid, leaving the run directory's state
+// as it was. ctx, when done, cuts short the wait for a lock held by a
+// scheduler that is leaving (which New waits for up to a second); it does
+// not stop the check.
+//
+// Errors are New's: a state database that is not gpusched's, too new or
+// damaged is refused here with the error New would give.
+func Reserve(ctx context.Context, runDir string) (*Reservation, error) {
+	return reserve(ctx, runDir, true)
+}
+
+// reserve is Reserve, checking the state database only with check.
+func reserve(ctx context.Context, runDir string, check bool) (*Reservation, error) {
 	abs, err := filepath.Abs(runDir)
 	if err != nil {
 		return nil, fmt.Errorf("run directory %s: %w", runDir, err)
 	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("create run directory: %w", err)
+	}
+	wait, leaving := lockPatience()
+	lock, err := lockDirWaiting(abs, wait, leaving, ctx.Done())
+	if err != nil {
+		return nil, err
+	}
+	r := &Reservation{dir: abs, lock: lock}
+	if !check {
+		return r, nil
+	}
+	path := filepath.Join(abs, StateFile)
+	current, err := store.CheckForOpen(path)
+	if err != nil {
+		r.Release()
+		return nil, err
+	}
+	if current {
+		if fi, err := os.Stat(path); err == nil {
+			r.checked, r.file = true, fi
+		}
+	}
+	return r, nil
+}
+
+// Release gives the run directory back, unchanged, without opening a
+// scheduler on it. It does nothing after New.
+func (r *Reservation) Release() {
+	if r.lock == nil {
+		return
+	}
+	_ = syscall.Flock(int(r.lock.Fd()), syscall.LOCK_UN)
+	r.lock.Close()
+	r.lock = nil
+}
+
+// New returns a scheduler for the reserved run directory, as the
+// package's New does, without checking its state database again. The
+// scheduler takes the reservation over: when New fails, the run directory
+// is released. New may be called once.
+func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
+	if r.lock == nil {
+		return nil, errors.New("run directory reservation already used")
+	}
+	lock := r.lock
+	r.lock = nil
+	fail := func(err error) (*Scheduler, error) {
+		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+		lock.Close()
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return fail(err)
+	}
+	o := options{handlers: map[string]Handler{task.DefaultKind: CommandHandler{}}, executors: map[string]executor.Executor{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	abs := r.dir
 	if o.executors[local.Name] == nil {
 		o.executors[local.Name] = defaultLocal(abs)
 	}
@@ -100,18 +194,9 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 		// Idle until a task names it: it asks nothing of Slurm before.
 		o.executors[slurm.Name] = slurm.New(slurm.Config{})
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return nil, fmt.Errorf("create run directory: %w", err)
-	}
-	wait, leaving := lockPatience()
-	lock, err := lockDirWaiting(abs, wait, leaving)
+	st, err := r.open()
 	if err != nil {
-		return nil, err
-	}
-	st, err := store.OpenSQLite(filepath.Join(abs, StateFile), abs)
-	if err != nil {
-		lock.Close()
-		return nil, err
+		return fail(err)
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
 		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified, userAgent: cmp.Or(o.userAgent, defaultUserAgent()), history: o.history}
@@ -155,10 +240,29 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 	})
 	if err != nil {
 		st.Close()
-		lock.Close()
-		return nil, err
+		return fail(err)
 	}
 	return sc, nil
+}
+
+// open opens the run directory's state database for writing; checked
+// by Reserve, and still the file it checked, without checking it again.
+func (r *Reservation) open() (*store.SQLite, error) {
+	path := filepath.Join(r.dir, StateFile)
+	if !r.checked {
+		return store.OpenSQLite(path, r.dir)
+	}
+	st, err := store.OpenSQLiteChecked(path, r.dir)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(path); err != nil || !os.SameFile(fi, r.file) {
+		// Replaced since it was checked (not by a scheduler: the lock
+		// was held): opened afresh, and checked.
+		st.Close()
+		return store.OpenSQLite(path, r.dir)
+	}
+	return st, nil
 }
 
 // ownerName names a task's owner (a decimal uid; "" for this process's

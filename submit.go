@@ -1,6 +1,7 @@
 package gpusched
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -83,45 +84,55 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	}
 	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key, Again: again,
 		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs)), Estimate: s.estimates(specs, h)}
-	var edited []EditedTask
 	var runs []bool // with Only or From: whether each task runs on its own account, and why
 	var whys []string
 	if sel.some {
 		runs, whys = make([]bool, len(specs)), make([]string, len(specs))
 	}
+	// Each task is judged on its own (its earlier row, its files): the
+	// tasks of commands, whose payloads are plain data, are judged across
+	// the processors; what is rare (an error, edited artifacts) is
+	// gathered under mu and put in task order after. Other kinds'
+	// payloads may have encoders of their own (a fingerprint encodes the
+	// payload): their tasks are judged in order, after.
+	plain := func(i int) bool { _, ok := specs[i].Payload.([]string); return ok }
+	var mu sync.Mutex
+	var edits []editedAt
+	failed, failure := len(specs), error(nil) // the first task, in order, whose judging failed
+	found := func(i int) func(EditedTask, error) {
+		return func(e EditedTask, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				edits = append(edits, editedAt{i, e})
+			case i < failed:
+				failed, failure = i, err
+			}
+		}
+	}
 	parallel(len(specs), func(i int) {
-		if _, ok := specs[i].Payload.([]string); ok { // a command's: plain data
+		if plain(i) {
 			sub.Fingerprint[i] = specs[i].Fingerprint()
+			s.judgeOne(ctx, i, specs[i], sel, opts, &sub, runs, whys, found(i))
 		}
 	})
 	for i, sp := range specs {
-		if sub.Fingerprint[i] == "" {
+		if i > failed {
+			break
+		}
+		if !plain(i) {
 			sub.Fingerprint[i] = sp.Fingerprint()
+			s.judgeOne(ctx, i, sp, sel, opts, &sub, runs, whys, found(i))
 		}
-		r, ok := s.engine.Earlier(sp.ID)
-		if !ok {
-			if runs != nil {
-				runs[i], whys[i] = true, "never ran"
-			}
-			continue
-		}
-		v, err := resumeVerdict(ctx, sp, sub.Fingerprint[i], r)
-		if err != nil {
-			return nil, err
-		}
-		j := judge(v, r.State, sel.forced(i), opts.KeepEdited)
-		if len(j.edited) > 0 {
-			edited = append(edited, EditedTask{ID: sp.ID, Artifacts: j.edited, Kept: j.Pinned, Why: j.editedWhy})
-		}
-		if j.Pinned {
-			// Kept as it is: its saved definition too, so that the next
-			// run still sees what changed.
-			sub.Fingerprint[i] = ""
-		}
-		sub.Resume[i] = j.Resume
-		if runs != nil {
-			runs[i], whys[i] = j.runs, j.Why
-		}
+	}
+	if failure != nil {
+		return nil, failure
+	}
+	slices.SortFunc(edits, func(a, b editedAt) int { return cmp.Compare(a.i, b.i) })
+	var edited []EditedTask
+	for _, e := range edits {
+		edited = append(edited, e.task)
 	}
 	if runs != nil {
 		if err := staleDependencies(specs, sel, runs, whys); err != nil {
@@ -136,6 +147,52 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	}
 	return edited, nil
 }
+
+// editedAt is task i's EditedTask.
+type editedAt struct {
+	i    int
+	task EditedTask
+}
+
+// judgeOne judges task i of a submission, sp, against its earlier run,
+// if it had one, and sets what the submission keeps of the verdict:
+// sub.Resume[i], its fingerprint cleared for a pinned task, and runs[i]
+// and whys[i] when they are kept. found is called with the task's
+// EditedTask when it has edited artifacts, or with the error that kept
+// it from being judged. It is called for different tasks at the same
+// time: it writes only their own entries.
+func (s *Scheduler) judgeOne(ctx context.Context, i int, sp *task.Spec, sel selection, opts SubmitOptions,
+	sub *engine.Submission, runs []bool, whys []string, found func(EditedTask, error)) {
+	r, ok := s.engine.Earlier(sp.ID)
+	if !ok {
+		if runs != nil {
+			runs[i], whys[i] = true, "never ran"
+		}
+		return
+	}
+	v, err := resumeVerdict(ctx, sp, sub.Fingerprint[i], r)
+	if err != nil {
+		found(EditedTask{}, err)
+		return
+	}
+	j := judge(v, r.State, sel.forced(i), opts.KeepEdited)
+	if len(j.edited) > 0 {
+		found(EditedTask{ID: sp.ID, Artifacts: j.edited, Kept: j.Pinned, Why: j.editedWhy}, nil)
+	}
+	if j.Pinned {
+		// Kept as it is: its saved definition too, so that the next
+		// run still sees what changed.
+		sub.Fingerprint[i] = ""
+	}
+	sub.Resume[i] = j.Resume
+	if runs != nil {
+		runs[i], whys[i] = j.runs, j.Why
+	}
+}
+
+// parallelMin is the fewest calls parallel gives a goroutine of its own.
+// A variable so that a test can see small batches spread.
+var parallelMin = 1024
 
 // checkNvidiaSMI checks that a batch with GPU tasks can be run here at all: a
 // machine without nvidia-smi refuses GPU tasks at once. It never runs
@@ -192,9 +249,13 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified, encode bo
 	all := make([]task.Spec, len(tasks)) // one allocation for the batch
 	specs = make([]*task.Spec, len(tasks))
 	command := make([]bool, len(tasks)) // its handler is CommandHandler
-	valid := len(tasks)                 // the tasks before this one are valid
-	var invalid error                   // what is wrong with that one
-	for i := range tasks {
+	problem := make([]error, len(tasks))
+	// A task is copied, normalized and (a command's, or one of a kind
+	// no handler takes: plain checks) checked on its own: across the
+	// processors. Other handlers' ValidatePayload is the caller's code,
+	// called in order below, for the tasks before the first invalid one
+	// only, as it always was.
+	parallel(len(tasks), func(i int) {
 		sp := &all[i]
 		*sp = tasks[i].spec() // a copy: the caller may reuse its own
 		sp.Normalize()
@@ -204,11 +265,22 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified, encode bo
 		if !sp.Resources.MemoryHostAuto {
 			sp.Resources.HostBudget = nil
 		}
-		if invalid = checkSpec(sp, handlers, qualified); invalid != nil {
+		h, ok := handlers[sp.Kind]
+		if _, command[i] = h.(CommandHandler); command[i] || !ok {
+			problem[i] = checkSpec(sp, handlers, qualified)
+		}
+	})
+	valid := len(tasks) // the tasks before this one are valid
+	var invalid error   // what is wrong with that one
+	for i := range tasks {
+		sp := &all[i]
+		if _, ok := handlers[sp.Kind]; ok && !command[i] {
+			problem[i] = checkSpec(sp, handlers, qualified)
+		}
+		if invalid = problem[i]; invalid != nil {
 			valid = i
 			break
 		}
-		_, command[i] = handlers[sp.Kind].(CommandHandler)
 		specs[i] = sp
 	}
 	// Encoding is most of the work, and a definition's encoding depends
@@ -285,7 +357,8 @@ func checkSpec(sp *task.Spec, handlers map[string]Handler, qualified bool) error
 }
 
 // parallel calls f(i) for every i below n, spread over the processors
-// when n is large enough to pay for the goroutines.
+// when n is large enough to pay for the goroutines (a goroutine per
+// parallelMin calls at least).
 func parallel(n int, f func(i int)) {
 	parallelRanges(n, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -296,9 +369,9 @@ func parallel(n int, f func(i int)) {
 
 // parallelRanges calls f on ranges [lo, hi) that cover every i below n
 // once, each range on a processor of its own when n is large enough to
-// pay for the goroutines.
+// pay for the goroutines (parallelMin calls a range at least).
 func parallelRanges(n int, f func(lo, hi int)) {
-	workers := min(runtime.GOMAXPROCS(0), 8, n/1024)
+	workers := min(runtime.GOMAXPROCS(0), 8, n/parallelMin)
 	if workers <= 1 {
 		f(0, n)
 		return

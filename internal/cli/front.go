@@ -20,7 +20,7 @@ import (
 // (docs/adoption.md). The command the user starts is the front: it reads
 // the workflow and, for a new run directory, checks it (invalid input
 // exits 2 here, with nothing started; resuming, the scheduler checks it
-// alike, before it opens the run's state), then has the run directory's supervisor start the scheduler
+// alike, before it changes anything in the run's state), then has the run directory's supervisor start the scheduler
 // as its child: this same program with the same argv, environment,
 // working directory, umask, stdin, stdout and stderr, and the workflow's
 // bytes as the front read them. The scheduler runs the tasks as its own

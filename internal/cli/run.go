@@ -211,11 +211,29 @@ command line is invalid (nothing ran).`,
 				// twice, a workflow of 100,000 tasks cost 0.3 s more before
 				// the first start. Invalid input is then refused by the
 				// scheduler, with the same message and exit code, before it
-				// opens the run directory's state; a new run directory is
-				// still made only for a valid workflow.
+				// changes anything in the run directory (it checks the
+				// directory's state meanwhile: loadReserving); a new run
+				// directory is still made only for a valid workflow.
 				deferred := front && hasState(dir)
 				var w *workflow.Workflow
-				if !deferred {
+				open := func(s gpusched.Scheduling, opts ...gpusched.Option) (*gpusched.Scheduler, error) {
+					return gpusched.New(dir, s, opts...)
+				}
+				switch {
+				case !front && hasState(dir):
+					// This process is the run's scheduler, resuming: the run
+					// directory is taken, and its state checked, while the
+					// workflow is read.
+					var r *reserved
+					w, r, err = loadReserving(stop.ctx, dir, load)
+					if r != nil {
+						defer r.release()
+						open = r.open
+					}
+					if err != nil || stop.interrupted() {
+						return err
+					}
+				case !deferred:
 					if w, err = load(); err != nil || stop.interrupted() {
 						return err
 					}
@@ -253,7 +271,7 @@ command line is invalid (nothing ran).`,
 				if out.eventsFile != nil && (fromFront || deferred) {
 					emptyEvents(out.eventsFile)
 				}
-				return runWorkflow(stop, c.OutOrStdout(), c.ErrOrStderr(), w.Scheduling, w.Tasks, dir, out)
+				return runWorkflow(stop, c.OutOrStdout(), c.ErrOrStderr(), w.Scheduling, w.Tasks, dir, open, out)
 			}())
 		},
 	}
@@ -322,8 +340,10 @@ type runOutput struct {
 }
 
 // runWorkflow runs tasks in the run directory dir to the end, or until
-// stop's signals stop it, reporting as o says.
-func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduling, tasks []gpusched.TaskSpec, dir string, o runOutput) (err error) {
+// stop's signals stop it, on the scheduler open makes (gpusched.New on
+// dir, or on a reservation of it), reporting as o says.
+func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduling, tasks []gpusched.TaskSpec, dir string,
+	open func(gpusched.Scheduling, ...gpusched.Option) (*gpusched.Scheduler, error), o runOutput) (err error) {
 	defer startProfile(stderr)()
 	// Where the events go, and the human output.
 	human := stdout
@@ -376,7 +396,7 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 	if o.inProcess {
 		opts = append(opts, gpusched.WithExecutor(&local.Executor{}))
 	}
-	sched, err := gpusched.New(dir, s, opts...)
+	sched, err := open(s, opts...)
 	if err != nil {
 		return err
 	}

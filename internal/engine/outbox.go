@@ -107,9 +107,21 @@ func (e *Engine) loadOutbox(rows []store.Row) error {
 		return err
 	}
 	e.nextEventID = maxID + 1
+	// The definitions of the tasks with pending events only: a map of
+	// every row's cost 0.05 s on 100,000 tasks, at every open, for an
+	// outbox that is nearly always empty.
 	specs := map[string][]byte{}
-	for i := range rows {
-		specs[rows[i].ID] = rows[i].Spec
+	for i := range pending {
+		if pending[i].TaskID != "" {
+			specs[pending[i].TaskID] = nil
+		}
+	}
+	if len(specs) > 0 {
+		for i := range rows {
+			if _, ok := specs[rows[i].ID]; ok {
+				specs[rows[i].ID] = rows[i].Spec
+			}
+		}
 	}
 	e.outboxSpecs = map[string]*task.Spec{}
 	for i := range pending {

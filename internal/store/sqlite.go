@@ -66,10 +66,64 @@ var _ Store = (*SQLite)(nil)
 // Apply then fails with ErrGone once the path no longer names the file
 // opened here.
 func OpenSQLite(path, runDir string) (*SQLite, error) {
+	return openSQLite(path, runDir, true)
+}
+
+// OpenSQLiteChecked is OpenSQLite without the integrity check, for a
+// caller that has just made it with CheckForOpen while holding the run
+// directory's lock, so that no other scheduler wrote the file since.
+func OpenSQLiteChecked(path, runDir string) (*SQLite, error) {
+	return openSQLite(path, runDir, false)
+}
+
+// CheckForOpen makes, without writing anything, the checks OpenSQLite
+// makes of an existing database before it writes: it refuses the same
+// files with the same errors (ErrUnsafeFile, ErrNotState, ErrTooNew, and
+// ErrCorrupt when SQLite's quick_check fails). current is false, and
+// nothing is checked, when the database is not there, empty, or of an
+// older schema: OpenSQLite would create or upgrade it, which only a
+// caller that may write can do.
+//
+// It is for a scheduler that holds the run directory's lock and has other
+// work to finish before it may change anything (reading its workflow,
+// which may turn out invalid): it opens the file for writing only then,
+// with OpenSQLiteChecked. It reads through a read-only connection, which
+// never writes the file, not even the checkpoint of a WAL left by a
+// crash, which a writer's close would make.
+func CheckForOpen(path string) (current bool, err error) {
+	if err := checkFiles(path); err != nil {
+		return false, err
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return false, nil
+	}
+	s, err := openReadOnly(path, "")
+	if err != nil {
+		return false, err
+	}
+	defer s.Close()
+	if err := s.checkOwner(); err != nil {
+		return false, err
+	}
+	var v int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+		return false, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
+	}
+	if v != len(migrations) { // checkOwner refused a newer one
+		return false, nil
+	}
+	if err := s.quickCheck(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// openSQLite is OpenSQLite, with its integrity check when check is set.
+func openSQLite(path, runDir string, check bool) (*SQLite, error) {
 	if err := checkFiles(path); err != nil {
 		return nil, err
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+	if fi, err := os.Stat(path); check && err == nil && fi.Size() > 0 {
 		if err := verify(path); err != nil {
 			return nil, err
 		}

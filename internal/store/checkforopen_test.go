@@ -1,0 +1,108 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gpusched/gpusched/internal/task"
+)
+
+// CheckForOpen writes nothing: not even the checkpoint of a WAL a crash
+// left, which a writer's close would make; OpenSQLiteChecked then opens
+// the database as it was.
+func TestCheckForOpenWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s, err := OpenSQLite(live, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1700000000, 0)
+	b := &Batch{}
+	for i := range 5 {
+		id := fmt.Sprintf("t%d", i)
+		b.Tasks = append(b.Tasks, TaskWrite{ID: id, Seq: int64(4 - i), Kind: "command", Spec: []byte(`{"id":"` + id + `"}`),
+			State: task.Pending, Submitted: t0, WaitKind: task.WaitDependencies, WaitDetail: "t9"})
+	}
+	if err := s.Apply(b); err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A crash image: the files copied while the writer has them open.
+	image := filepath.Join(dir, "image.db")
+	files := map[string][]byte{}
+	for _, suffix := range []string{"", "-wal"} {
+		data, err := os.ReadFile(live + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if suffix == "-wal" && len(data) == 0 {
+			t.Fatal("no WAL to test with")
+		}
+		files[image+suffix] = data
+		if err := os.WriteFile(image+suffix, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	if current, err := CheckForOpen(image); err != nil || !current {
+		t.Fatalf("CheckForOpen: current %v, %v", current, err)
+	}
+	for path, data := range files {
+		if now, err := os.ReadFile(path); err != nil || string(now) != string(data) {
+			t.Errorf("%s changed by CheckForOpen (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
+		}
+	}
+	// Opened for writing afterwards without the check, the same rows.
+	w, err := OpenSQLiteChecked(image, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	again, err := w.Load()
+	if err != nil || !reflect.DeepEqual(again, want) {
+		t.Errorf("OpenSQLiteChecked then Load: %v, rows equal: %v", err, reflect.DeepEqual(again, want))
+	}
+}
+
+// CheckForOpen checks nothing, and says so, where OpenSQLite would write
+// first (create or upgrade the schema), and refuses what OpenSQLite
+// refuses, with the same error.
+func TestCheckForOpenLeavesWritesToOpen(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	if current, err := CheckForOpen(missing); err != nil || current {
+		t.Errorf("a missing file: current %v, %v; want false, nil", current, err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("CheckForOpen made %s: %v", missing, err)
+	}
+	old := filepath.Join(dir, "old.db")
+	execSQL(t, old, migrations[0]+fmt.Sprintf("; PRAGMA application_id=%d; PRAGMA user_version=1;", ApplicationID))
+	before, err := os.ReadFile(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if current, err := CheckForOpen(old); err != nil || current {
+		t.Errorf("schema version 1: current %v, %v; want false, nil", current, err)
+	}
+	if after, _ := os.ReadFile(old); string(after) != string(before) {
+		t.Error("CheckForOpen changed a database of an older schema")
+	}
+	foreign := filepath.Join(dir, "foreign.db")
+	execSQL(t, foreign, "CREATE TABLE x (y)")
+	_, err = CheckForOpen(foreign)
+	_, openErr := OpenSQLite(foreign, dir)
+	if !errors.Is(err, ErrNotState) || err.Error() != openErr.Error() {
+		t.Errorf("another program's database: CheckForOpen says %v; OpenSQLite %v", err, openErr)
+	}
+}
