@@ -249,13 +249,9 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified, encode bo
 	all := make([]task.Spec, len(tasks)) // one allocation for the batch
 	specs = make([]*task.Spec, len(tasks))
 	command := make([]bool, len(tasks)) // its handler is CommandHandler
-	problem := make([]error, len(tasks))
-	// A task is copied, normalized and (a command's, or one of a kind
-	// no handler takes: plain checks) checked on its own: across the
-	// processors. Other handlers' ValidatePayload is the caller's code,
-	// called in order below, for the tasks before the first invalid one
-	// only, as it always was.
-	parallel(len(tasks), func(i int) {
+	valid := len(tasks)                 // the tasks before this one are valid
+	var invalid error                   // what is wrong with that one
+	for i := range tasks {
 		sp := &all[i]
 		*sp = tasks[i].spec() // a copy: the caller may reuse its own
 		sp.Normalize()
@@ -265,22 +261,11 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified, encode bo
 		if !sp.Resources.MemoryHostAuto {
 			sp.Resources.HostBudget = nil
 		}
-		h, ok := handlers[sp.Kind]
-		if _, command[i] = h.(CommandHandler); command[i] || !ok {
-			problem[i] = checkSpec(sp, handlers, qualified)
-		}
-	})
-	valid := len(tasks) // the tasks before this one are valid
-	var invalid error   // what is wrong with that one
-	for i := range tasks {
-		sp := &all[i]
-		if _, ok := handlers[sp.Kind]; ok && !command[i] {
-			problem[i] = checkSpec(sp, handlers, qualified)
-		}
-		if invalid = problem[i]; invalid != nil {
+		if invalid = checkSpec(sp, handlers, qualified); invalid != nil {
 			valid = i
 			break
 		}
+		_, command[i] = handlers[sp.Kind].(CommandHandler)
 		specs[i] = sp
 	}
 	// Encoding is most of the work, and a definition's encoding depends
