@@ -99,22 +99,20 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	var mu sync.Mutex
 	var edits []editedAt
 	failed, failure := len(specs), error(nil) // the first task, in order, whose judging failed
-	found := func(i int) func(EditedTask, error) {
-		return func(e EditedTask, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				edits = append(edits, editedAt{i, e})
-			case i < failed:
-				failed, failure = i, err
-			}
+	found := func(i int, e EditedTask, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			edits = append(edits, editedAt{i, e})
+		case i < failed:
+			failed, failure = i, err
 		}
 	}
 	parallel(len(specs), func(i int) {
 		if plain(i) {
 			sub.Fingerprint[i] = specs[i].Fingerprint()
-			s.judgeOne(ctx, i, specs[i], sel, opts, &sub, runs, whys, found(i))
+			s.judgeOne(ctx, i, specs[i], sel, opts, &sub, runs, whys, found)
 		}
 	})
 	for i, sp := range specs {
@@ -123,7 +121,7 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 		}
 		if !plain(i) {
 			sub.Fingerprint[i] = sp.Fingerprint()
-			s.judgeOne(ctx, i, sp, sel, opts, &sub, runs, whys, found(i))
+			s.judgeOne(ctx, i, sp, sel, opts, &sub, runs, whys, found)
 		}
 	}
 	if failure != nil {
@@ -157,12 +155,12 @@ type editedAt struct {
 // judgeOne judges task i of a submission, sp, against its earlier run,
 // if it had one, and sets what the submission keeps of the verdict:
 // sub.Resume[i], its fingerprint cleared for a pinned task, and runs[i]
-// and whys[i] when they are kept. found is called with the task's
+// and whys[i] when they are kept. found is called with i and the task's
 // EditedTask when it has edited artifacts, or with the error that kept
 // it from being judged. It is called for different tasks at the same
 // time: it writes only their own entries.
 func (s *Scheduler) judgeOne(ctx context.Context, i int, sp *task.Spec, sel selection, opts SubmitOptions,
-	sub *engine.Submission, runs []bool, whys []string, found func(EditedTask, error)) {
+	sub *engine.Submission, runs []bool, whys []string, found func(int, EditedTask, error)) {
 	r, ok := s.engine.Earlier(sp.ID)
 	if !ok {
 		if runs != nil {
@@ -172,12 +170,12 @@ func (s *Scheduler) judgeOne(ctx context.Context, i int, sp *task.Spec, sel sele
 	}
 	v, err := resumeVerdict(ctx, sp, sub.Fingerprint[i], r)
 	if err != nil {
-		found(EditedTask{}, err)
+		found(i, EditedTask{}, err)
 		return
 	}
 	j := judge(v, r.State, sel.forced(i), opts.KeepEdited)
 	if len(j.edited) > 0 {
-		found(EditedTask{ID: sp.ID, Artifacts: j.edited, Kept: j.Pinned, Why: j.editedWhy}, nil)
+		found(i, EditedTask{ID: sp.ID, Artifacts: j.edited, Kept: j.Pinned, Why: j.editedWhy}, nil)
 	}
 	if j.Pinned {
 		// Kept as it is: its saved definition too, so that the next
