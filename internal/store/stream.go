@@ -137,13 +137,10 @@ func (w *sqliteStream) begin() error {
 	s := w.s
 	s.mu.Lock() // until commit or rollback
 	w.now = time.Now().UnixNano()
-	switch {
-	case s.readOnly:
-		return fmt.Errorf("write state db %s: opened read-only", s.path)
-	case s.lite == nil:
-		return ErrClosed
+	if err := s.writable(); err != nil {
+		return err
 	}
-	if err := s.lite.c.Exec("BEGIN"); err != nil {
+	if err := s.lite.run("BEGIN"); err != nil {
 		return s.corrupt(fmt.Errorf("write state db %s: %w", s.path, err))
 	}
 	return nil
@@ -180,7 +177,7 @@ func (w *sqliteStream) commit(left []TaskWrite, b *Batch, at, n int) error {
 		// it runs beside the caller instead, on the *sql.DB's own
 		// connection (passive: it never blocks a writer).
 		s.lite.c.Exec("PRAGMA wal_autocheckpoint=0")
-		if err = s.lite.c.Exec("COMMIT"); err != nil {
+		if err = s.lite.run("COMMIT"); err != nil {
 			err = fmt.Errorf("commit state db %s: %w", s.path, err)
 		}
 		s.lite.c.Exec("PRAGMA wal_autocheckpoint=1000") // SQLite's default

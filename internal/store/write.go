@@ -20,11 +20,8 @@ func (s *SQLite) Apply(b *Batch) error {
 }
 
 func (s *SQLite) apply(b *Batch) error {
-	if s.readOnly {
-		return fmt.Errorf("write state db %s: opened read-only", s.path)
-	}
-	if s.lite == nil {
-		return ErrClosed
+	if err := s.writable(); err != nil {
+		return err
 	}
 	if b.Len() == 0 {
 		return nil
@@ -51,6 +48,17 @@ func (s *SQLite) apply(b *Batch) error {
 		l.c.Exec("ROLLBACK") // the error that matters is err
 	}
 	return err
+}
+
+// writable says why s cannot begin a write, if it cannot. s.mu is held.
+func (s *SQLite) writable() error {
+	switch {
+	case s.readOnly:
+		return fmt.Errorf("write state db %s: opened read-only", s.path)
+	case s.lite == nil:
+		return ErrClosed
+	}
+	return nil
 }
 
 // writeBatch writes b inside the open transaction.
