@@ -214,13 +214,14 @@ command line is invalid (nothing ran).`,
 				// changes anything in the run directory (it checks the
 				// directory's state meanwhile: loadReserving); a new run
 				// directory is still made only for a valid workflow.
-				deferred := front && hasState(dir)
+				resuming := hasState(dir)
+				deferred := front && resuming
 				var w *workflow.Workflow
 				open := func(s gpusched.Scheduling, opts ...gpusched.Option) (*gpusched.Scheduler, error) {
 					return gpusched.New(dir, s, opts...)
 				}
 				switch {
-				case !front && hasState(dir):
+				case !front && resuming:
 					// This process is the run's scheduler, resuming: the run
 					// directory is taken, and its state checked, while the
 					// workflow is read.
