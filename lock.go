@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/pidlock"
@@ -17,6 +18,15 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, &LockedError{Dir: dir, PID: held.PID}
 	}
 	return f, err
+}
+
+// unlockDir gives back a lock lockDir took. It unlocks explicitly: a
+// child being forked by another goroutine holds a copy of the descriptor
+// until it execs, and closing ours alone would leave the lock held by that
+// copy for a moment.
+func unlockDir(f *os.File) {
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	f.Close()
 }
 
 // lockDirWaiting is lockDir, trying again for up to wait while the

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/gpusched/gpusched/internal/engine"
@@ -159,8 +158,7 @@ func (r *Reservation) Release() {
 	if r.lock == nil {
 		return
 	}
-	_ = syscall.Flock(int(r.lock.Fd()), syscall.LOCK_UN)
-	r.lock.Close()
+	unlockDir(r.lock)
 	r.lock = nil
 }
 
@@ -175,8 +173,7 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 	lock := r.lock
 	r.lock = nil
 	fail := func(err error) (*Scheduler, error) {
-		_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-		lock.Close()
+		unlockDir(lock)
 		return nil, err
 	}
 	if err := s.Validate(); err != nil {
@@ -375,10 +372,6 @@ func (s *Scheduler) Close() error {
 		return nil
 	}
 	s.closeExecutors()
-	// Unlock explicitly: a child being forked by another goroutine holds a
-	// copy of the descriptor until it execs, and closing ours alone would
-	// leave the lock held by that copy for a moment.
-	_ = syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
-	s.lock.Close()
+	unlockDir(s.lock)
 	return err
 }
