@@ -76,6 +76,22 @@ type daemon struct {
 
 // start starts gpusched daemon with args, and waits until it answers on
 // the world's socket. It is killed (its tasks too) when the test ends.
+// flags gives what a test's tasks use to wait for it: file names a flag
+// file in the world's folder, touch raises one, until is the shell loop
+// that waits for one (to start a script with), sh runs a script.
+func (w *world) flags(t *testing.T) (file func(string) string, touch func(string), until func(string) string, sh func(string) []string) {
+	file = func(name string) string { return filepath.Join(w.dir, name) }
+	touch = func(name string) {
+		t.Helper()
+		if err := os.WriteFile(file(name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until = func(name string) string { return "until [ -e " + file(name) + " ]; do sleep 0.02; done; " }
+	sh = func(script string) []string { return []string{"sh", "-c", script} }
+	return file, touch, until, sh
+}
+
 func (w *world) start(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	w.n++

@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,16 +22,8 @@ func TestRetryOfRetiredTaskWithConditions(t *testing.T) {
 	w.start(t, "-j", "4")
 	c := w.client(t)
 	ctx := context.Background()
-	file := func(name string) string { return filepath.Join(w.dir, name) }
-	touch := func(name string) {
-		t.Helper()
-		if err := os.WriteFile(file(name), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	until := func(name string) string { return "until [ -e " + file(name) + " ]; do sleep 0.02; done; " }
+	file, touch, until, sh := w.flags(t)
 	none := 0
-	sh := func(script string) []string { return []string{"sh", "-c", script} }
 	_, err := c.SubmitWorkflow(ctx, client.Workflow{Name: "wf", Dir: w.dir, Env: map[string]string{"PATH": os.Getenv("PATH")}, Tasks: []client.Task{
 		// a fails at once the first time; retried, it fails once released.
 		{ID: "a", Retries: &none, Command: sh("if [ -e " + file("a1") + " ]; then " + until("release-a") + "exit 1; fi; touch " + file("a1") + "; exit 1")},
