@@ -42,6 +42,9 @@ type Executor struct {
 
 	mu sync.Mutex // guards c; held while connecting
 	c  *conn      // the connection to the supervisor; nil before the first use and after Close
+
+	fmu     sync.Mutex // guards forgets
+	forgets forgotten  // ends committed, not yet sent (forget.go)
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -215,6 +218,7 @@ func attachable(ids []string, ws []*waiter) []string {
 // finds them. Execute calls in progress return at once with Reason Lost.
 // The Executor may be used again; it then connects anew.
 func (e *Executor) Close() error {
+	e.flushForgets()
 	e.mu.Lock()
 	c := e.c
 	e.c = nil
