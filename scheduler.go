@@ -212,7 +212,7 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 		LogDir:            filepath.Join(abs, LogsDir),
 		Store:             st,
 		Runner:            runner{sc},
-		Observer:          publicObserver(o.observer),
+		Observer:          sc.observer(o.observer),
 		Token:             sc.token,
 		WantsEvent:        sc.wantsEvent,
 		Deliver:           sc.deliver,
