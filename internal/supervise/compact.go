@@ -27,7 +27,7 @@ import (
 //     order, to supervisor.results.compact, which is fsynced;
 //  3. that file is renamed over supervisor.results, and the directory
 //     fsynced;
-//  4. the new file is opened for appending, and appends go on.
+//  4. appends go on, to the new file (opened for appending in step 2).
 //
 // A crash (kill -9, the machine) at any point leaves either the old file
 // or the new one under the name, and each holds every record not
@@ -118,11 +118,13 @@ func (s *server) compact() (int64, error) {
 		return 0, err
 	}
 	tmp := filepath.Join(s.dir, compactName)
-	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	// Opened for appending: once renamed, it is the file appended to,
+	// with nothing left to open (and to fail) after the rename.
+	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_APPEND|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("create %s: %w", tmp, err)
 	}
-	f := os.NewFile(uintptr(fd), tmp)
+	f := os.NewFile(uintptr(fd), path)
 	var size int64
 	w := bufio.NewWriterSize(f, 64<<10)
 	for _, l := range lines {
@@ -136,10 +138,8 @@ func (s *server) compact() (int64, error) {
 		// file's must be on disk before it takes the name.
 		err = f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
+		f.Close()
 		os.Remove(tmp)
 		return 0, fmt.Errorf("write %s: %w", tmp, err)
 	}
@@ -147,6 +147,7 @@ func (s *server) compact() (int64, error) {
 		compactHook("written")
 	}
 	if err := os.Rename(tmp, path); err != nil {
+		f.Close()
 		os.Remove(tmp)
 		return 0, fmt.Errorf("replace %s: %w", path, err)
 	}
@@ -154,14 +155,8 @@ func (s *server) compact() (int64, error) {
 	if compactHook != nil {
 		compactHook("renamed")
 	}
-	nf, err := openResults(s.dir)
-	if err != nil {
-		// Appends go on to the old file, which no longer has the name:
-		// say so loudly; its records are in no file a reader opens.
-		return 0, fmt.Errorf("open the compacted results file (records now go to a removed file): %w", err)
-	}
 	s.results.Close()
-	s.results = nf
+	s.results = f
 	s.log.Printf("compacted %s: %d record(s) kept, %d bytes", resultsName, len(lines), size)
 	return size, nil
 }
