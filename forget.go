@@ -36,3 +36,22 @@ func (s *Scheduler) observer(f func(Event)) func(engine.Event) {
 		}
 	}
 }
+
+// sweeper is a forgetter that can be told, once the state is loaded,
+// every attempt it shows running (supervise.Executor.Sweep): the ends of
+// the others are committed, so those that an earlier scheduler never
+// forgot (it exited without closing) may go too.
+type sweeper interface {
+	Sweep(running []string)
+}
+
+// sweepResults tells the local executor, when it keeps ends outside the
+// state, which of its attempts the state showed running at Open (all of
+// them: the engine recovers every orphan at Open, before anything
+// starts, and this scheduler holds the run directory's lock).
+func (s *Scheduler) sweepResults() {
+	if sw, ok := s.executors[local.Name].(sweeper); ok {
+		sw.Sweep(s.localRunning)
+	}
+	s.localRunning = nil
+}

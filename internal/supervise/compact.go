@@ -29,6 +29,14 @@ import (
 //     fsynced;
 //  4. appends go on, to the new file (opened for appending in step 2).
 //
+// A scheduler that exits without Close never sends the forgets it had
+// gathered. So the next one, once it has loaded its state and before it
+// starts anything, sends a sweep (Executor.Sweep): the tokens of every
+// attempt its state still shows running; every record before the sweep
+// line of another attempt is no longer needed (its end is committed, or
+// nobody will ask for it: only one scheduler at a time holds the run
+// directory).
+//
 // A crash (kill -9, the machine) at any point leaves either the old file
 // or the new one under the name, and each holds every record not
 // forgotten: nothing whose end is not committed is lost. A forget that
@@ -63,6 +71,13 @@ type forgetLine struct {
 	PIDs    []int    `json:"pids,omitempty"`
 }
 
+// sweepLine is a line of the results file that says the records before
+// it of every id not in Sweep are no longer needed (Executor.Sweep).
+type sweepLine struct {
+	Version int      `json:"version"`
+	Sweep   []string `json:"sweep"` // never null: [] when nothing runs
+}
+
 // appendResult records rec in the results file, unless a compaction is
 // replacing it (then once it is done).
 func (s *server) appendResult(rec *resultRecord) error {
@@ -71,8 +86,9 @@ func (s *server) appendResult(rec *resultRecord) error {
 	return appendResult(s.results, rec)
 }
 
-// forget notes that the records of ids are no longer needed, and compacts
-// the results file when it has grown past its bound.
+// forget notes that the records of ids (of the processes pids) are no
+// longer needed, and compacts the results file when it has grown past its
+// bound.
 func (s *server) forget(ids []string, pids []int) {
 	if len(ids) == 0 {
 		return
@@ -80,7 +96,23 @@ func (s *server) forget(ids []string, pids []int) {
 	if len(pids) != len(ids) {
 		pids = nil
 	}
-	b, err := json.Marshal(forgetLine{Version: resultVersion, Forget: ids, PIDs: pids})
+	s.note(forgetLine{Version: resultVersion, Forget: ids, PIDs: pids}, "forgotten result(s)", len(ids))
+}
+
+// sweep notes that the records of every attempt but those of running
+// are no longer needed, and compacts the results file when it has grown
+// past its bound.
+func (s *server) sweep(running []string) {
+	if running == nil {
+		running = []string{}
+	}
+	s.note(sweepLine{Version: resultVersion, Sweep: running}, "running attempt(s) of a sweep", len(running))
+}
+
+// note appends line to the results file, then compacts it when it has
+// grown past its bound; what and n say what it notes, for the log.
+func (s *server) note(line any, what string, n int) {
+	b, err := json.Marshal(line)
 	if err != nil {
 		return
 	}
@@ -92,7 +124,7 @@ func (s *server) forget(ids []string, pids []int) {
 	}
 	s.resMu.RUnlock()
 	if err != nil {
-		s.log.Printf("note %d forgotten result(s): %v", len(ids), err)
+		s.log.Printf("note %d %s: %v", n, what, err)
 		return
 	}
 	s.resMu.Lock()
@@ -170,9 +202,9 @@ func syncDir(dir string) {
 }
 
 // keptResults returns the lines of the results file at path that a
-// compaction keeps, in order: the records no later forget line names, and
-// lines of another layout (not ours to judge). Lines cut short by a crash
-// and forget lines go.
+// compaction keeps, in order: the records no later forget line names and
+// every later sweep line lists, and lines of another layout (not ours to
+// judge). Lines cut short by a crash, forget and sweep lines go.
 func keptResults(path string) ([][]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -188,11 +220,12 @@ func keptResults(path string) ([][]byte, error) {
 	for sc.Scan() {
 		line := sc.Bytes()
 		var head struct {
-			Version int      `json:"version"`
-			ID      string   `json:"id"`
-			PID     int      `json:"pid"`
-			Forget  []string `json:"forget"`
-			PIDs    []int    `json:"pids"`
+			Version int       `json:"version"`
+			ID      string    `json:"id"`
+			PID     int       `json:"pid"`
+			Forget  []string  `json:"forget"`
+			PIDs    []int     `json:"pids"`
+			Sweep   *[]string `json:"sweep"`
 		}
 		if json.Unmarshal(line, &head) != nil {
 			continue // cut short by a crash
@@ -200,6 +233,19 @@ func keptResults(path string) ([][]byte, error) {
 		switch {
 		case head.Version != resultVersion:
 			lines = append(lines, bytes.Clone(line))
+		case head.Sweep != nil:
+			running := make(map[string]bool, len(*head.Sweep))
+			for _, id := range *head.Sweep {
+				running[id] = true
+			}
+			for id, recs := range byID {
+				if !running[id] {
+					for _, r := range recs {
+						lines[r.line] = nil
+					}
+					delete(byID, id)
+				}
+			}
 		case head.Forget != nil:
 			for k, id := range head.Forget {
 				pid := 0

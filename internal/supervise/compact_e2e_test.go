@@ -106,3 +106,72 @@ func TestCompactionKeepsWhatIsNotCommitted(t *testing.T) {
 		})
 	}
 }
+
+// TestSweep: a client's sweep, naming the attempts its state shows
+// running, drops the records of all others written before it (ends
+// committed by a scheduler that never forgot them), keeps those it names
+// and those written after; with no supervisor running it waits for the
+// next connection, ahead of the first start.
+func TestSweep(t *testing.T) {
+	dir := runDir(t)
+	if err := os.WriteFile(filepath.Join(dir, supervise.CompactControl), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	has := func(j executor.Job) bool {
+		b, _ := os.ReadFile(supervise.ResultsPath(dir))
+		return strings.Contains(string(b), `"id":"`+j.Token+`"`)
+	}
+	// Ends a scheduler committed and never forgot.
+	a := newExecutor(t, dir)
+	var committed []executor.Job
+	for range 2 {
+		j := executortest.NewJob(t, sleeper, "-exit", "0")
+		if r := a.Execute(context.Background(), j, executor.Hooks{}); r.Reason != executor.Exited {
+			t.Fatalf("attempt = %+v", r)
+		}
+		committed = append(committed, j)
+	}
+	// One it left running, whose end comes later, and one that ended while
+	// nobody watched, both running as far as its state knows.
+	gofile := filepath.Join(t.TempDir(), "go")
+	running := executortest.NewJob(t, sleeper, "-wait", gofile, "-exit", "5")
+	run, done := started(t, a, context.Background(), running)
+	ended := executortest.NewJob(t, sleeper, "-exit", "6")
+	endedRun, endedDone := started(t, a, context.Background(), ended)
+	result(t, endedDone)
+	a.Close()
+	result(t, done)
+
+	b := newExecutor(t, dir)
+	b.Sweep([]string{running.Token, ended.Token})
+	waitFor(t, "the sweep to compact the results", func() bool { return !has(committed[0]) && !has(committed[1]) })
+	if err := os.WriteFile(gofile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs := b.Recover([]executor.Orphan{{Job: running, Handle: run.Handle}, {Job: ended, Handle: endedRun.Handle}})
+	if r := recs[0]; r.Wait == nil {
+		t.Errorf("Recover of the running attempt: %+v, want it taken over", r.Result)
+	} else if res := r.Wait(context.Background()); res.ExitCode != 5 {
+		t.Errorf("the running attempt ended %+v, want exited 5", res)
+	}
+	if r := recs[1]; r.Wait != nil || r.Result.ExitCode != 6 || r.Result.Reason != executor.Exited {
+		t.Errorf("Recover of the attempt swept past: %+v, want exited 6 from its record", r.Result)
+	}
+	b.Close()
+	waitLockFree(t, dir)
+
+	// No supervisor runs: the sweep goes with the next connection, before
+	// its first start.
+	c := newExecutor(t, dir)
+	c.Sweep(nil)
+	later := executortest.NewJob(t, sleeper, "-exit", "7")
+	if r := c.Execute(context.Background(), later, executor.Hooks{}); r.ExitCode != 7 {
+		t.Fatalf("attempt = %+v", r)
+	}
+	if has(running) || has(ended) {
+		t.Error("the records written before a sweep that names nothing are still there")
+	}
+	if !has(later) {
+		t.Error("the record written after the sweep is gone")
+	}
+}

@@ -1,8 +1,10 @@
 package supervise
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,5 +72,42 @@ func TestKeptResults(t *testing.T) {
 func TestKeptResultsNoFile(t *testing.T) {
 	if _, err := keptResults(filepath.Join(t.TempDir(), resultsName)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("keptResults of no file: err = %v, want one that says it does not exist", err)
+	}
+}
+
+// TestKeptResultsSweep: a sweep line drops the records before it of every
+// attempt it does not list; those after it stay.
+func TestKeptResultsSweep(t *testing.T) {
+	rec := func(id string) string {
+		b, err := json.Marshal(record(id, executor.Result{Reason: executor.Exited, Started: true}, executor.Process{PID: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tt := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{rec("a"), rec("b"), rec("c"), `{"version":1,"sweep":["b","gone"]}`, rec("d")}, "b d"},
+		{[]string{rec("a"), rec("b"), `{"version":1,"sweep":["b"]}`, rec("d"), `{"version":1,"sweep":[]}`, rec("e")}, "e"},
+		{[]string{rec("a"), `{"version":1,"forget":["a"]}`, rec("a"), `{"version":1,"sweep":["a"]}`}, "a"},
+	} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, resultsName), []byte(strings.Join(tt.lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lines, err := keptResults(filepath.Join(dir, resultsName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range lines {
+			id, _ := recordID(l)
+			got = append(got, id)
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("%v: kept %q, want %q", tt.lines, strings.Join(got, " "), tt.want)
+		}
 	}
 }

@@ -58,3 +58,40 @@ func (e *Executor) flushForgets() {
 		c.send(&message{Type: msgForget, IDs: f.IDs, PIDs: f.PIDs})
 	}
 }
+
+// Sweep tells the supervisor which attempts the scheduler's state still
+// shows running, all of them (their tokens): the records of every other
+// attempt, written before, are no longer needed, their ends being
+// committed (or never to be asked for), and may go when the results file
+// is compacted. It catches the ends a scheduler committed without
+// forgetting them (it exited without Close). Call it once the state is
+// loaded and before any attempt starts, holding the run directory's
+// lock, with every attempt of this run directory the state shows
+// running: an attempt left out loses its record. It is sent at once when
+// a supervisor runs, else before anything else once one is connected.
+func (e *Executor) Sweep(running []string) {
+	e.fmu.Lock()
+	e.sweep = append(make([]string, 0, len(running)), running...)
+	e.fmu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.c == nil {
+		c, err := e.connect(false)
+		if err != nil {
+			return // none runs: sent by register when one is connected
+		}
+		e.c = c
+	}
+	e.sendSweep(e.c)
+}
+
+// sendSweep sends the ids Sweep was given, if not sent yet, on c.
+func (e *Executor) sendSweep(c *conn) {
+	e.fmu.Lock()
+	ids := e.sweep
+	e.sweep = nil
+	e.fmu.Unlock()
+	if ids != nil {
+		c.send(&message{Type: msgSweep, IDs: ids})
+	}
+}

@@ -203,6 +203,9 @@ func (e *Journaled) Recover(orphans []executor.Orphan) []executor.Recovery {
 	return e.sup.Recover(orphans)
 }
 
+// Sweep passes running on to the supervisor (see Executor.Sweep).
+func (e *Journaled) Sweep(running []string) { e.sup.Sweep(running) }
+
 // Forget passes on to the supervisor the end of an attempt that Recover
 // looked up (see Executor.Forget): only those can have a record in the
 // results file; the attempts this process ran itself have none.

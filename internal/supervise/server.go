@@ -385,6 +385,8 @@ func (s *server) handle(c *sconn, m *message) {
 		s.startScheduler(c, m, c.fds.take())
 	case msgForget:
 		s.forget(m.IDs, m.PIDs)
+	case msgSweep:
+		s.sweep(m.IDs)
 	case msgAttach:
 		// A scheduler that just died may have left some of these: its
 		// journal is read first.
