@@ -239,6 +239,9 @@ func (r runner) Recover(orphans []engine.Orphan) []executor.Recovery {
 		batch := make([]executor.Orphan, len(idx))
 		for k, i := range idx {
 			batch[k] = executor.Orphan{Job: r.job(orphans[i].Req), Handle: orphans[i].Handle, Progress: orphans[i].Progress}
+			if name == local.Name {
+				r.s.localRunning = append(r.s.localRunning, batch[k].Job.Token)
+			}
 		}
 		for k, rc := range ex.Recover(batch) {
 			out[idx[k]] = rc

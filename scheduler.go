@@ -47,6 +47,10 @@ type Scheduler struct {
 	// history finds the earlier attempts of an auto-budget task
 	// (WithBudgetHistory); nil: the run directory's rows.
 	history func(TaskSpec) []Attempt
+	// localRunning holds the tokens of the local attempts the state
+	// showed running, gathered while New opens the engine, for the local
+	// executor's Sweep (forget.go); nil after.
+	localRunning []string
 }
 
 // Option configures a Scheduler.
@@ -212,7 +216,7 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 		LogDir:            filepath.Join(abs, LogsDir),
 		Store:             st,
 		Runner:            runner{sc},
-		Observer:          publicObserver(o.observer),
+		Observer:          sc.observer(o.observer),
 		Token:             sc.token,
 		WantsEvent:        sc.wantsEvent,
 		Deliver:           sc.deliver,
@@ -239,6 +243,7 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 		st.Close()
 		return fail(err)
 	}
+	sc.sweepResults()
 	return sc, nil
 }
 

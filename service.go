@@ -127,8 +127,9 @@ func (s *Scheduler) Record(id string) (Record, bool) {
 // submitted again with the key of a batch already committed, with the
 // same task ids in the same order, adds nothing and returns nil, also
 // after a restart (keys are saved with the tasks); the key of a batch of
-// other ids is an ErrKeyReused error. At most MaxKeyLength bytes; an empty
-// key is none.
+// other ids is an ErrKeyReused error. A key holds for 7 days after its
+// batch was committed, then is forgotten (see docs/adoption.md). At most
+// MaxKeyLength bytes; an empty key is none.
 func (s *Scheduler) SubmitKeyed(ctx context.Context, key string, tasks []TaskSpec) error {
 	return s.submit(ctx, key, tasks)
 }

@@ -30,7 +30,7 @@ func (d *Daemon) submit(w http.ResponseWriter, r *http.Request, p peer) error {
 		return err
 	}
 	nr.id = d.runs.reserve()
-	specs, err := d.specs(nr, req, d.ownerOf(p))
+	specs, earlier, err := d.specs(nr, req, d.ownerOf(p))
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,15 @@ func (d *Daemon) submit(w http.ResponseWriter, r *http.Request, p peer) error {
 		if d.runsAsOthers(got) {
 			err = d.ownLogDir(got, p.gid)
 		}
-		if err == nil {
+		switch {
+		case err != nil:
+		case earlier:
+			// Depends on finished tasks the scheduler no longer holds:
+			// submitted as a restore is, so that each such dependency is
+			// judged by how the task ended, and waits for its new end if
+			// it is retried.
+			err = d.sched.SubmitAgain(r.Context(), specs)
+		default:
 			err = d.sched.SubmitManyContext(r.Context(), specs)
 		}
 		if err != nil {
@@ -135,8 +143,8 @@ func (d *Daemon) newRun(req client.RunRequest, p peer) (*run, error) {
 
 // specs makes the scheduler's tasks of run nr, numbered now, owned by
 // owner (a uid; see ownerOf).
-func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched.TaskSpec, error) {
-	specs := make([]gpusched.TaskSpec, len(req.Tasks))
+func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) (specs []gpusched.TaskSpec, earlier bool, err error) {
+	specs = make([]gpusched.TaskSpec, len(req.Tasks))
 	for i, t := range req.Tasks {
 		m := &nr.tasks[i]
 		sp := gpusched.TaskSpec{
@@ -147,11 +155,11 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 		}
 		switch {
 		case t.GPUMiBAuto && t.GPUMiB != 0:
-			return nil, errorf(http.StatusBadRequest, "task %q: gpu_mib and gpu_mib_auto: give one", m.inner)
+			return nil, false, errorf(http.StatusBadRequest, "task %q: gpu_mib and gpu_mib_auto: give one", m.inner)
 		case t.GPUMiBMax != 0 && !t.GPUMiBAuto:
-			return nil, errorf(http.StatusBadRequest, "task %q: gpu_mib_max caps a budget learned from history: it goes with gpu_mib_auto", m.inner)
+			return nil, false, errorf(http.StatusBadRequest, "task %q: gpu_mib_max caps a budget learned from history: it goes with gpu_mib_auto", m.inner)
 		case t.GPUs != 0 && t.GPUMiB == 0 && !t.Exclusive && !t.GPUMiBAuto:
-			return nil, errorf(http.StatusBadRequest, "task %q: gpus is for GPU tasks: give gpu_mib, exclusive or gpu_mib_auto too", m.inner)
+			return nil, false, errorf(http.StatusBadRequest, "task %q: gpus is for GPU tasks: give gpu_mib, exclusive or gpu_mib_auto too", m.inner)
 		case t.GPUMiBAuto:
 			sp.Resources = gpusched.ResourceRequest{Device: gpusched.CUDA, MemoryAuto: true, MemoryMaxMiB: t.GPUMiBMax, Exclusive: t.Exclusive}
 		case t.GPUMiB > 0 || t.Exclusive:
@@ -159,7 +167,7 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 		}
 		sp.Resources.GPUs = t.GPUs
 		if err := d.hostRequest(m.inner, &t, &sp.Resources); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if t.Retries != nil {
 			sp.Retries = *t.Retries
@@ -186,12 +194,13 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 		}
 		on, err := conditionsOf(nr.id, m.inner, t.DependencyOn)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		after, afterOn, err := d.after(t.After, t.AfterOn)
+		after, afterOn, fromEarlier, err := d.after(t.After, t.AfterOn)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		earlier = earlier || fromEarlier
 		sp.Dependencies = append(sp.Dependencies, after...)
 		for id, c := range afterOn {
 			if on == nil {
@@ -203,7 +212,7 @@ func (d *Daemon) specs(nr *run, req client.RunRequest, owner string) ([]gpusched
 		m.deps, m.on = sp.Dependencies, on
 		specs[i] = sp
 	}
-	return specs, nil
+	return specs, earlier, nil
 }
 
 // conditionsOf reads the conditions of a task's dependencies, by their
@@ -226,21 +235,23 @@ func conditionsOf(runID int64, inner string, on map[string]string) (map[string]g
 // after resolves the daemon ids a task must come after to the
 // scheduler's tasks, each with the condition on gives it (by the id as
 // given; none: success). A finished task the scheduler no longer holds
-// (retired, or finished before this daemon started) is met if it ended as
-// the condition asks, and refused otherwise (the task would never run).
-func (d *Daemon) after(ids []string, on map[string]string) ([]string, map[string]gpusched.DependencyCondition, error) {
-	var deps []string
-	var conds map[string]gpusched.DependencyCondition
+// (retired, or finished before this daemon started) is refused if it did
+// not end as the condition asks (the task would never run); otherwise it
+// is kept, as one the scheduler holds is, and earlier says that the
+// batch must be submitted as a restore is (SubmitAgain), which judges
+// such a dependency by the task's end and, should it be retried, has the
+// task wait for its new end.
+func (d *Daemon) after(ids []string, on map[string]string) (deps []string, conds map[string]gpusched.DependencyCondition, earlier bool, err error) {
 	for id := range on {
 		if !slices.Contains(ids, id) {
-			return nil, nil, errorf(http.StatusBadRequest, "after_on %q: after does not list it", id)
+			return nil, nil, false, errorf(http.StatusBadRequest, "after_on %q: after does not list it", id)
 		}
 	}
 	for _, id := range ids {
 		var c gpusched.DependencyCondition
 		if name, ok := on[id]; ok {
 			if err := c.UnmarshalText([]byte(name)); err != nil {
-				return nil, nil, errorf(http.StatusBadRequest, "after %s: %v", id, err)
+				return nil, nil, false, errorf(http.StatusBadRequest, "after %s: %v", id, err)
 			}
 		}
 		ts, err := d.resolve(id)
@@ -249,15 +260,15 @@ func (d *Daemon) after(ids []string, on map[string]string) ([]string, map[string
 			if errors.As(err, &he) {
 				he.msg = "after " + he.msg
 			}
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		for _, t := range ts {
 			if rec, ok := d.stored(t.id); ok && !held(d, t.id) {
 				if task.Condition(c).Judge(task.State(rec.State), rec.NotNeeded) != task.Met {
-					return nil, nil, errorf(http.StatusBadRequest, "after %s: task %s %s, so a task after it%s would never run",
+					return nil, nil, false, errorf(http.StatusBadRequest, "after %s: task %s %s, so a task after it%s would never run",
 						id, t.show, rec.State, task.Condition(c).Phrase())
 				}
-				continue
+				earlier = true
 			}
 			deps = append(deps, t.id)
 			if c != gpusched.AfterSuccess {
@@ -268,5 +279,5 @@ func (d *Daemon) after(ids []string, on map[string]string) ([]string, map[string
 			}
 		}
 	}
-	return deps, conds, nil
+	return deps, conds, earlier, nil
 }

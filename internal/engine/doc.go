@@ -44,7 +44,8 @@
 // the engine keeps (ErrTooOld beyond them).
 //
 // A batch with a key (Submission.Key) submitted again adds nothing; the
-// key is saved with the batch, so a restarted engine knows it too.
+// key is saved with the batch, so a restarted engine knows it too, for
+// KeyWindow after the batch's commit; then it is deleted (keys.go).
 //
 // A batch with Again may name, and depend on, finished tasks the engine
 // does not hold: retired ones (retire.go) and those an earlier engine

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -93,6 +94,16 @@ func (m *Memory) LookupMeta(key string) (string, bool, error) {
 	}
 	v, ok := m.meta[key]
 	return v, ok, nil
+}
+
+// LoadMeta returns the run-wide facts, as SQLite.LoadMeta does.
+func (m *Memory) LoadMeta() (map[string]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	return maps.Clone(m.meta), nil
 }
 
 // Apply applies the batch under the lock, so readers see all of it or none.

@@ -42,6 +42,10 @@ type Executor struct {
 
 	mu sync.Mutex // guards c; held while connecting
 	c  *conn      // the connection to the supervisor; nil before the first use and after Close
+
+	fmu     sync.Mutex // guards forgets and sweep
+	forgets forgotten  // ends committed, not yet sent (forget.go)
+	sweep   []string   // Sweep's ids, not yet sent; nil: none
 }
 
 var _ executor.Executor = (*Executor)(nil)
@@ -215,6 +219,7 @@ func attachable(ids []string, ws []*waiter) []string {
 // finds them. Execute calls in progress return at once with Reason Lost.
 // The Executor may be used again; it then connects anew.
 func (e *Executor) Close() error {
+	e.flushForgets()
 	e.mu.Lock()
 	c := e.c
 	e.c = nil
@@ -243,6 +248,7 @@ func (e *Executor) register(spawn bool, ids, tokens []string) (*conn, []*waiter,
 				return nil, nil, err
 			}
 			e.c = c
+			e.sendSweep(c)
 		}
 		if ws, ok := e.c.add(ids, tokens); ok {
 			return e.c, ws, nil

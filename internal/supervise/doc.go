@@ -55,13 +55,23 @@
 //	                    process), appended when it ends, before its client is
 //	                    told. Never written or read through a symbolic link, never
 //	                    fsynced (see resultsName for why). ReadResult reads it.
+//	                    Bounded: a client forgets the ends it has committed
+//	                    (Executor.Forget), and a scheduler that opens sweeps
+//	                    those of attempts its state no longer shows running
+//	                    (Executor.Sweep), which append forget and sweep lines;
+//	                    past 1 MiB the file is rewritten without the records
+//	                    let go (compact.go).
+//	supervisor.results.compact  the compacted results file while it is written,
+//	                    fsynced, then renamed over supervisor.results.
 //
 // # The protocol
 //
 // Newline-delimited JSON, versioned by a hello each way (protocol.go).
 // The client sends start (an attempt, named by its token), stop, kill,
 // attach (take over attempts started by an earlier client or adopted from
-// a scheduler that died) and scheduler (a front's, with its descriptors);
+// a scheduler that died), forget (ends it has committed, whose records may
+// go), sweep (the attempts its state shows running: the records of the
+// others may go) and scheduler (a front's, with its descriptors);
 // the supervisor answers running, ended, attached and scheduled. An
 // attempt belongs to the connection that started or last attached it.
 // When that connection drops, the attempt runs on, with nobody to tell;

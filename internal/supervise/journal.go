@@ -116,6 +116,9 @@ type Journaled struct {
 
 	inFlight atomic.Int64 // Execute calls under way
 	warn     sync.Once    // the journal cannot be written: said once
+
+	rmu       sync.Mutex          // guards recovered
+	recovered map[string]struct{} // tokens of the orphans Recover looked up, until forgotten
 }
 
 var _ executor.Executor = (*Journaled)(nil)
@@ -187,7 +190,33 @@ func appendJournalRecord(b []byte, r *journalRecord) []byte {
 // Recover finds the orphans of earlier schedulers through the supervisor,
 // as Executor.Recover does.
 func (e *Journaled) Recover(orphans []executor.Orphan) []executor.Recovery {
+	e.rmu.Lock()
+	for _, o := range orphans {
+		if o.Job.Token != "" {
+			if e.recovered == nil {
+				e.recovered = map[string]struct{}{}
+			}
+			e.recovered[o.Job.Token] = struct{}{}
+		}
+	}
+	e.rmu.Unlock()
 	return e.sup.Recover(orphans)
+}
+
+// Sweep passes running on to the supervisor (see Executor.Sweep).
+func (e *Journaled) Sweep(running []string) { e.sup.Sweep(running) }
+
+// Forget passes on to the supervisor the end of an attempt that Recover
+// looked up (see Executor.Forget): only those can have a record in the
+// results file; the attempts this process ran itself have none.
+func (e *Journaled) Forget(token string, pid int) {
+	e.rmu.Lock()
+	_, ours := e.recovered[token]
+	delete(e.recovered, token)
+	e.rmu.Unlock()
+	if ours {
+		e.sup.Forget(token, pid)
+	}
 }
 
 // Close lets go of the connection Recover made to the supervisor, if any,

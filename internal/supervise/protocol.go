@@ -6,7 +6,7 @@ package supervise
 // anything else; a supervisor that speaks another version answers with an
 // error and hangs up.
 //
-//	client → supervisor: hello, start, stop, kill, attach, scheduler
+//	client → supervisor: hello, start, stop, kill, attach, forget, sweep, scheduler
 //	supervisor → client: hello, running, ended, attached, detached, scheduled, error
 //
 // An attempt is named by its id (the job's token, unique per attempt). The
@@ -36,6 +36,8 @@ const (
 	msgStop     = "stop"     // stop attempt ID: SIGTERM, its kill grace, SIGKILL
 	msgKill     = "kill"     // kill attempt ID at once (SIGKILL)
 	msgAttach   = "attach"   // take over the attempts IDs; one attached per id answers
+	msgForget   = "forget"   // the ends of attempts IDs are committed: their records may go (compact.go); no answer
+	msgSweep    = "sweep"    // IDs are all the attempts the client's state shows running: the records of others may go; no answer
 	msgRunning  = "running"  // attempt ID's command runs: PID, PGID, StartTicks, Since
 	msgEnded    = "ended"    // attempt ID ended: Result (already in the results file)
 	msgAttached = "attached" // answer to attach for ID: Running says whether it still runs
@@ -58,7 +60,8 @@ type message struct {
 	Version int        `json:"version,omitempty"` // hello
 	PID     int        `json:"pid,omitempty"`     // hello (the supervisor's), running, attached
 	ID      string     `json:"id,omitempty"`      // all about one attempt
-	IDs     []string   `json:"ids,omitempty"`     // attach
+	IDs     []string   `json:"ids,omitempty"`     // attach, forget, sweep
+	PIDs    []int      `json:"pids,omitempty"`    // forget: the leading process of each of IDs, 0 when unknown
 	Job     *jobSpec   `json:"job,omitempty"`     // start
 	Sched   *schedSpec `json:"sched,omitempty"`   // scheduler
 

@@ -169,8 +169,11 @@ type server struct {
 	dir     string
 	log     *log.Logger
 	ln      *net.UnixListener
-	results *os.File      // the results file, appended to
+	results *os.File      // the results file, appended to; guarded by resMu
 	done    chan struct{} // closed when the supervisor is to exit
+
+	resMu       sync.RWMutex // held for reading to append to results, for writing to replace it (compact.go)
+	compactNext int64        // the size at which the results file is compacted next; guarded by resMu
 
 	// forkMu is held for reading from before a child is forked until it
 	// is in known, and for writing while orphans are reaped: a child
@@ -380,6 +383,10 @@ func (s *server) handle(c *sconn, m *message) {
 		s.mu.Unlock()
 	case msgScheduler:
 		s.startScheduler(c, m, c.fds.take())
+	case msgForget:
+		s.forget(m.IDs, m.PIDs)
+	case msgSweep:
+		s.sweep(m.IDs)
 	case msgAttach:
 		// A scheduler that just died may have left some of these: its
 		// journal is read first.
@@ -497,7 +504,7 @@ func (s *server) finish(ctx context.Context, a *attempt, res executor.Result) {
 	rec := record(a.id, res, p)
 	// Recorded before anyone is told: whoever hears of the end may die
 	// before it keeps it, and its successor then reads the record.
-	werr := appendResult(s.results, rec)
+	werr := s.appendResult(rec)
 	s.mu.Lock()
 	delete(s.attempts, a.id)
 	a.ended = true
