@@ -86,6 +86,49 @@ func conformance(t *testing.T, open func(t *testing.T) Store) {
 			t.Errorf("rows = %+v", rows)
 		}
 	})
+	// A write of a row that is there keeps what it leaves empty (the
+	// definition, the fingerprint, the submission time) and replaces the
+	// rest, one row at a time as a turn writes it and many at once as a
+	// submission does.
+	t.Run("UpdateKeepsWhatItLeavesEmpty", func(t *testing.T) {
+		t0 := time.Unix(1700000000, 0)
+		for _, n := range []int{1, 300} {
+			s := open(t)
+			defer s.Close()
+			b := &Batch{}
+			for i := range n {
+				b.Tasks = append(b.Tasks, TaskWrite{ID: fmt.Sprint("t", i), Seq: int64(i), Kind: "command", Spec: []byte(`{"x":1}`),
+					Fingerprint: "f1", Submitted: t0, State: task.Running, Rerun: "forced"})
+				b.Attempts = append(b.Attempts, AttemptWrite{TaskID: fmt.Sprint("t", i), Attempt: task.Attempt{Number: 1, Start: t0, PID: 7, LogPath: "/run/a.log"}})
+			}
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			for i := range b.Tasks {
+				b.Tasks[i] = TaskWrite{ID: b.Tasks[i].ID, Seq: int64(i), Kind: "command", State: task.Failed, ExitCode: intp(2), Error: "exit code 2", Paused: true}
+				b.Attempts[i].Attempt = task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second), ExitCode: intp(2), EndReason: "exited"}
+			}
+			if err := s.Apply(b); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.Load()
+			if err != nil || len(rows) != n {
+				t.Fatalf("%d rows: Load = %d rows, %v", n, len(rows), err)
+			}
+			for _, r := range []Row{rows[0], rows[n-1]} { // rows[0] is in a chunk when n is 300
+				if string(r.Spec) != `{"x":1}` || r.Fingerprint != "f1" || !r.Submitted.Equal(t0) {
+					t.Errorf("%d rows: kept spec %q, fingerprint %q, submitted %v; want {\"x\":1}, f1, %v", n, r.Spec, r.Fingerprint, r.Submitted, t0)
+				}
+				if r.State != task.Failed || r.ExitCode == nil || *r.ExitCode != 2 || r.Error != "exit code 2" || r.Rerun != "" || !r.Paused {
+					t.Errorf("%d rows: row = %+v, want failed with exit code 2, paused, no rerun reason", n, r)
+				}
+				if len(r.Attempts) != 1 || r.Attempts[0].PID != 0 || r.Attempts[0].LogPath != "" || r.Attempts[0].EndReason != "exited" ||
+					!r.Attempts[0].End.Equal(t0.Add(time.Second)) {
+					t.Errorf("%d rows: attempt = %+v, want the second write's", n, r.Attempts)
+				}
+			}
+		}
+	})
 	t.Run("LookupTask", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()

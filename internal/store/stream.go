@@ -180,7 +180,7 @@ func (w *sqliteStream) commit(left []TaskWrite, b *Batch, at, n int) error {
 		if err = s.lite.run("COMMIT"); err != nil {
 			err = fmt.Errorf("commit state db %s: %w", s.path, err)
 		}
-		s.lite.c.Exec("PRAGMA wal_autocheckpoint=1000") // SQLite's default
+		s.lite.c.Exec(autocheckpoint) // the writer's own again
 		if err == nil {
 			go s.db.Exec("PRAGMA wal_checkpoint(PASSIVE)") // a failure is harmless: later commits checkpoint
 		}

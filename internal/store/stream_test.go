@@ -104,8 +104,8 @@ func testStreamCommits(t *testing.T, s Streamer) {
 		if err := l.lite.query("PRAGMA wal_autocheckpoint", nil, func(st *sqlitec.Stmt) error { v = st.ColumnText(0); return nil }); err != nil {
 			t.Fatal(err)
 		}
-		if v != "1000" {
-			t.Errorf("PRAGMA wal_autocheckpoint = %s after a stream; want SQLite's 1000 again", v)
+		if v != fmt.Sprint(walPages) {
+			t.Errorf("PRAGMA wal_autocheckpoint = %s after a stream; want the writer's %d again", v, walPages)
 		}
 	}
 }
