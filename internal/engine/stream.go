@@ -237,9 +237,10 @@ func (e *Engine) planEarly(sub Submission) *earlyStart {
 // unless one of the tasks it depends on cannot be complete then, and it
 // waits for that one's end, or is blocked by it: a task of the batch is
 // complete once admitted only when it completed in an earlier run
-// (earlier) and is still intact (newNode). A task that depends on one
-// with a condition other than success is counted as one that could be
-// ready, whatever its dependencies.
+// (earlier), is still intact (newNode), and every task it depends on is
+// kept complete too, unless it is pinned (judge). A task that depends on
+// one with a condition other than success is counted as one that could
+// be ready, whatever its dependencies.
 func boundOf(sub Submission, earlier map[string]*store.Row) *earlyBound {
 	specs := sub.Specs
 	b := &earlyBound{topPri: make([]int, len(specs)+1), topEst: make([]int32, len(specs)+1)}
@@ -254,20 +255,27 @@ func boundOf(sub Submission, earlier map[string]*store.Row) *earlyBound {
 		if _, dup := index[s.ID]; dup {
 			return b
 		}
-		ready := true
+		ready, allKept := true, true
 		for _, d := range s.Dependencies {
 			j, ok := index[d]
 			if !ok {
 				return b // one after it, itself, or unknown
 			}
-			if !mayComplete[j] && s.On(d) == task.AfterSuccess {
-				ready = false
+			if !mayComplete[j] {
+				allKept = false
+				if s.On(d) == task.AfterSuccess {
+					ready = false
+				}
 			}
 		}
 		index[s.ID] = int32(i)
 		mayReady[i] = ready
 		if r := earlier[s.ID]; r != nil && r.State == task.Complete && !r.NotNeeded {
-			mayComplete[i] = sub.Resume == nil || sub.Resume[i].Intact
+			v := Resume{Intact: true}
+			if sub.Resume != nil {
+				v = sub.Resume[i]
+			}
+			mayComplete[i] = v.Intact && (allKept || v.Pinned)
 		}
 	}
 	b.ok = true
