@@ -199,7 +199,7 @@ func TestEarlyStartNotForARefusableBatch(t *testing.T) {
 			sub.Specs = append(sub.Specs, spec("t01500"))
 			sub.JSON = append(sub.JSON, []byte(`{}`))
 		}, true},
-		"out of order": {func(sub *Submission) { sub.Specs[1500].Dependencies = []string{"t01701"} }, false},
+		"out of order":       {func(sub *Submission) { sub.Specs[1500].Dependencies = []string{"t01701"} }, false},
 		"unknown dependency": {func(sub *Submission) { sub.Specs[1700].Dependencies = []string{"nowhere"} }, true},
 	}
 	for name, c := range cases {
