@@ -47,6 +47,7 @@ func (e *Engine) submitStreamed(ev submitEvent, digest string, first int64, now 
 	if !ok || len(specs) < streamMin || e.staleAll {
 		return false
 	}
+	early := e.planEarly(sub) // first: its bound is found meanwhile
 	if len(e.tasks) == 0 {
 		e.tasks = make(map[string]*node, len(specs)) // sized once for a big first batch
 	}
@@ -54,7 +55,6 @@ func (e *Engine) submitStreamed(ev submitEvent, digest string, first int64, now 
 	for _, s := range specs {
 		ndeps += len(s.Dependencies)
 	}
-	early := e.planEarly(sub)
 	checked := false           // checkSubmitted passed
 	var unstarted *store.Batch // an early start's writes, when it did not start
 	// Each row's place, in submission order, handed to the writer as
