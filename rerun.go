@@ -42,6 +42,11 @@ type SubmitOptions struct {
 	// it. What is saved of a kept task stays as it was, so the next run
 	// finds its artifacts edited again.
 	KeepEdited bool
+	// RunNext says that Run is called as soon as SubmitWith returns: a
+	// big batch (a resumed run's) may then start its first task before
+	// SubmitWith returns, the one Run would start first, so that it
+	// starts sooner. Without it, nothing starts before Run.
+	RunNext bool
 }
 
 // EditedTask is a task that completed in an earlier run and whose

@@ -82,7 +82,7 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	if err := s.chooseBudgets(specs, blobs, h); err != nil {
 		return nil, err
 	}
-	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key, Again: again,
+	sub := engine.Submission{Specs: specs, JSON: blobs, Key: key, Again: again, RunNext: opts.RunNext,
 		Fingerprint: make([]string, len(specs)), Resume: make([]engine.Resume, len(specs)), Estimate: s.estimates(specs, h)}
 	var runs []bool // with Only or From: whether each task runs on its own account, and why
 	var whys []string

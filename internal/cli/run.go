@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -384,10 +385,14 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 	defer signal.Stop(pipes)
 
 	start := time.Now()
-	completedNow := 0 // touched by the observer only, read after Run
+	completedNow := 0           // touched by the observer only, read after Run
+	var startedNow atomic.Int32 // read before Run, when interrupted
 	opts := []gpusched.Option{gpusched.WithUserAgent("gpusched/" + Version), gpusched.WithObserver(func(ev gpusched.Event) {
-		if ev.Kind == gpusched.EventComplete {
+		switch ev.Kind {
+		case gpusched.EventComplete:
 			completedNow++
+		case gpusched.EventStarted:
+			startedNow.Add(1)
 		}
 		if events != nil {
 			events.observe(ev)
@@ -406,7 +411,11 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 	if !stop.interrupted() {
 		// Checking earlier runs' artifacts (hashing them) may take a while:
 		// a signal stops it, and then nothing is submitted.
-		edited, err := sched.SubmitWith(stop.ctx, tasks, o.submit)
+		// Run follows at once: the first task may start before the
+		// submission is committed in full (a resumed run's, sooner).
+		opts := o.submit
+		opts.RunNext = true
+		edited, err := sched.SubmitWith(stop.ctx, tasks, opts)
 		if o.loaded != nil {
 			o.loaded()
 		}
@@ -423,7 +432,11 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		if submitted {
 			saved = fmt.Sprintf("the %d tasks are saved for the next run", len(sched.Records()))
 		}
-		fmt.Fprintf(human, "interrupted while loading: no task started; %s\nrun directory: %s\n", saved, sched.RunDir())
+		started := "no task started"
+		if startedNow.Load() > 0 { // the first, as the tasks were submitted (RunNext): stopped by Close
+			started = "the first task started, and is stopped"
+		}
+		fmt.Fprintf(human, "interrupted while loading: %s; %s\nrun directory: %s\n", started, saved, sched.RunDir())
 		return nil
 	}
 	// Every task's record costs a copy of each (0.1-0.2 s for 100,000):

@@ -51,6 +51,11 @@ type Submission struct {
 	// that depend on a task taken up again wait for its new end
 	// (earlier.go).
 	Again bool
+	// RunNext says that its caller calls Run as soon as Submit returns:
+	// a big batch may then start its first task before it is committed
+	// in full, and before Run (stream.go, earlyStart). Without it, no
+	// task starts before Run.
+	RunNext bool
 }
 
 // Resume is the verdict on a task that completed in an earlier run.

@@ -584,6 +584,11 @@ func (e *Engine) schedule() {
 	if e.run == nil || e.run.stop != nil || e.broken != nil || e.closing != nil {
 		return
 	}
+	e.startChosen()
+}
+
+// startChosen starts what decide chooses now.
+func (e *Engine) startChosen() {
 	v := View{Free: e.cfg.MaxParallel - e.running, Ready: e.readyView, Now: e.cfg.Now()}
 	if e.gpuReady > 0 {
 		v.GPUKnown = e.board.Known()

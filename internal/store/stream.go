@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,10 +27,18 @@ var _ Streamer = (*SQLite)(nil)
 // writer reads only the rows it was told are final.
 type TaskStream struct {
 	rows   []TaskWrite
-	filled chan int        // how many of rows are final: grows; closed once all are
+	filled chan streamFill // how many of rows are final: grows; closed once all are
 	end    chan streamRest // how it ends: the rest to commit, or nothing (roll back)
 	done   chan error      // the transaction's outcome
+	split  chan error      // CommitPrefix's outcome
 	sent   int             // filled's last value (the caller's)
+}
+
+// streamFill says that rows[:n] are final; with prefix, that they are to
+// be committed now with prefix (TaskStream.CommitPrefix).
+type streamFill struct {
+	n      int
+	prefix *Batch
 }
 
 // streamRest is how a stream ends: with b (nil: rolled back), whose
@@ -46,7 +55,26 @@ func (t *TaskStream) Fill(n int) {
 		return
 	}
 	t.sent = n
-	t.filled <- n // never blocks: there is room for every chunk
+	t.filled <- streamFill{n: n} // never blocks: there is room for every chunk
+}
+
+// CommitPrefix commits rows[:n], which become final, and prefix (a
+// batch of its own: task rows, attempts, events, meta; no clearing of
+// waiting reasons) in a transaction of their own, then goes on with the
+// rest of the rows in a new one, which Commit or Rollback ends as
+// before: what CommitPrefix committed stays, whatever the end. It is
+// for a caller that must commit a few writes of its own (an attempt's
+// start) before the whole stream is written, and whose rows[:n] hold
+// every row those writes depend on. At most one CommitPrefix a stream.
+// A nil error means rows[:n] and prefix are committed; the stream may
+// still fail after (its Commit says so).
+func (t *TaskStream) CommitPrefix(n int, prefix *Batch) error {
+	if prefix.ClearWaiting || len(prefix.ClearWaitingOf) > 0 || n < t.sent || n > len(t.rows) {
+		return errStreamPrefix
+	}
+	t.sent = n
+	t.filled <- streamFill{n: n, prefix: prefix} // room for it: see newTaskStream
+	return <-t.split
 }
 
 // Commit writes the stream's rows not written yet, then the rest of b
@@ -75,7 +103,10 @@ func (t *TaskStream) Rollback() {
 	<-t.done
 }
 
-var errStreamBatch = errors.New("commit streamed rows: the batch clears every waiting reason, or does not hold the rows")
+var (
+	errStreamBatch  = errors.New("commit streamed rows: the batch clears every waiting reason, or does not hold the rows")
+	errStreamPrefix = errors.New("commit streamed rows: the prefix clears waiting reasons, or its rows are not the stream's next")
+)
 
 // streamWriter is a store's side of a TaskStream, called on the
 // stream's goroutine: begin, write rows as they are final, then commit
@@ -83,6 +114,10 @@ var errStreamBatch = errors.New("commit streamed rows: the batch clears every wa
 type streamWriter interface {
 	begin() error
 	write(rows []TaskWrite) error
+	// commitPrefix writes prefix, commits the transaction, and begins
+	// another; committed says whether the commit was made (an error
+	// after it is the new transaction's).
+	commitPrefix(prefix *Batch) (committed bool, err error)
 	// commit writes left, the stream's rows not written yet, then b but
 	// its b.Tasks[at:at+n] (the stream's rows), and commits.
 	commit(left []TaskWrite, b *Batch, at, n int) error
@@ -93,9 +128,10 @@ type streamWriter interface {
 func newTaskStream(rows []TaskWrite, w streamWriter) *TaskStream {
 	t := &TaskStream{
 		rows:   rows,
-		filled: make(chan int, len(rows)/chunk+1),
+		filled: make(chan streamFill, len(rows)/chunk+2), // every chunk, and a CommitPrefix
 		end:    make(chan streamRest, 1),
 		done:   make(chan error, 1),
+		split:  make(chan error, 1),
 	}
 	go func() { t.done <- t.run(w) }()
 	return t
@@ -106,8 +142,24 @@ func newTaskStream(rows []TaskWrite, w streamWriter) *TaskStream {
 func (t *TaskStream) run(w streamWriter) error {
 	err := w.begin()
 	written := 0
-	for n := range t.filled {
-		if err == nil {
+	for f := range t.filled {
+		n := f.n
+		switch {
+		case f.prefix != nil:
+			committed := false
+			if err == nil {
+				err = w.write(t.rows[written:n])
+				written = n
+				if err == nil {
+					committed, err = w.commitPrefix(f.prefix)
+				}
+			}
+			if committed {
+				t.split <- nil
+			} else {
+				t.split <- cmp.Or(err, errStreamPrefix)
+			}
+		case err == nil:
 			n -= (n - written) % chunk
 			err = w.write(t.rows[written:n])
 			written = n
@@ -150,6 +202,51 @@ func (w *sqliteStream) write(rows []TaskWrite) error {
 	return w.s.corrupt(w.s.writeTasks(rows, w.now))
 }
 
+func (w *sqliteStream) commitPrefix(prefix *Batch) (bool, error) {
+	s := w.s
+	err := s.writeTasks(prefix.Tasks, w.now)
+	if err == nil {
+		err = s.writeRest(prefix, w.now)
+	}
+	if err == nil {
+		err = s.checkSame() // as Apply: last
+	}
+	if err == nil {
+		err = s.commitUnchecked()
+	}
+	if err != nil {
+		if s.lite.c.InTransaction() {
+			s.lite.c.Exec("ROLLBACK") // the error that matters is err
+		}
+		return false, s.corrupt(err)
+	}
+	if err := s.lite.run("BEGIN"); err != nil {
+		return true, s.corrupt(fmt.Errorf("write state db %s: %w", s.path, err))
+	}
+	return true, nil
+}
+
+// commitUnchecked commits a stream's transaction without SQLite's
+// automatic checkpoint. A stream's commit adds thousands of pages to the
+// WAL, which SQLite would copy into the database file inside the COMMIT
+// (0.05 s for 100,000 rows). That copy is for the file's size and later
+// reads, not for durability: the stream's end runs it beside the caller
+// instead.
+func (s *SQLite) commitUnchecked() error {
+	// A stream's commit adds thousands of pages to the WAL, which SQLite
+	// would copy into the database file inside the COMMIT (its automatic
+	// checkpoint: 0.05 s for 100,000 rows). That copy is for the file's
+	// size and later reads, not for durability: the caller runs it
+	// beside its work instead.
+	s.lite.c.Exec("PRAGMA wal_autocheckpoint=0")
+	err := s.lite.run("COMMIT")
+	s.lite.c.Exec(autocheckpoint) // the writer's own again
+	if err != nil {
+		return fmt.Errorf("commit state db %s: %w", s.path, err)
+	}
+	return nil
+}
+
 func (w *sqliteStream) commit(left []TaskWrite, b *Batch, at, n int) error {
 	s := w.s
 	defer s.mu.Unlock()
@@ -170,17 +267,9 @@ func (w *sqliteStream) commit(left []TaskWrite, b *Batch, at, n int) error {
 		err = s.checkSame() // as Apply: last
 	}
 	if err == nil {
-		// A stream's commit adds thousands of pages to the WAL, which
-		// SQLite would copy into the database file inside the COMMIT
-		// (its automatic checkpoint: 0.05 s for 100,000 rows). That copy
-		// is for the file's size and later reads, not for durability:
-		// it runs beside the caller instead, on the *sql.DB's own
-		// connection (passive: it never blocks a writer).
-		s.lite.c.Exec("PRAGMA wal_autocheckpoint=0")
-		if err = s.lite.run("COMMIT"); err != nil {
-			err = fmt.Errorf("commit state db %s: %w", s.path, err)
-		}
-		s.lite.c.Exec(autocheckpoint) // the writer's own again
+		// The checkpoint the commit skips runs beside the caller, on the
+		// *sql.DB's own connection (passive: it never blocks a writer).
+		err = s.commitUnchecked()
 		if err == nil {
 			go s.db.Exec("PRAGMA wal_checkpoint(PASSIVE)") // a failure is harmless: later commits checkpoint
 		}
@@ -218,6 +307,16 @@ func (w *memoryStream) begin() error { return nil }
 func (w *memoryStream) write(rows []TaskWrite) error {
 	w.rows = append(w.rows, rows...)
 	return nil
+}
+
+func (w *memoryStream) commitPrefix(prefix *Batch) (bool, error) {
+	all := *prefix
+	all.Tasks = slices.Concat(w.rows, prefix.Tasks)
+	if err := w.m.Apply(&all); err != nil {
+		return false, err
+	}
+	w.rows = nil
+	return true, nil
 }
 
 func (w *memoryStream) commit(left []TaskWrite, b *Batch, at, n int) error {

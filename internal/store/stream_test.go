@@ -146,3 +146,110 @@ func testStreamRolledBack(t *testing.T, s Streamer) {
 		t.Fatal(err)
 	}
 }
+
+// A prefix committed mid-stream is durable on its own, before the stream
+// ends and whatever its end: a reader sees its rows and its own writes,
+// and none of the rows after it; Commit then adds the rest, and Rollback
+// leaves the prefix as it was committed.
+func TestStreamCommitPrefix(t *testing.T) {
+	for _, end := range []string{"commit", "rollback"} {
+		t.Run(end, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			s, err := OpenSQLite(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			const n, k = 1000, 300 // the prefix: rows[:k], not a whole statement's
+			b := &Batch{Tasks: streamRows(n)}
+			st := s.StreamTasks(b.Tasks)
+			for i := range k {
+				fill(b.Tasks, i)
+				st.Fill(i + 1)
+			}
+			started := TaskWrite{ID: "task-000005", Seq: 5, Kind: "command", State: task.Running}
+			att := AttemptWrite{TaskID: "task-000005", Attempt: task.Attempt{Number: 1, Start: time.Unix(1_700_000_001, 0)}}
+			if err := st.CommitPrefix(k, &Batch{Tasks: []TaskWrite{started}, Attempts: []AttemptWrite{att}}); err != nil {
+				t.Fatal(err)
+			}
+			// Another reader, while the stream goes on.
+			r, err := OpenSQLiteReadOnly(path, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := r.Load()
+			r.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != k {
+				t.Fatalf("a reader sees %d rows after the prefix, want %d", len(rows), k)
+			}
+			for _, row := range rows {
+				want := task.Pending
+				if row.ID == "task-000005" {
+					want = task.Running
+					if len(row.Attempts) != 1 {
+						t.Errorf("the started task has %d attempts, want 1", len(row.Attempts))
+					}
+				}
+				if row.State != want {
+					t.Errorf("%s is %s, want %s", row.ID, row.State, want)
+				}
+			}
+			for i := k; i < n; i++ {
+				fill(b.Tasks, i)
+				st.Fill(i + 1)
+			}
+			want := n
+			if end == "commit" {
+				if err := st.Commit(b, 0); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				st.Rollback()
+				want = k
+			}
+			rows, err = s.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) != want {
+				t.Fatalf("%d rows after the %s, want %d", len(rows), end, want)
+			}
+			for _, row := range rows {
+				if row.ID == "task-000005" && (row.State != task.Running || len(row.Attempts) != 1) {
+					t.Errorf("the started task is %s with %d attempts after the %s: the stream's end wrote over its start", row.State, len(row.Attempts), end)
+				}
+			}
+		})
+	}
+}
+
+// A prefix shorter than what was filled, or one that clears waiting
+// reasons, is refused, and the stream goes on.
+func TestStreamCommitPrefixRefused(t *testing.T) {
+	for name, s := range streamers(t) {
+		t.Run(name, func(t *testing.T) {
+			b := &Batch{Tasks: streamRows(600)}
+			st := s.StreamTasks(b.Tasks)
+			for i := range 600 {
+				fill(b.Tasks, i)
+				st.Fill(i + 1)
+			}
+			if err := st.CommitPrefix(10, &Batch{}); !errors.Is(err, errStreamPrefix) {
+				t.Errorf("a prefix shorter than what was filled: %v", err)
+			}
+			if err := st.CommitPrefix(600, &Batch{ClearWaiting: true}); !errors.Is(err, errStreamPrefix) {
+				t.Errorf("a prefix that clears every reason: %v", err)
+			}
+			if err := st.Commit(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.Load()
+			if err != nil || len(rows) != 600 {
+				t.Fatalf("%d rows, %v; want 600", len(rows), err)
+			}
+		})
+	}
+}
