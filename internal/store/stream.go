@@ -233,11 +233,6 @@ func (w *sqliteStream) commitPrefix(prefix *Batch) (bool, error) {
 // reads, not for durability: the stream's end runs it beside the caller
 // instead.
 func (s *SQLite) commitUnchecked() error {
-	// A stream's commit adds thousands of pages to the WAL, which SQLite
-	// would copy into the database file inside the COMMIT (its automatic
-	// checkpoint: 0.05 s for 100,000 rows). That copy is for the file's
-	// size and later reads, not for durability: the caller runs it
-	// beside its work instead.
 	s.lite.c.Exec("PRAGMA wal_autocheckpoint=0")
 	err := s.lite.run("COMMIT")
 	s.lite.c.Exec(autocheckpoint) // the writer's own again
