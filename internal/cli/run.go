@@ -160,7 +160,7 @@ command line is invalid (nothing ran).`,
 			defer stop.release()
 			c.SetContext(stop.ctx)
 			return stop.result(func() error {
-				out.loaded = collectLess()
+				out.loaded = collectNone()
 				defer out.loaded()
 				// A front's scheduler runs the workflow its front read.
 				data, fromFront, err := frontWorkflow()
@@ -336,7 +336,7 @@ type runOutput struct {
 	// submit is what --force, --only, --from and --keep-edited ask.
 	submit gpusched.SubmitOptions
 	// loaded, called once the tasks are submitted, gives the garbage
-	// collector back its setting (collectLess).
+	// collector back its settings (collectNone).
 	loaded func()
 }
 
