@@ -44,12 +44,14 @@ const loadingMemoryShare = 4 // a quarter
 // settings; a second call of that does nothing.
 //
 // Loading builds a heap that lives on: at GOGC=400 a resume of 100,000
-// tasks still collected twice before its first start, and with the state
-// read on one goroutine while the workflow is parsed on another, a
-// collection made both slower by as much as they overlapped (system time
-// up threefold: docs/benchmarks.md, "Seventh round"). The peak did not
-// grow: the first collection at GOGC=400 came after the first start
-// anyway. Where the memory cannot be read, collectLess.
+// tasks still collected three times before its first start, the last
+// during the submission (0.36 s, 300 MB live), and with the state read on
+// one goroutine while the workflow is parsed on another, a collection
+// made both slower by as much as they overlapped (system time up
+// threefold). Off, the first start came 0.4 s sooner for 0.9 s less CPU,
+// and the peak grew little (496 -> 513 MB): docs/benchmarks.md, "Seventh
+// round: the parse and the load". Where the memory cannot be read,
+// collectLess.
 func collectNone() (restore func()) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
