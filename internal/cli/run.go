@@ -161,7 +161,7 @@ command line is invalid (nothing ran).`,
 			c.SetContext(stop.ctx)
 			return stop.result(func() error {
 				out.loaded = collectNone()
-				defer out.loaded()
+				defer func() { out.loaded() }()
 				// A front's scheduler runs the workflow its front read.
 				data, fromFront, err := frontWorkflow()
 				if err == nil && !fromFront {
@@ -258,10 +258,15 @@ command line is invalid (nothing ran).`,
 					out.eventsFile = f
 				}
 				if front {
+					// The front only waits from here on, for as long as
+					// the run lasts: the collector as it was (off, the
+					// garbage of its reading would be kept all along).
+					out.loaded()
 					handed, err := runAsFront(stop, c.ErrOrStderr(), dir, data, out.eventsFile)
 					if handed {
 						return err
 					}
+					out.loaded = collectNone() // loading here after all
 					out.inProcess = true
 				}
 				if w == nil {
