@@ -96,8 +96,8 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 }
 
 // Reservation is a run directory taken for a scheduler whose settings are
-// not known yet (Reserve): its lock is held, its state database checked,
-// and nothing in it changed. Call New or Release.
+// not known yet (Reserve): its lock is held, its state database checked
+// and its tasks read, and nothing in it changed. Call New or Release.
 type Reservation struct {
 	dir  string   // absolute
 	lock *os.File // nil once New or Release has taken it
@@ -105,12 +105,16 @@ type Reservation struct {
 	// and is opened without checking it again.
 	checked bool
 	file    os.FileInfo
+	// rows are the state database's tasks, read with the check, for the
+	// engine New opens on it (nil: not read, or handed over).
+	rows []store.Row
 }
 
 // Reserve takes the run directory runDir as New does (creating it if
-// needed; a *LockedError when another scheduler uses it), and checks its
-// state database (SQLite's quick_check, which reads every page), writing
-// nothing in it: the first half of New, the half that needs no settings.
+// needed; a *LockedError when another scheduler uses it), checks its
+// state database (SQLite's quick_check, which reads every page) and reads
+// its tasks, writing nothing in it: the first half of New, the half that
+// needs no settings.
 // A caller can so read and check its workflow at the same time, on
 // another core, then call New with the workflow's settings, or Release
 // when the workflow turns out invalid, leaving the run directory's state
@@ -143,14 +147,14 @@ func reserve(ctx context.Context, runDir string, check bool) (*Reservation, erro
 		return r, nil
 	}
 	path := filepath.Join(abs, StateFile)
-	current, err := store.CheckForOpen(path)
+	rows, current, err := store.LoadForOpen(path, abs)
 	if err != nil {
 		r.Release()
 		return nil, err
 	}
 	if current {
 		if fi, err := os.Stat(path); err == nil {
-			r.checked, r.file = true, fi
+			r.checked, r.file, r.rows = true, fi, rows
 		}
 	}
 	return r, nil
@@ -163,7 +167,7 @@ func (r *Reservation) Release() {
 		return
 	}
 	unlockDir(r.lock)
-	r.lock = nil
+	r.lock, r.rows = nil, nil
 }
 
 // New returns a scheduler for the reserved run directory, as the
@@ -174,8 +178,8 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 	if r.lock == nil {
 		return nil, errors.New("run directory reservation already used")
 	}
-	lock := r.lock
-	r.lock = nil
+	lock, rows := r.lock, r.rows
+	r.lock, r.rows = nil, nil
 	fail := func(err error) (*Scheduler, error) {
 		unlockDir(lock)
 		return nil, err
@@ -195,9 +199,13 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 		// Idle until a task names it: it asks nothing of Slurm before.
 		o.executors[slurm.Name] = slurm.New(slurm.Config{})
 	}
-	st, err := r.open()
+	st, checked, err := r.open()
 	if err != nil {
 		return fail(err)
+	}
+	var loaded func() ([]store.Row, error) // the rows read with the check, for the file checked
+	if checked {
+		loaded = func() ([]store.Row, error) { return rows, nil }
 	}
 	sc := &Scheduler{runDir: abs, settings: s.withDefaults(), handlers: o.handlers, lock: lock, probe: o.probe,
 		executors: o.executors, defaultExecutor: local.Name, qualified: o.qualified, userAgent: cmp.Or(o.userAgent, defaultUserAgent()), history: o.history}
@@ -215,6 +223,7 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 		DeliverTimeout:    noneIsNegative(sc.settings.OnCompleteTimeout),
 		LogDir:            filepath.Join(abs, LogsDir),
 		Store:             st,
+		Rows:              loaded,
 		Runner:            runner{sc},
 		Observer:          sc.observer(o.observer),
 		Token:             sc.token,
@@ -248,23 +257,25 @@ func (r *Reservation) New(s Scheduling, opts ...Option) (*Scheduler, error) {
 }
 
 // open opens the run directory's state database for writing; checked
-// by Reserve, and still the file it checked, without checking it again.
-func (r *Reservation) open() (*store.SQLite, error) {
+// by Reserve, and still the file it checked, without checking it again
+// (checked: the rows Reserve read are its own).
+func (r *Reservation) open() (st *store.SQLite, checked bool, err error) {
 	path := filepath.Join(r.dir, StateFile)
 	if !r.checked {
-		return store.OpenSQLite(path, r.dir)
+		st, err = store.OpenSQLite(path, r.dir)
+		return st, false, err
 	}
-	st, err := store.OpenSQLiteChecked(path, r.dir)
-	if err != nil {
-		return nil, err
+	if st, err = store.OpenSQLiteChecked(path, r.dir); err != nil {
+		return nil, false, err
 	}
 	if fi, err := os.Stat(path); err != nil || !os.SameFile(fi, r.file) {
 		// Replaced since it was checked (not by a scheduler: the lock
 		// was held): opened afresh, and checked.
 		st.Close()
-		return store.OpenSQLite(path, r.dir)
+		st, err = store.OpenSQLite(path, r.dir)
+		return st, false, err
 	}
-	return st, nil
+	return st, true, nil
 }
 
 // ownerName names a task's owner (a decimal uid; "" for this process's

@@ -161,8 +161,8 @@ command line is invalid (nothing ran).`,
 			defer stop.release()
 			c.SetContext(stop.ctx)
 			return stop.result(func() error {
-				out.loaded = collectLess()
-				defer out.loaded()
+				out.loaded = collectNone()
+				defer func() { out.loaded() }()
 				// A front's scheduler runs the workflow its front read.
 				data, fromFront, err := frontWorkflow()
 				if err == nil && !fromFront {
@@ -259,10 +259,15 @@ command line is invalid (nothing ran).`,
 					out.eventsFile = f
 				}
 				if front {
+					// The front only waits from here on, for as long as
+					// the run lasts: the collector as it was (off, the
+					// garbage of its reading would be kept all along).
+					out.loaded()
 					handed, err := runAsFront(stop, c.ErrOrStderr(), dir, data, out.eventsFile)
 					if handed {
 						return err
 					}
+					out.loaded = collectNone() // loading here after all
 					out.inProcess = true
 				}
 				if w == nil {
@@ -337,7 +342,7 @@ type runOutput struct {
 	// submit is what --force, --only, --from and --keep-edited ask.
 	submit gpusched.SubmitOptions
 	// loaded, called once the tasks are submitted, gives the garbage
-	// collector back its setting (collectLess).
+	// collector back its settings (collectNone).
 	loaded func()
 }
 

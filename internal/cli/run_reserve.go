@@ -31,20 +31,20 @@ func (r *reserved) release() {
 }
 
 // loadReserving reads the workflow (load) while another goroutine takes
-// the run directory dir and checks its state database (gpusched.Reserve:
-// SQLite's quick_check, which reads every page; 0.07-0.09 s on 100,000
-// tasks, hidden behind the 0.3-0.4 s of reading the workflow). Nothing in
-// the run directory's state changes before the workflow is found valid:
-// an invalid one (or an interruption, w nil) gives load's answer, whatever
-// became of the reservation, which is released. A reservation that
-// failed (a directory another scheduler holds, a damaged state database)
-// is said by open, where New would have said it.
+// the run directory dir, checks its state database and reads its tasks
+// (gpusched.Reserve: SQLite's quick_check, which reads every page, then
+// store.Load through the same read-only connection; about 0.4 s on
+// 100,000 tasks, beside the 0.3-0.4 s of reading the workflow). Nothing
+// in the run directory's state changes before the workflow is found
+// valid: an invalid one (or an interruption, w nil) gives load's answer,
+// whatever became of the reservation, which is released. A reservation
+// that failed (a directory another scheduler holds, a damaged state
+// database) is said by open, where New would have said it.
 //
-// Loading the state too (store.Load) on that goroutine was tried: on the
-// 2-core VM of docs/benchmarks.md it made both halves slower by as much
-// as it overlapped them (the two fault in some 300 MB of fresh memory
-// between them, in one process), for 0.1-0.3 s more CPU ("Sixth round:
-// resume").
+// The two halves overlap only with the garbage collector off while they
+// run (collectNone): a collection while both allocate made each slower
+// by as much as they overlapped, the system time up threefold
+// (docs/benchmarks.md, "Seventh round: the parse and the load").
 func loadReserving(ctx context.Context, dir string, load func() (*workflow.Workflow, error)) (*workflow.Workflow, *reserved, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -178,3 +178,26 @@ func TestRestoreJudgesFinishedDependencies(t *testing.T) {
 		}
 	})
 }
+
+// Open takes the rows Config.Rows gives (read by its caller beside other
+// work) in place of reading the store again, and fails with its error.
+func TestOpenTakesRowsGiven(t *testing.T) {
+	st := store.NewMemory()
+	st.Apply(&store.Batch{Tasks: []store.TaskWrite{{ID: "t", Seq: 1, Kind: "command", Spec: []byte(`{"id":"t"}`), State: task.Complete}}})
+	rows, err := st.Load()
+	if err != nil || len(rows) != 1 {
+		t.Fatal(rows, err)
+	}
+	rows[0].State = task.Failed // told apart from the store's
+	calls := 0
+	h := newHarness(t, Config{Rows: func() ([]store.Row, error) { calls++; return rows, nil }}, st)
+	defer h.Close()
+	if r, ok := h.Earlier("t"); calls != 1 || !ok || r.State != task.Failed {
+		t.Fatalf("after %d calls of Rows, Earlier(t) = %+v, %v; want the row given (failed)", calls, r, ok)
+	}
+	broken := errors.New("rows unreadable")
+	_, err = Open(Config{MaxParallel: 1, Store: st, Runner: &fakeRunner{store: st}, Rows: func() ([]store.Row, error) { return nil, broken }})
+	if !errors.Is(err, broken) {
+		t.Errorf("Open with Rows failing: %v, want its error", err)
+	}
+}

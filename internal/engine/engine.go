@@ -144,6 +144,11 @@ type Config struct {
 	LogDir         string        // attempt logs go to LogDir/<task>.attempt-<n>.log (AttemptLog)
 	Store          store.Store   // required
 	Runner         Runner        // required
+	// Rows, when not nil, gives what Open would read with Store.Load:
+	// rows its caller read beforehand, through another connection, while
+	// nothing could write the store (store.LoadForOpen under the run
+	// directory's lock), so that it could read them beside other work.
+	Rows func() ([]store.Row, error)
 	// Observer, if set, is told of every transition after it is committed,
 	// in commit order, before subscribers (Subscribe) are. It runs on the
 	// loop goroutine: it must be quick and must not call the engine.
@@ -452,7 +457,11 @@ func Open(cfg Config) (*Engine, error) {
 	cfg.DefaultRetryDelay = defaultDuration(cfg.DefaultRetryDelay, DefaultRetryDelay)
 	cfg.RetryDelayMax = defaultDuration(cfg.RetryDelayMax, DefaultRetryDelayMax)
 	cfg.DeliverTimeout = defaultDuration(cfg.DeliverTimeout, DefaultDeliverTimeout)
-	rows, err := cfg.Store.Load()
+	load := cfg.Store.Load
+	if cfg.Rows != nil {
+		load = cfg.Rows
+	}
+	rows, err := load()
 	if err != nil {
 		return nil, err
 	}

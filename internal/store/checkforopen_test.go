@@ -12,9 +12,10 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// CheckForOpen writes nothing: not even the checkpoint of a WAL a crash
-// left, which a writer's close would make; OpenSQLiteChecked then opens
-// the database as it was.
+// CheckForOpen and LoadForOpen write nothing: not even the checkpoint of
+// a WAL a crash left, which a writer's close would make; LoadForOpen
+// reads the rows Load would (log paths under the run directory), and
+// OpenSQLiteChecked then opens the database as it was.
 func TestCheckForOpenWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.db")
@@ -29,6 +30,8 @@ func TestCheckForOpenWritesNothing(t *testing.T) {
 		b.Tasks = append(b.Tasks, TaskWrite{ID: id, Seq: int64(4 - i), Kind: "command", Spec: []byte(`{"id":"` + id + `"}`),
 			State: task.Pending, Submitted: t0, WaitKind: task.WaitDependencies, WaitDetail: "t9"})
 	}
+	b.Attempts = append(b.Attempts, AttemptWrite{TaskID: "t1", Attempt: task.Attempt{Number: 1, Start: t0, End: t0.Add(time.Second),
+		LogPath: filepath.Join(dir, "logs", "t1.attempt-1.log")}})
 	if err := s.Apply(b); err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +60,16 @@ func TestCheckForOpenWritesNothing(t *testing.T) {
 	if current, err := CheckForOpen(image); err != nil || !current {
 		t.Fatalf("CheckForOpen: current %v, %v", current, err)
 	}
+	rows, current, err := LoadForOpen(image, dir)
+	if err != nil || !current || !reflect.DeepEqual(rows, want) {
+		t.Errorf("LoadForOpen: current %v, %v, rows as Load's: %v", current, err, reflect.DeepEqual(rows, want))
+	}
+	if len(rows) != 5 || len(rows[3].Attempts) != 1 || rows[3].Attempts[0].LogPath != filepath.Join(dir, "logs", "t1.attempt-1.log") {
+		t.Errorf("LoadForOpen: %d rows; want 5, t1's with its attempt and its log", len(rows))
+	}
 	for path, data := range files {
 		if now, err := os.ReadFile(path); err != nil || string(now) != string(data) {
-			t.Errorf("%s changed by CheckForOpen (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
+			t.Errorf("%s changed by CheckForOpen or LoadForOpen (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
 		}
 	}
 	// Opened for writing afterwards without the check, the same rows.

@@ -91,31 +91,58 @@ func OpenSQLiteChecked(path, runDir string) (*SQLite, error) {
 // never writes the file, not even the checkpoint of a WAL left by a
 // crash, which a writer's close would make.
 func CheckForOpen(path string) (current bool, err error) {
+	current, _, err = checkForOpen(path, "", false)
+	return current, err
+}
+
+// LoadForOpen is CheckForOpen that, once the database is found current
+// and sound, also reads every task with its attempts (Load) through the
+// same read-only connection, with log paths under runDir; rows is nil
+// when current is false. It writes nothing, so the caller may make the
+// checks and read the rows while it reads its workflow, and still leave
+// the database as it was when the workflow turns out invalid; holding the
+// run directory's lock, it can then hand the rows to the writer it opens
+// (OpenSQLiteChecked) in place of reading them again.
+func LoadForOpen(path, runDir string) (rows []Row, current bool, err error) {
+	current, rows, err = checkForOpen(path, runDir, true)
+	return rows, current, err
+}
+
+func checkForOpen(path, runDir string, load bool) (current bool, rows []Row, err error) {
 	if err := checkFiles(path); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
-		return false, nil
+		return false, nil, nil
 	}
-	s, err := openReadOnly(path, "")
+	s, err := openReadOnly(path, runDir)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	defer s.Close()
 	if err := s.checkOwner(); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	var v int
 	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
-		return false, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
+		return false, nil, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
 	}
 	if v != len(migrations) { // checkOwner refused a newer one
-		return false, nil
+		return false, nil, nil
 	}
 	if err := s.quickCheck(); err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return true, nil
+	if !load {
+		return true, nil, nil
+	}
+	if s.lite, err = openLite(path, true); err != nil {
+		return false, nil, s.corrupt(err)
+	}
+	if rows, err = s.Load(); err != nil {
+		return false, nil, err
+	}
+	return true, rows, nil
 }
 
 // openSQLite is OpenSQLite, with its integrity check when check is set.
