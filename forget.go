@@ -25,16 +25,18 @@ func (s *Scheduler) observer(f func(Event)) func(engine.Event) {
 		return pub
 	}
 	return func(ev engine.Event) {
-		switch ev.Kind {
-		case engine.Retrying, engine.Completed, engine.Failed, engine.TaskCancelled:
-			if ev.Attempt.Number > 0 {
-				fg.Forget(s.token(ev.TaskID, ev.Attempt.Number), ev.Attempt.PID)
-			}
+		if ended(ev.Kind) && ev.Attempt.Number > 0 {
+			fg.Forget(s.token(ev.TaskID, ev.Attempt.Number), ev.Attempt.PID)
 		}
 		if pub != nil {
 			pub(ev)
 		}
 	}
+}
+
+// ended says whether an event of kind k commits an attempt's end.
+func ended(k engine.EventKind) bool {
+	return k == engine.Retrying || k == engine.Completed || k == engine.Failed || k == engine.TaskCancelled
 }
 
 // sweeper is a forgetter that can be told, once the state is loaded,

@@ -393,10 +393,9 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 	completedNow := 0           // touched by the observer only, read after Run
 	var startedNow atomic.Int32 // read before Run, when interrupted
 	opts := []gpusched.Option{gpusched.WithUserAgent("gpusched/" + Version), gpusched.WithObserver(func(ev gpusched.Event) {
-		switch ev.Kind {
-		case gpusched.EventComplete:
+		if ev.Kind == gpusched.EventComplete {
 			completedNow++
-		case gpusched.EventStarted:
+		} else if ev.Kind == gpusched.EventStarted {
 			startedNow.Add(1)
 		}
 		if events != nil {
