@@ -65,6 +65,43 @@ func (s *Scheduler) submitWith(ctx context.Context, key string, again bool, task
 	if err != nil {
 		return nil, err
 	}
+	return s.submitPrepared(ctx, key, again, specs, blobs, opts)
+}
+
+// SubmitChecked is SubmitWith of the tasks CheckTasks accepted, without
+// copying them once more, nor checking them again where this scheduler's
+// checks of a task are those CheckTasks made (the built-in command
+// handler for the default kind, ids not qualified): of 100,000 tasks, a
+// good part of what comes before the judging of a resumed run. The
+// tasks are the scheduler's from then on: c is emptied, and submitting
+// or planning it again finds no tasks.
+func (s *Scheduler) SubmitChecked(ctx context.Context, c *CheckedTasks, opts SubmitOptions) ([]EditedTask, error) {
+	specs := c.specs
+	c.specs = nil
+	command := make([]bool, len(specs))
+	_, same := s.handlers[task.DefaultKind].(CommandHandler)
+	same = same && !s.qualified
+	valid, invalid := len(specs), error(nil)
+	for i, sp := range specs {
+		// CheckTasks accepts only the default kind, whose handler is
+		// CommandHandler there.
+		if !same {
+			if invalid = checkSpec(sp, s.handlers, s.qualified); invalid != nil {
+				valid = i
+				break
+			}
+		}
+		_, command[i] = s.handlers[sp.Kind].(CommandHandler)
+	}
+	specs, blobs, err := encodeSpecs(specs, command, valid, invalid, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.submitPrepared(ctx, "", false, specs, blobs, opts)
+}
+
+// submitPrepared is submitWith of the tasks prepare returned.
+func (s *Scheduler) submitPrepared(ctx context.Context, key string, again bool, specs []*task.Spec, blobs [][]byte, opts SubmitOptions) ([]EditedTask, error) {
 	sel, err := opts.selectIn(specs)
 	if err != nil {
 		return nil, err
@@ -266,11 +303,21 @@ func prepare(tasks []TaskSpec, handlers map[string]Handler, qualified, encode bo
 		_, command[i] = handlers[sp.Kind].(CommandHandler)
 		specs[i] = sp
 	}
+	return encodeSpecs(specs, command, valid, invalid, encode)
+}
+
+// encodeSpecs is the end of prepare: specs[:valid] copied, normalized and
+// checked, command[i] whether specs[i]'s handler is CommandHandler,
+// invalid what is wrong with specs[valid] (nil when valid is all). With
+// encode it encodes specs[:valid] for the state database; without, it
+// encodes only the definitions that might not encode (not commands'), to
+// check them.
+func encodeSpecs(specs []*task.Spec, command []bool, valid int, invalid error, encode bool) (_ []*task.Spec, blobs [][]byte, err error) {
 	// Encoding is most of the work, and a definition's encoding depends
 	// on it alone: commands' are encoded in parallel; other kinds', whose
 	// payloads may have encoders of their own, in order.
 	if encode {
-		blobs = make([][]byte, len(tasks))
+		blobs = make([][]byte, len(specs))
 	}
 	errs := make([]error, valid)
 	encodeOne := func(i int) {

@@ -177,7 +177,11 @@ command line is invalid (nothing ran).`,
 				}
 				// The workflow parsed and checked, with the flags applied.
 				load := func() (*workflow.Workflow, error) {
-					w, err := parseWorkflowData(args[0], data, opts)
+					// Kept as checked: submitted without copying and
+					// checking every task again (SubmitChecked).
+					parse := opts
+					parse.KeepChecked = true
+					w, err := parseWorkflowData(args[0], data, parse)
 					if err != nil || stop.interrupted() {
 						return nil, err
 					}
@@ -278,6 +282,7 @@ command line is invalid (nothing ran).`,
 				if out.eventsFile != nil && (fromFront || deferred) {
 					emptyEvents(out.eventsFile)
 				}
+				out.checked = w.Checked()
 				return runWorkflow(stop, c.OutOrStdout(), c.ErrOrStderr(), w.Scheduling, w.Tasks, dir, open, out)
 			}())
 		},
@@ -341,6 +346,9 @@ type runOutput struct {
 	inProcess  bool     // run the tasks in this process, unsupervised (no supervisor could be had)
 	// submit is what --force, --only, --from and --keep-edited ask.
 	submit gpusched.SubmitOptions
+	// checked, if not nil, is the tasks as the workflow's parse checked
+	// them (workflow.Options.KeepChecked), submitted in their place.
+	checked *gpusched.CheckedTasks
 	// loaded, called once the tasks are submitted, gives the garbage
 	// collector back its settings (collectNone).
 	loaded func()
@@ -419,7 +427,12 @@ func runWorkflow(stop *interrupts, stdout, stderr io.Writer, s gpusched.Scheduli
 		// submission is committed in full (a resumed run's, sooner).
 		opts := o.submit
 		opts.RunNext = true
-		edited, err := sched.SubmitWith(stop.ctx, tasks, opts)
+		var edited []gpusched.EditedTask
+		if o.checked != nil {
+			edited, err = sched.SubmitChecked(stop.ctx, o.checked, opts)
+		} else {
+			edited, err = sched.SubmitWith(stop.ctx, tasks, opts)
+		}
 		if o.loaded != nil {
 			o.loaded()
 		}

@@ -270,12 +270,15 @@ func boundOf(sub Submission, earlier map[string]*store.Row) *earlyBound {
 		}
 		index[s.ID] = int32(i)
 		mayReady[i] = ready
-		if r := earlier[s.ID]; r != nil && r.State == task.Complete && !r.NotNeeded {
-			v := Resume{Intact: true}
-			if sub.Resume != nil {
-				v = sub.Resume[i]
-			}
-			mayComplete[i] = v.Intact && (allKept || v.Pinned)
+		v := Resume{Intact: true}
+		if sub.Resume != nil {
+			v = sub.Resume[i]
+		}
+		// The earlier row looked up last: most tasks of a resumed batch
+		// are not intact, or depend on one not kept.
+		if v.Intact && (allKept || v.Pinned) {
+			r := earlier[s.ID]
+			mayComplete[i] = r != nil && r.State == task.Complete && !r.NotNeeded
 		}
 	}
 	b.ok = true

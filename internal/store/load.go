@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -108,27 +107,19 @@ func (s *SQLite) loadTx(what int, one string) ([]Row, error) {
 	}
 	var out []Row
 	var byID map[string]int
-	var seqs []int64 // every task's submission number, in the order rows are read
 	if one != "" {
 		byID = map[string]int{}
 	} else {
 		// Sized once: a row is large, and growing a slice of 100,000 of
-		// them copies each several times. Load reads the submission
-		// numbers first, to put each row in its place as it is read.
-		q := "SELECT seq FROM tasks"
-		if what == loadJudged {
-			q = "SELECT count(*) FROM tasks"
-		}
-		err := l.query(q, nil, func(st *sqlitec.Stmt) error {
-			seqs = append(seqs, st.ColumnInt64(0))
+		// them copies each several times. count(*) walks the table's
+		// pages without decoding a row.
+		n := 0
+		err := l.query("SELECT count(*) FROM tasks", nil, func(st *sqlitec.Stmt) error {
+			n = int(st.ColumnInt64(0))
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
-		}
-		n := len(seqs)
-		if what == loadJudged {
-			n, seqs = int(seqs[0]), nil
 		}
 		out, byID = make([]Row, 0, n), make(map[string]int, n)
 	}
@@ -152,52 +143,22 @@ func (s *SQLite) loadTx(what int, one string) ([]Row, error) {
 		return s.loadAttempts(out, byID, whereTask, args)
 	}
 	// Rows are read in table order, which is not submission order once
-	// the loop has written them. When their numbers are a run of distinct
-	// ones, each is read into its place: moving rows afterwards costs as
-	// much as sorting them (a row is large, and holds many pointers).
-	places := placesOf(seqs)
-	scan := func() (int, error) {
-		if places != nil {
-			out = out[:len(seqs)]
-		}
-		k := 0
-		err := l.query(taskSelect+where, args, func(st *sqlitec.Stmt) error {
-			var r *Row
-			if places != nil {
-				if k == len(places) || st.ColumnInt64(1) != seqs[k] {
-					return errMoved
-				}
-				r = &out[places[k]]
-			} else {
-				out = append(out, Row{})
-				r = &out[len(out)-1]
-			}
-			k++
-			return l.readTask(st, r)
-		})
-		return k, err
-	}
-	k, err := scan()
-	if errors.Is(err, errMoved) || err == nil && places != nil && k != len(places) {
-		// Not the rows counted (a read transaction forbids it): read them
-		// again in table order.
-		places, out = nil, make([]Row, 0, len(seqs))
-		_, err = scan()
-	}
+	// the loop has written them, and put in order afterwards, in place
+	// (inSeqOrder). Not by SQLite (ORDER BY seq, id), which would copy
+	// every row into a temporary b-tree first.
+	err := l.query(taskSelect+where, args, func(st *sqlitec.Stmt) error {
+		out = append(out, Row{})
+		return l.readTask(st, &out[len(out)-1])
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read tasks from state db %s: %w", s.path, err)
 	}
-	if places == nil {
-		// In submission order. Sorted here rather than by SQLite (ORDER
-		// BY seq, id), which would copy every row into a temporary b-tree
-		// first.
-		sorted := true
-		for i := 1; i < len(out) && sorted; i++ {
-			sorted = bySeq(&out[i-1], &out[i]) <= 0
-		}
-		if !sorted {
-			out = inSeqOrder(out)
-		}
+	sorted := true
+	for i := 1; i < len(out) && sorted; i++ {
+		sorted = bySeq(&out[i-1], &out[i]) <= 0
+	}
+	if !sorted {
+		inSeqOrder(out)
 	}
 	stale := false
 	err = l.query("SELECT 1 FROM meta WHERE key = ?", []any{MetaWaitingStale}, func(*sqlitec.Stmt) error {
@@ -216,15 +177,19 @@ func (s *SQLite) loadTx(what int, one string) ([]Row, error) {
 	return s.loadAttempts(out, byID, whereTask, args)
 }
 
-// inSeqOrder returns rows in submission order (bySeq), moving each row
-// once: rows are large. Submission numbers are most often a run of
+// inSeqOrder puts rows in submission order (bySeq), in place, moving each
+// row about once: rows are large, and a second slice of them would be as
+// much fresh memory again. Submission numbers are most often a run of
 // distinct numbers, which give each row its place without sorting.
-func inSeqOrder(rows []Row) []Row {
+func inSeqOrder(rows []Row) {
+	if len(rows) < 2 {
+		return
+	}
 	low, high := rows[0].Seq, rows[0].Seq
 	for i := range rows {
 		low, high = min(low, rows[i].Seq), max(high, rows[i].Seq)
 	}
-	order := make([]int32, len(rows)) // order[k]: the index of the row of submission number low+k
+	order := make([]int32, len(rows)) // order[k]: the index of the row that goes to k
 	dense := high-low == int64(len(rows)-1)
 	if dense {
 		for k := range order {
@@ -245,38 +210,30 @@ func inSeqOrder(rows []Row) []Row {
 		}
 		slices.SortFunc(order, func(a, b int32) int { return bySeq(&rows[a], &rows[b]) })
 	}
-	out := make([]Row, len(rows))
-	for i, k := range order {
-		out[i] = rows[k]
-	}
-	return out
-}
-
-// errMoved: the rows read are not those whose submission numbers were
-// read first.
-var errMoved = errors.New("rows moved while read")
-
-// placesOf returns where each row goes when seqs, the rows' submission
-// numbers in the order they are read, are a run of distinct numbers not
-// already in order; nil when they are in order or not such a run.
-func placesOf(seqs []int64) []int32 {
-	if len(seqs) < 2 || slices.IsSorted(seqs) {
-		return nil
-	}
-	low, high := slices.Min(seqs), slices.Max(seqs)
-	if high-low != int64(len(seqs)-1) {
-		return nil
-	}
-	places := make([]int32, len(seqs))
-	taken := make([]bool, len(seqs))
-	for k, seq := range seqs {
-		p := seq - low
-		if taken[p] {
-			return nil // two rows of one number: ordered by id, sorted
+	// Follow each cycle of the permutation: place k takes the row at
+	// order[k], whose own place is filled next, until the cycle comes
+	// back to k. A place filled is marked -1.
+	for k := range order {
+		if order[k] < 0 {
+			continue
 		}
-		taken[p], places[k] = true, int32(p)
+		if int(order[k]) == k {
+			order[k] = -1
+			continue
+		}
+		held := rows[k]
+		at := k
+		for {
+			from := int(order[at])
+			order[at] = -1
+			if from == k {
+				rows[at] = held
+				break
+			}
+			rows[at] = rows[from]
+			at = from
+		}
 	}
-	return places
 }
 
 // readTask reads the task row st holds into r.

@@ -118,8 +118,9 @@ func TestInSeqOrder(t *testing.T) {
 					rows = append(rows, Row{Seq: seq, Record: task.Record{ID: id}})
 				}
 			}
+			inSeqOrder(rows)
 			var got []string
-			for _, r := range inSeqOrder(rows) {
+			for _, r := range rows {
 				got = append(got, r.ID)
 			}
 			if fmt.Sprint(got) != tc.want {

@@ -52,8 +52,8 @@ type Workflow struct {
 }
 
 // Checked returns the tasks as ParseWith checked them, with
-// Options.KeepChecked (nil without): for gpusched.Planner.PlanChecked,
-// while Tasks is as ParseWith left it.
+// Options.KeepChecked (nil without): for gpusched.Planner.PlanChecked or
+// gpusched.Scheduler.SubmitChecked, while Tasks is as ParseWith left it.
 func (w *Workflow) Checked() *gpusched.CheckedTasks { return w.checked }
 
 // Options changes how Parse and Load read a workflow.
@@ -74,7 +74,8 @@ type Options struct {
 	// resource, declared or not.
 	DeclaredElsewhere bool
 	// KeepChecked keeps the tasks as the checks of SubmitMany read them
-	// (Workflow.Checked), for a plan of them: they are not checked again.
+	// (Workflow.Checked), for a plan of them or their submission
+	// (Scheduler.SubmitChecked): they are not checked again.
 	// A command that submits the tasks does not need them.
 	KeepChecked bool
 }
