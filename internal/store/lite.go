@@ -38,28 +38,12 @@ const walPages = 4000
 
 var autocheckpoint = fmt.Sprintf("PRAGMA wal_autocheckpoint=%d", walPages)
 
-// cacheKiB is the writer's page cache (SQLite's cache_size, in KiB): 2,048
-// pages of 4 KiB. Its size is paid at commits: when a turn's insert or
-// update splits or merges b-tree pages whose numbers are out of order
-// (rows written where others already are: an attempt of a task run again,
-// a row that grew), SQLite renumbers the pages through a temporary number
-// past 1 GiB (balance_nonroot, through the lock-byte page's), and the
-// commit then walks the whole cache to drop pages past the end of the
-// database (pcache1Truncate's full scan, pager_end_transaction). In a run
-// of 100,000 tasks that is one turn in four, and with 32 MiB (8,000 pages)
-// each walk took some 0.5 ms: 13% of the scheduler's CPU on a resumed
-// run (docs/benchmarks.md, "The commit in a big run directory"). 8 MiB
-// holds the b-trees' inner pages and the leaves of recent turns; a write of
-// 100,000 rows in one transaction spills to the WAL sooner, at no
-// measured cost.
-const cacheKiB = 8192
-
 // openLite opens the raw connection to the database at path, read-only or
 // not, with the store's settings.
 func openLite(path string, readOnly bool) (*lite, error) {
 	mode := sqlitec.ReadWrite
-	pragmas := "PRAGMA busy_timeout=10000; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=1; PRAGMA temp_store=MEMORY; " +
-		fmt.Sprintf("PRAGMA cache_size=-%d; ", cacheKiB) + autocheckpoint
+	pragmas := "PRAGMA busy_timeout=10000; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=1; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768; " +
+		autocheckpoint
 	if readOnly {
 		mode = sqlitec.ReadOnly
 		// SQLite's default page cache (2 MiB): a reader scans each page
