@@ -101,7 +101,7 @@ func New(runDir string, s Scheduling, opts ...Option) (*Scheduler, error) {
 type Reservation struct {
 	dir  string   // absolute
 	lock *os.File // nil once New or Release has taken it
-	// checked: the state database, file, was checked (store.CheckForOpen)
+	// checked: the state database, file, was checked (store.LoadForOpen)
 	// and is opened without checking it again.
 	checked bool
 	file    os.FileInfo

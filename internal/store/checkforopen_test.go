@@ -12,11 +12,11 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// CheckForOpen and LoadForOpen write nothing: not even the checkpoint of
+// LoadForOpen and LoadForOpen write nothing: not even the checkpoint of
 // a WAL a crash left, which a writer's close would make; LoadForOpen
 // reads the rows Load would (log paths under the run directory), and
 // OpenSQLiteChecked then opens the database as it was.
-func TestCheckForOpenWritesNothing(t *testing.T) {
+func TestLoadForOpenWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.db")
 	s, err := OpenSQLite(live, dir)
@@ -57,8 +57,8 @@ func TestCheckForOpenWritesNothing(t *testing.T) {
 	}
 	s.Close()
 
-	if current, err := CheckForOpen(image); err != nil || !current {
-		t.Fatalf("CheckForOpen: current %v, %v", current, err)
+	if _, current, err := LoadForOpen(image, ""); err != nil || !current {
+		t.Fatalf("LoadForOpen: current %v, %v", current, err)
 	}
 	rows, current, err := LoadForOpen(image, dir)
 	if err != nil || !current || !reflect.DeepEqual(rows, want) {
@@ -69,7 +69,7 @@ func TestCheckForOpenWritesNothing(t *testing.T) {
 	}
 	for path, data := range files {
 		if now, err := os.ReadFile(path); err != nil || string(now) != string(data) {
-			t.Errorf("%s changed by CheckForOpen or LoadForOpen (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
+			t.Errorf("%s changed by LoadForOpen or LoadForOpen (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
 		}
 	}
 	// Opened for writing afterwards without the check, the same rows.
@@ -84,17 +84,17 @@ func TestCheckForOpenWritesNothing(t *testing.T) {
 	}
 }
 
-// CheckForOpen checks nothing, and says so, where OpenSQLite would write
+// LoadForOpen checks nothing, and says so, where OpenSQLite would write
 // first (create or upgrade the schema), and refuses what OpenSQLite
 // refuses, with the same error.
-func TestCheckForOpenLeavesWritesToOpen(t *testing.T) {
+func TestLoadForOpenLeavesWritesToOpen(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.db")
-	if current, err := CheckForOpen(missing); err != nil || current {
+	if _, current, err := LoadForOpen(missing, dir); err != nil || current {
 		t.Errorf("a missing file: current %v, %v; want false, nil", current, err)
 	}
 	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("CheckForOpen made %s: %v", missing, err)
+		t.Errorf("LoadForOpen made %s: %v", missing, err)
 	}
 	old := filepath.Join(dir, "old.db")
 	execSQL(t, old, migrations[0]+fmt.Sprintf("; PRAGMA application_id=%d; PRAGMA user_version=1;", ApplicationID))
@@ -102,17 +102,17 @@ func TestCheckForOpenLeavesWritesToOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if current, err := CheckForOpen(old); err != nil || current {
+	if _, current, err := LoadForOpen(old, dir); err != nil || current {
 		t.Errorf("schema version 1: current %v, %v; want false, nil", current, err)
 	}
 	if after, _ := os.ReadFile(old); string(after) != string(before) {
-		t.Error("CheckForOpen changed a database of an older schema")
+		t.Error("LoadForOpen changed a database of an older schema")
 	}
 	foreign := filepath.Join(dir, "foreign.db")
 	execSQL(t, foreign, "CREATE TABLE x (y)")
-	_, err = CheckForOpen(foreign)
+	_, _, err = LoadForOpen(foreign, dir)
 	_, openErr := OpenSQLite(foreign, dir)
 	if !errors.Is(err, ErrNotState) || err.Error() != openErr.Error() {
-		t.Errorf("another program's database: CheckForOpen says %v; OpenSQLite %v", err, openErr)
+		t.Errorf("another program's database: LoadForOpen says %v; OpenSQLite %v", err, openErr)
 	}
 }

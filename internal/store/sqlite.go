@@ -70,79 +70,60 @@ func OpenSQLite(path, runDir string) (*SQLite, error) {
 }
 
 // OpenSQLiteChecked is OpenSQLite without the integrity check, for a
-// caller that has just made it with CheckForOpen while holding the run
+// caller that has just made it with LoadForOpen while holding the run
 // directory's lock, so that no other scheduler wrote the file since.
 func OpenSQLiteChecked(path, runDir string) (*SQLite, error) {
 	return openSQLite(path, runDir, false)
 }
 
-// CheckForOpen makes, without writing anything, the checks OpenSQLite
-// makes of an existing database before it writes: it refuses the same
-// files with the same errors (ErrUnsafeFile, ErrNotState, ErrTooNew, and
-// ErrCorrupt when SQLite's quick_check fails). current is false, and
-// nothing is checked, when the database is not there, empty, or of an
-// older schema: OpenSQLite would create or upgrade it, which only a
-// caller that may write can do.
+// LoadForOpen makes, without writing anything, the checks OpenSQLite
+// makes of an existing database before it writes, then reads every task
+// with its attempts (Load), with log paths under runDir. It refuses the
+// same files with the same errors (ErrUnsafeFile, ErrNotState, ErrTooNew,
+// and ErrCorrupt when SQLite's quick_check fails). current is false, and
+// nothing is checked or read (rows nil), when the database is not there,
+// empty, or of an older schema: OpenSQLite would create or upgrade it,
+// which only a caller that may write can do.
 //
 // It is for a scheduler that holds the run directory's lock and has other
 // work to finish before it may change anything (reading its workflow,
 // which may turn out invalid): it opens the file for writing only then,
-// with OpenSQLiteChecked. It reads through a read-only connection, which
+// with OpenSQLiteChecked, and hands the rows to the engine in place of
+// reading them again. It reads through a read-only connection, which
 // never writes the file, not even the checkpoint of a WAL left by a
 // crash, which a writer's close would make.
-func CheckForOpen(path string) (current bool, err error) {
-	current, _, err = checkForOpen(path, "", false)
-	return current, err
-}
-
-// LoadForOpen is CheckForOpen that, once the database is found current
-// and sound, also reads every task with its attempts (Load) through the
-// same read-only connection, with log paths under runDir; rows is nil
-// when current is false. It writes nothing, so the caller may make the
-// checks and read the rows while it reads its workflow, and still leave
-// the database as it was when the workflow turns out invalid; holding the
-// run directory's lock, it can then hand the rows to the writer it opens
-// (OpenSQLiteChecked) in place of reading them again.
 func LoadForOpen(path, runDir string) (rows []Row, current bool, err error) {
-	current, rows, err = checkForOpen(path, runDir, true)
-	return rows, current, err
-}
-
-func checkForOpen(path, runDir string, load bool) (current bool, rows []Row, err error) {
 	if err := checkFiles(path); err != nil {
-		return false, nil, err
+		return nil, false, err
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
-		return false, nil, nil
+		return nil, false, nil
 	}
 	s, err := openReadOnly(path, runDir)
 	if err != nil {
-		return false, nil, err
+		return nil, false, err
 	}
 	defer s.Close()
 	if err := s.checkOwner(); err != nil {
-		return false, nil, err
+		return nil, false, err
 	}
 	var v int
 	if err := s.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
-		return false, nil, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
+		return nil, false, s.corrupt(fmt.Errorf("read state db %s: %w", path, err))
 	}
 	if v != len(migrations) { // checkOwner refused a newer one
-		return false, nil, nil
+		return nil, false, nil
 	}
 	if err := s.quickCheck(); err != nil {
-		return false, nil, err
-	}
-	if !load {
-		return true, nil, nil
+		return nil, false, err
 	}
 	if s.lite, err = openLite(path, true); err != nil {
-		return false, nil, s.corrupt(err)
+		return nil, false, s.corrupt(err)
 	}
 	if rows, err = s.Load(); err != nil {
-		return false, nil, err
+		return nil, false, err
 	}
-	return true, rows, nil
+	return rows, true, nil
 }
 
 // openSQLite is OpenSQLite, with its integrity check when check is set.
