@@ -12,9 +12,8 @@ import (
 	"github.com/gpusched/gpusched/internal/task"
 )
 
-// LoadForOpen and LoadForOpen write nothing: not even the checkpoint of
-// a WAL a crash left, which a writer's close would make; LoadForOpen
-// reads the rows Load would (log paths under the run directory), and
+// LoadForOpen writes nothing: not even the checkpoint of a WAL a crash
+// left, which a writer's close would make; it reads the rows Load would (log paths under the run directory), and
 // OpenSQLiteChecked then opens the database as it was.
 func TestLoadForOpenWritesNothing(t *testing.T) {
 	dir := t.TempDir()
@@ -69,7 +68,7 @@ func TestLoadForOpenWritesNothing(t *testing.T) {
 	}
 	for path, data := range files {
 		if now, err := os.ReadFile(path); err != nil || string(now) != string(data) {
-			t.Errorf("%s changed by LoadForOpen or LoadForOpen (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
+			t.Errorf("%s changed by LoadForOpen (%d bytes, %d before; %v)", filepath.Base(path), len(now), len(data), err)
 		}
 	}
 	// Opened for writing afterwards without the check, the same rows.
