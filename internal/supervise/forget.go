@@ -23,11 +23,14 @@ func (e *Executor) Forget(token string, pid int) {
 		return
 	}
 	e.fmu.Lock()
-	if len(e.forgets.IDs) < maxForgets {
+	full := false
+	if n := len(e.forgets.IDs); n < maxForgets {
 		e.forgets.IDs = append(e.forgets.IDs, token)
 		e.forgets.PIDs = append(e.forgets.PIDs, pid)
+		// Once a batch is full: not again for each end after it while
+		// no supervisor is connected to take them.
+		full = (n+1)%forgetBatch == 0
 	}
-	full := len(e.forgets.IDs) >= forgetBatch
 	e.fmu.Unlock()
 	if full {
 		go e.flushForgets()
