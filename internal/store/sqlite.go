@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -471,38 +472,62 @@ func (s *SQLite) migrate() error {
 	if _, err := s.db.Exec("PRAGMA journal_mode=WAL"); err != nil {
 		return fmt.Errorf("set WAL mode on state db %s: %w", s.path, err)
 	}
-	tx, err := s.db.Begin()
+	var version int
+	if err := s.db.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+		return fmt.Errorf("migrate state db %s: %w", s.path, err)
+	}
+	if version == len(migrations) {
+		return nil
+	}
+	// The write lock at BEGIN, under the busy timeout. A deferred
+	// transaction would read user_version, then ask for the lock, and
+	// SQLite answers BUSY at once to a transaction that read before it
+	// writes while another connection holds the lock, which a reader does
+	// for a moment: the first to open a new WAL database rebuilds its
+	// shared-memory index under it (gpusched status polling a run that is
+	// starting).
+	ctx := context.Background()
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate state db %s: %w", s.path, err)
 	}
-	defer tx.Rollback()
-	var version int
-	if err := tx.QueryRow("PRAGMA user_version").Scan(&version); err != nil {
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("migrate state db %s: %w", s.path, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			conn.ExecContext(ctx, "ROLLBACK")
+		}
+	}()
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
 		return fmt.Errorf("migrate state db %s: %w", s.path, err)
 	}
 	switch {
-	case version == len(migrations):
+	case version == len(migrations): // another got there first
 		return nil
 	case version == 0:
 		// A new file (checkOwner let through no other at version 0): the
 		// current schema in one step, the same as every migration's.
-		if _, err := tx.Exec(schema); err != nil {
+		if _, err := conn.ExecContext(ctx, schema); err != nil {
 			return fmt.Errorf("create schema of state db %s: %w", s.path, err)
 		}
 	default:
 		for v := version; v < len(migrations); v++ {
-			if _, err := tx.Exec(migrations[v]); err != nil {
+			if _, err := conn.ExecContext(ctx, migrations[v]); err != nil {
 				return fmt.Errorf("migrate state db %s to version %d: %w", s.path, v+1, err)
 			}
 		}
 	}
 	// PRAGMA takes no bound parameters; both values are our own integers.
-	if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id=%d; PRAGMA user_version=%d", ApplicationID, len(migrations))); err != nil {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id=%d; PRAGMA user_version=%d", ApplicationID, len(migrations))); err != nil {
 		return fmt.Errorf("migrate state db %s: %w", s.path, err)
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("migrate state db %s: %w", s.path, err)
 	}
+	committed = true
 	return nil
 }
 
