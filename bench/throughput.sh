@@ -16,8 +16,11 @@
 #    two take turns, 3 rounds (ROUNDS=3); for each the best wall time and
 #    its rate, and the median CPU (user+system) of every process of a run,
 #    the supervisor and scheduler of gpusched included (bench/reap); then
-#    the ratio of gpusched's rate to the floor's (goal: >= 0.9). With
-#    BASELINE set, that binary takes its turn too. FLOOR_ONLY=1 stops here.
+#    the ratio of gpusched's rate to the floor's (goal: >= 0.9); then the
+#    median wall times, and the median over the rounds of the floor's wall
+#    time / gpusched's in the same round, which a slow spell on a shared
+#    machine moves less than the best. With BASELINE set, that binary
+#    takes its turn too. FLOOR_ONLY=1 stops here.
 # 2. The same N_TASKS `true` commands through `xargs -P 2`, best of 3.
 # 3. A chain of CHAIN_LEN `true` tasks, each depending on the previous one,
 #    through `gpusched run -j 1`, against a shell loop that runs /bin/true
@@ -89,13 +92,22 @@ timed() {
 	"$work/reap" -o "$work/one" "$@" >/dev/null
 	echo "$label $(cat "$work/one")" >>"$work/times"
 }
-# figures LABEL: "BEST_WALL MEDIAN_CPU" of LABEL's runs (CPU: user+system).
+median() { sort -g | awk '{ c[NR] = $1 } END { print (NR % 2) ? c[(NR + 1) / 2] : (c[NR / 2] + c[NR / 2 + 1]) / 2 }'; }
+# figures LABEL: "BEST_WALL MEDIAN_CPU MEDIAN_WALL" of LABEL's runs (CPU:
+# user+system).
 figures() {
-	local w c
+	local w c m
 	w=$(awk -v l="$1" '$1 == l { print $2 }' "$work/times" | sort -g | head -1)
-	c=$(awk -v l="$1" '$1 == l { print $3 + $4 }' "$work/times" | sort -g |
-		awk '{ c[NR] = $1 } END { print (NR % 2) ? c[(NR + 1) / 2] : (c[NR / 2] + c[NR / 2 + 1]) / 2 }')
-	echo "$w $c"
+	c=$(awk -v l="$1" '$1 == l { print $3 + $4 }' "$work/times" | median)
+	m=$(awk -v l="$1" '$1 == l { print $2 }' "$work/times" | median)
+	echo "$w $c $m"
+}
+# pairs A B: the median over the rounds of B's wall time / A's in the same
+# round (runs taken in turns): the ratio least moved by a change in load
+# that lasts a round or more.
+pairs() {
+	paste <(awk -v l="$1" '$1 == l { print $2 }' "$work/times") <(awk -v l="$2" '$1 == l { print $2 }' "$work/times") |
+		awk '{ print $2 / $1 }' | median
 }
 row() { # row NAME WALL CPU
 	printf '  %-10s %6.3f s  %7.0f tasks/s  CPU %6.3f s\n' "$1" "$2" "$(echo "$n / $2" | bc -l)" "$3"
@@ -111,16 +123,17 @@ for j in ${JOBS:-2 8}; do
 			timed "baseline-$j" "$BASELINE" run "$work/flat.yaml" --run-dir "$work/run" -j "$j"
 		fi
 	done
-	read -r gw gc <<<"$(figures "gpusched-$j")"
-	read -r fw fc <<<"$(figures "floor-$j")"
+	read -r gw gc gm <<<"$(figures "gpusched-$j")"
+	read -r fw fc fm <<<"$(figures "floor-$j")"
 	printf 'against the floor: %d no-op tasks at -j %d, %d runs each taking turns: best wall time, median CPU of every process\n' "$n" "$j" "$rounds"
 	row gpusched "$gw" "$gc"
 	row floor "$fw" "$fc"
 	if [ -n "${BASELINE:-}" ]; then
-		read -r bw bc <<<"$(figures "baseline-$j")"
+		read -r bw bc _ <<<"$(figures "baseline-$j")"
 		row baseline "$bw" "$bc"
 	fi
 	printf '  ratio (gpusched rate / floor rate): %.2f   (floor CPU / gpusched CPU: %.2f)\n' "$(echo "$fw / $gw" | bc -l)" "$(echo "$fc / $gc" | bc -l)"
+	printf '  median wall: gpusched %.3f s, floor %.3f s; median of the rounds'"'"' ratios: %.2f\n' "$gm" "$fm" "$(pairs "gpusched-$j" "floor-$j")"
 done
 [ -n "${FLOOR_ONLY:-}" ] && exit 0
 
