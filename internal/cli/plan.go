@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/hugeheap"
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
@@ -57,6 +58,9 @@ another executor does not make it run again.
 			opts, err := executorOptions(c, executor)
 			if err != nil {
 				return err
+			}
+			if dir, err := runDirFor(runDir, args[0]); err == nil {
+				prepareHeap(hugeheap.FileSize(args[0]), dir)
 			}
 			collectLess() // plan exits once it has printed
 			return buffered(c.OutOrStdout(), func(w io.Writer) error {

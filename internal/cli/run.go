@@ -221,6 +221,9 @@ command line is invalid (nothing ran).`,
 				// directory is still made only for a valid workflow.
 				resuming := hasState(dir)
 				deferred := front && resuming
+				if !deferred { // this process reads the workflow
+					prepareHeap(int64(len(data)), dir)
+				}
 				var w *workflow.Workflow
 				open := func(s gpusched.Scheduling, opts ...gpusched.Option) (*gpusched.Scheduler, error) {
 					return gpusched.New(dir, s, opts...)

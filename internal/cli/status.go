@@ -62,6 +62,7 @@ prints a new full status every interval, after a blank line.`,
 			if c.Flags().Changed("interval") {
 				return inputf("--interval goes with --watch")
 			}
+			prepareHeap(0, dir)
 			collectLess() // status exits once it has printed
 			v, err := loadRun(dir)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpusched/gpusched"
+	"github.com/gpusched/gpusched/internal/hugeheap"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -34,6 +35,7 @@ run them: the tasks that name no executor on NAME.`,
 			if err := host.check(c); err != nil {
 				return err
 			}
+			prepareHeap(hugeheap.FileSize(args[0]), "")
 			w, err := loadWorkflowWith(args[0], opts)
 			if err != nil {
 				return err
