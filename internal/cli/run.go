@@ -18,6 +18,7 @@ import (
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/executor/local"
+	"github.com/gpusched/gpusched/internal/hugeheap"
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
@@ -127,7 +128,13 @@ command line is invalid (nothing ran).`,
 				return err
 			}
 			if dryRun {
-				return runPlan(c.OutOrStdout(), args[0], runDir, false, opts, rerun)
+				if dir, err := runDirFor(runDir, args[0]); err == nil {
+					prepareHeap(hugeheap.FileSize(args[0]), dir) // as plan
+				}
+				collectLess()
+				return buffered(c.OutOrStdout(), func(w io.Writer) error {
+					return runPlan(w, args[0], runDir, false, opts, rerun)
+				})
 			}
 			if c.Flags().Changed("jobs") && jobs < 1 {
 				return inputf("-j/--jobs must be at least 1, got %d", jobs)
