@@ -38,12 +38,25 @@ const walPages = 4000
 
 var autocheckpoint = fmt.Sprintf("PRAGMA wal_autocheckpoint=%d", walPages)
 
+// cacheKiB is the writer's page cache, in KiB (SQLite's cache_size when
+// negative). Every page of it a connection fills is memory taken fresh
+// from the kernel, a page fault each: a transaction that writes 100,000
+// tasks filled 32 MiB of it, and on a VM where a fault costs some 8 µs
+// SubmitMany of them took 0.56-0.62 s with 32 MiB and 0.37-0.43 s with 8
+// (BenchmarkSubmit100k). Reading 100,000 tasks back costs 10-25 ms more
+// with the smaller cache (BenchmarkLoad100k, 103-106 -> 112-132 ms), a
+// resume's first start nothing measurable, and a turn's commit the same
+// (docs/benchmarks.md).
+const cacheKiB = 8192
+
+var cacheSize = fmt.Sprintf("PRAGMA cache_size=-%d", cacheKiB)
+
 // openLite opens the raw connection to the database at path, read-only or
 // not, with the store's settings.
 func openLite(path string, readOnly bool) (*lite, error) {
 	mode := sqlitec.ReadWrite
-	pragmas := "PRAGMA busy_timeout=10000; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=1; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-32768; " +
-		autocheckpoint
+	pragmas := "PRAGMA busy_timeout=10000; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=1; PRAGMA temp_store=MEMORY; " +
+		cacheSize + "; " + autocheckpoint
 	if readOnly {
 		mode = sqlitec.ReadOnly
 		// SQLite's default page cache (2 MiB): a reader scans each page

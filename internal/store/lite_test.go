@@ -179,7 +179,7 @@ func TestLiteSettings(t *testing.T) {
 		return v
 	}
 	want := map[string]string{"journal_mode": "wal", "synchronous": "1", "foreign_keys": "1", "busy_timeout": "10000",
-		"temp_store": "2", "cache_size": "-32768", "wal_autocheckpoint": fmt.Sprint(walPages)}
+		"temp_store": "2", "cache_size": fmt.Sprint(-cacheKiB), "wal_autocheckpoint": fmt.Sprint(walPages)}
 	for name, v := range want {
 		if got := pragma(s, name); got != v {
 			t.Errorf("writer: PRAGMA %s = %s, want %s", name, got, v)

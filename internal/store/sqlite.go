@@ -141,7 +141,7 @@ func openSQLite(path, runDir string, check bool) (*SQLite, error) {
 	// set before the file is known to be ours. synchronous=NORMAL in WAL mode
 	// survives a crash of the process at any moment; an OS crash may lose the
 	// last transactions, never consistency.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-32768)"
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-" + strconv.Itoa(cacheKiB) + ")"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open state db %s: %w", path, err)
