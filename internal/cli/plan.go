@@ -59,9 +59,6 @@ another executor does not make it run again.
 			if err != nil {
 				return err
 			}
-			if dir, err := runDirFor(runDir, args[0]); err == nil {
-				prepareHeap(hugeheap.FileSize(args[0]), dir)
-			}
 			collectLess() // plan exits once it has printed
 			return buffered(c.OutOrStdout(), func(w io.Writer) error {
 				return runPlan(w, args[0], runDir, asJSON, opts, rerun)
@@ -84,6 +81,7 @@ func runPlan(w io.Writer, workflowPath, runDir string, asJSON bool, opts workflo
 	dir, dirErr := runDirFor(runDir, workflowPath)
 	var planner *gpusched.Planner
 	if dirErr == nil {
+		prepareHeap(hugeheap.FileSize(workflowPath), dir) // before either starts reading
 		planner = gpusched.NewPlanner(dir)
 		defer planner.Wait() // nothing reads the run directory once plan returns
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/gpusched/gpusched"
 	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/executor/local"
-	"github.com/gpusched/gpusched/internal/hugeheap"
 	"github.com/gpusched/gpusched/internal/workflow"
 )
 
@@ -128,10 +127,7 @@ command line is invalid (nothing ran).`,
 				return err
 			}
 			if dryRun {
-				if dir, err := runDirFor(runDir, args[0]); err == nil {
-					prepareHeap(hugeheap.FileSize(args[0]), dir) // as plan
-				}
-				collectLess()
+				collectLess() // as plan
 				return buffered(c.OutOrStdout(), func(w io.Writer) error {
 					return runPlan(w, args[0], runDir, false, opts, rerun)
 				})
