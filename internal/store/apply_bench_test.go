@@ -37,6 +37,21 @@ func BenchmarkApplyTurnAfterExec(b *testing.B) {
 
 // benchmarkApplyTurn runs BenchmarkApplyTurn with before called off the
 // clock before each commit, when not nil.
+// fillTurn makes batch one turn of a run at -j 1: done's attempt ends,
+// complete, and next's starts, with the usage a turn saves.
+func fillTurn(batch *Batch, done, next string, doneSeq, nextSeq, turn int, at time.Time, code *int, doneHandle, nextHandle executor.Handle) {
+	batch.Reset()
+	batch.Tasks = append(batch.Tasks,
+		TaskWrite{ID: done, Seq: int64(doneSeq), Kind: "command", Submitted: at, State: task.Complete, ExitCode: code},
+		TaskWrite{ID: next, Seq: int64(nextSeq), Kind: "command", Submitted: at, State: task.Running})
+	batch.Attempts = append(batch.Attempts,
+		AttemptWrite{TaskID: done, Attempt: task.Attempt{Number: 1, Start: at, End: at.Add(time.Second), ExitCode: code, PID: 1000 + turn,
+			LogPath: "/run/logs/" + done + "/attempt-1.log"}, Handle: doneHandle},
+		AttemptWrite{TaskID: next, Attempt: task.Attempt{Number: 1, Start: at, PID: 1001 + turn, LogPath: "/run/logs/" + next + "/attempt-1.log"},
+			Handle: nextHandle})
+	batch.Meta = map[string]string{"usage": fmt.Sprint(turn)}
+}
+
 func benchmarkApplyTurn(b *testing.B, before func()) {
 	s, err := OpenSQLite(filepath.Join(b.TempDir(), "state.db"), "/run")
 	if err != nil {
@@ -63,17 +78,9 @@ func benchmarkApplyTurn(b *testing.B, before func()) {
 	var commits time.Duration
 	cpu := cpuTime()
 	for b.Loop() {
-		done, next := fmt.Sprintf("task-%06d", i%n), fmt.Sprintf("task-%06d", (i+1)%n)
-		batch.Reset()
-		batch.Tasks = append(batch.Tasks,
-			TaskWrite{ID: done, Seq: int64(i % n), Kind: "command", Submitted: at, State: task.Complete, ExitCode: &code},
-			TaskWrite{ID: next, Seq: int64((i + 1) % n), Kind: "command", Submitted: at, State: task.Running})
-		batch.Attempts = append(batch.Attempts,
-			AttemptWrite{TaskID: done, Attempt: task.Attempt{Number: 1, Start: at, End: at.Add(time.Second), ExitCode: &code, PID: 1000 + i,
-				LogPath: "/run/logs/" + done + "/attempt-1.log"}, Handle: executor.Handle{Executor: "local", Version: 1, Data: []byte(`{"pid":1000,"pgid":1000,"start_ticks":42}`)}},
-			AttemptWrite{TaskID: next, Attempt: task.Attempt{Number: 1, Start: at, PID: 1001 + i, LogPath: "/run/logs/" + next + "/attempt-1.log"},
-				Handle: executor.Handle{Executor: "local", Version: 1, Data: []byte(`{"pid":1001,"pgid":1001,"start_ticks":43}`)}})
-		batch.Meta = map[string]string{"usage": fmt.Sprint(i)}
+		fillTurn(batch, fmt.Sprintf("task-%06d", i%n), fmt.Sprintf("task-%06d", (i+1)%n), i%n, (i+1)%n, i, at, &code,
+			executor.Handle{Executor: "local", Version: 1, Data: []byte(`{"pid":1000,"pgid":1000,"start_ticks":42}`)},
+			executor.Handle{Executor: "local", Version: 1, Data: []byte(`{"pid":1001,"pgid":1001,"start_ticks":43}`)})
 		if before != nil {
 			b.StopTimer()
 			before()

@@ -95,17 +95,7 @@ func benchmarkApplyTurnBig(b *testing.B, resumed bool, before func()) {
 		if k+1 >= len(todo) {
 			b.Fatal("ran out of tasks: run with -benchtime of fewer iterations")
 		}
-		done, next := id(todo[k]), id(todo[k+1])
-		batch.Reset()
-		batch.Tasks = append(batch.Tasks,
-			TaskWrite{ID: done, Seq: int64(todo[k]), Kind: "command", Submitted: at, State: task.Complete, ExitCode: &code},
-			TaskWrite{ID: next, Seq: int64(todo[k+1]), Kind: "command", Submitted: at, State: task.Running})
-		batch.Attempts = append(batch.Attempts,
-			AttemptWrite{TaskID: done, Attempt: task.Attempt{Number: 1, Start: at, End: at.Add(time.Second), ExitCode: &code, PID: 1000 + k,
-				LogPath: "/run/logs/" + done + "/attempt-1.log"}, Handle: handle},
-			AttemptWrite{TaskID: next, Attempt: task.Attempt{Number: 1, Start: at, PID: 1001 + k, LogPath: "/run/logs/" + next + "/attempt-1.log"},
-				Handle: handle})
-		batch.Meta = map[string]string{"usage": fmt.Sprint(k)}
+		fillTurn(batch, id(todo[k]), id(todo[k+1]), todo[k], todo[k+1], k, at, &code, handle, handle)
 		if before != nil {
 			b.StopTimer()
 			before()
