@@ -145,10 +145,12 @@ func TestSweep(t *testing.T) {
 	b := newExecutor(t, dir)
 	b.Sweep([]string{running.Token, ended.Token})
 	waitFor(t, "the sweep to compact the results", func() bool { return !has(committed[0]) && !has(committed[1]) })
+	recs := b.Recover([]executor.Orphan{{Job: running, Handle: run.Handle}, {Job: ended, Handle: endedRun.Handle}})
+	// Only now may the running attempt end: had it ended before Recover,
+	// Recover would rightly report its end instead of taking it over.
 	if err := os.WriteFile(gofile, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	recs := b.Recover([]executor.Orphan{{Job: running, Handle: run.Handle}, {Job: ended, Handle: endedRun.Handle}})
 	if r := recs[0]; r.Wait == nil {
 		t.Errorf("Recover of the running attempt: %+v, want it taken over", r.Result)
 	} else if res := r.Wait(context.Background()); res.ExitCode != 5 {
