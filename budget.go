@@ -3,10 +3,8 @@ package gpusched
 import (
 	"encoding/json"
 	"path/filepath"
-	"time"
 
 	"github.com/gpusched/gpusched/internal/budget"
-	"github.com/gpusched/gpusched/internal/engine"
 	"github.com/gpusched/gpusched/internal/gpu"
 	"github.com/gpusched/gpusched/internal/store"
 	"github.com/gpusched/gpusched/internal/task"
@@ -160,70 +158,6 @@ func budgetInput(res budget.Resource, sp *task.Spec, row *store.Row) budget.Inpu
 	}
 	in.Since = budget.Since(prev, row.Attempts, sp)
 	return in
-}
-
-// estimates returns each task's estimated run time for the
-// OrderLongestFirst order (see it for the rule), from the same history
-// its auto budgets are learned from; nil for the submitted order.
-func (s *Scheduler) estimates(specs []*task.Spec, h *histories) []time.Duration {
-	if s.settings.Order != OrderLongestFirst {
-		return nil
-	}
-	out := make([]time.Duration, len(specs))
-	for i, sp := range specs {
-		var attempts []task.Attempt
-		if s.history != nil {
-			attempts = h.of(i, sp)
-		} else if row, ok := s.engine.Earlier(sp.ID); ok {
-			attempts = row.Attempts
-		}
-		out[i] = estimate(attempts, sp.Timeout)
-	}
-	return out
-}
-
-// histories are the attempts the history function (WithBudgetHistory)
-// gives for the tasks of one batch, asked once per task however many of
-// the batch's choices (budgets, the run-time estimate) read them.
-type histories struct {
-	f   func(TaskSpec) []Attempt
-	got map[int][]task.Attempt // by the task's index in the batch
-}
-
-// of returns the history of sp, the batch's i-th task.
-func (h *histories) of(i int, sp *task.Spec) []task.Attempt {
-	if a, ok := h.got[i]; ok {
-		return a
-	}
-	a := internalAttempts(h.f(*publicSpec(sp)))
-	if h.got == nil {
-		h.got = map[int][]task.Attempt{}
-	}
-	h.got[i] = a
-	return a
-}
-
-// estimate is the run time estimated from attempts (oldest first) and the
-// task's own timeout: the longest of the last BudgetWindow attempts that
-// ended by themselves; else the timeout, if set; else unknown.
-func estimate(attempts []task.Attempt, timeout time.Duration) time.Duration {
-	var longest time.Duration
-	seen := 0
-	for i := len(attempts) - 1; i >= 0 && seen < BudgetWindow; i-- {
-		a := &attempts[i]
-		if !a.Ended() || a.TimedOut || a.Cancelled || a.Interrupted || a.NotCharged {
-			continue
-		}
-		seen++
-		longest = max(longest, a.End.Sub(a.Start))
-	}
-	switch {
-	case seen > 0:
-		return longest
-	case timeout > 0:
-		return timeout
-	}
-	return engine.EstimateUnknown
 }
 
 // largestCard returns the largest capacity of the cards as admission sees

@@ -3,6 +3,7 @@ package gpusched
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -115,6 +116,70 @@ func TestLongestFirstFromHistoryFunction(t *testing.T) {
 		t.Errorf("longest_first: started %v, want %v", got, want)
 	}
 	if got, want := startOrder(t, OrderSubmitted, tasks, history), []string{"a", "b", "c", "d", "e"}; !slices.Equal(got, want) {
+		t.Errorf("submitted: started %v, want %v", got, want)
+	}
+}
+
+func TestThroughDependents(t *testing.T) {
+	const u = engine.EstimateUnknown
+	m := time.Minute
+	spec := func(id string, deps ...string) *task.Spec { return &task.Spec{ID: id, Dependencies: deps} }
+	for _, c := range []struct {
+		name  string
+		specs []*task.Spec
+		est   []time.Duration
+		want  []time.Duration
+	}{
+		{"a chain beside a task alone",
+			[]*task.Spec{spec("a"), spec("b", "a"), spec("c")},
+			[]time.Duration{m, 10 * m, 5 * m}, []time.Duration{11 * m, 10 * m, 5 * m}},
+		{"a diamond takes its longest branch",
+			[]*task.Spec{spec("a"), spec("b", "a"), spec("c", "a"), spec("d", "b", "c")},
+			[]time.Duration{m, 2 * m, 5 * m, m}, []time.Duration{7 * m, 3 * m, 6 * m, m}},
+		{"an unknown summary adds nothing and stays unknown",
+			[]*task.Spec{spec("x"), spec("y"), spec("sum", "x", "y")},
+			[]time.Duration{2 * m, 3 * m, u}, []time.Duration{2 * m, 3 * m, u}},
+		{"an unknown task passes on what waits for it",
+			[]*task.Spec{spec("a"), spec("mid", "a"), spec("z", "mid")},
+			[]time.Duration{m, u, 4 * m}, []time.Duration{5 * m, u, 4 * m}},
+		{"the batch's order does not matter, nor a dependency listed twice",
+			[]*task.Spec{spec("z", "mid", "mid"), spec("mid", "a"), spec("a")},
+			[]time.Duration{4 * m, 2 * m, m}, []time.Duration{4 * m, 6 * m, 7 * m}},
+		{"dependencies outside the batch are left out",
+			[]*task.Spec{spec("a", "earlier"), spec("b")},
+			[]time.Duration{m, 2 * m}, []time.Duration{m, 2 * m}},
+		{"a cycle keeps its own estimates",
+			[]*task.Spec{spec("p", "q"), spec("q", "p"), spec("r", "p")},
+			[]time.Duration{m, 2 * m, 3 * m}, []time.Duration{m, 2 * m, 3 * m}},
+		{"nothing known, nothing changes",
+			[]*task.Spec{spec("a"), spec("b", "a")},
+			[]time.Duration{u, u}, []time.Duration{u, u}},
+		{"a sum past the longest duration is capped",
+			[]*task.Spec{spec("a"), spec("b", "a")},
+			[]time.Duration{math.MaxInt64 - 5, 10}, []time.Duration{math.MaxInt64, 10}},
+	} {
+		got := slices.Clone(c.est)
+		throughDependents(c.specs, got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// longest_first counts what waits for a task: a short task that gates a
+// long one goes before a task longer than it alone.
+func TestLongestFirstCountsWhatWaits(t *testing.T) {
+	t.Parallel()
+	tasks := []TaskSpec{
+		{ID: "long", Payload: []string{"true"}, Timeout: time.Hour},
+		{ID: "gate", Payload: []string{"true"}, Timeout: time.Minute},
+		{ID: "after", Payload: []string{"true"}, Timeout: 2 * time.Hour, Dependencies: []string{"gate"}},
+		{ID: "short", Payload: []string{"true"}, Timeout: 2 * time.Minute},
+	}
+	if got, want := startOrder(t, OrderLongestFirst, tasks, nil), []string{"gate", "after", "long", "short"}; !slices.Equal(got, want) {
+		t.Errorf("longest_first: started %v, want %v", got, want)
+	}
+	if got, want := startOrder(t, OrderSubmitted, tasks, nil), []string{"long", "gate", "after", "short"}; !slices.Equal(got, want) {
 		t.Errorf("submitted: started %v, want %v", got, want)
 	}
 }

@@ -150,6 +150,9 @@ const (
 	// cancelled or interrupted), from the run directory or a
 	// WithBudgetHistory function; else its own Timeout; else unknown, and
 	// a task whose run time is unknown goes before those with an estimate.
+	// To a task's estimate is added the longest chain of estimates of the
+	// tasks submitted with it that wait for it, so that a short task
+	// gating long work goes early.
 	OrderLongestFirst = "longest_first"
 )
 
