@@ -22,8 +22,9 @@ func startOrder(t *testing.T, stdout string) []string {
 
 // scheduling.order: longest_first through "gpusched run", one task at a
 // time. With no history, a task's timeout is its estimate and a task
-// without one goes first; priority wins over both. The default order, or
-// --order submitted over the file's key, is the file's order.
+// without one goes first; priority wins over both. It is the default of
+// "gpusched run"; scheduling.order: submitted, or --order submitted over
+// the file's key, is the file's order.
 func TestRunOrderLongestFirst(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -41,7 +42,18 @@ func TestRunOrderLongestFirst(t *testing.T) {
 	}
 
 	plain := writeFile(t, filepath.Join(dir, "plain.yaml"), tasks)
-	r = gs(t, "", "run", plain, "-j", "1", "--events", "-", "--order", "longest_first")
+	r = gs(t, "", "run", plain, "-j", "1", "--events", "-")
+	r.want(t, 0)
+	if got, want := startOrder(t, r.stdout), []string{"e", "c", "b", "d", "a"}; !slices.Equal(got, want) {
+		t.Errorf("default order: started %v, want %v", got, want)
+	}
+	submitted := writeFile(t, filepath.Join(dir, "submitted.yaml"), "scheduling:\n  order: submitted\n"+tasks)
+	r = gs(t, "", "run", submitted, "-j", "1", "--events", "-")
+	r.want(t, 0)
+	if got, want := startOrder(t, r.stdout), []string{"e", "a", "b", "c", "d"}; !slices.Equal(got, want) {
+		t.Errorf("order: submitted: started %v, want %v", got, want)
+	}
+	r = gs(t, "", "run", submitted, "-j", "1", "--events", "-", "--order", "longest_first", "--run-dir", filepath.Join(dir, "flag"))
 	r.want(t, 0)
 	if got, want := startOrder(t, r.stdout), []string{"e", "c", "b", "d", "a"}; !slices.Equal(got, want) {
 		t.Errorf("--order longest_first: started %v, want %v", got, want)
@@ -70,6 +82,29 @@ func TestRunOrderLearnsFromHistory(t *testing.T) {
 	r.want(t, 1)
 	if got, want := startOrder(t, r.stdout), []string{"slow", "quick"}; !slices.Equal(got, want) {
 		t.Errorf("second run: started %v, want %v", got, want)
+	}
+}
+
+// The default order counts what waits for a task: a short task that
+// gates a long one starts before a task longer than it alone.
+func TestRunOrderCountsWhatWaits(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tasks := "tasks:\n" +
+		"  - {id: long, args: [true], timeout: 1h}\n" +
+		"  - {id: gate, args: [true], timeout: 1m}\n" +
+		"  - {id: after, args: [true], timeout: 2h, dependencies: [gate]}\n" +
+		"  - {id: short, args: [true], timeout: 2m}\n"
+	wf := writeFile(t, filepath.Join(dir, "wf.yaml"), tasks)
+	r := gs(t, "", "run", wf, "-j", "1", "--events", "-")
+	r.want(t, 0)
+	if got, want := startOrder(t, r.stdout), []string{"gate", "after", "long", "short"}; !slices.Equal(got, want) {
+		t.Errorf("default order: started %v, want %v", got, want)
+	}
+	r = gs(t, "", "run", wf, "-j", "1", "--events", "-", "--order", "submitted", "--run-dir", filepath.Join(dir, "submitted"))
+	r.want(t, 0)
+	if got, want := startOrder(t, r.stdout), []string{"long", "gate", "after", "short"}; !slices.Equal(got, want) {
+		t.Errorf("--order submitted: started %v, want %v", got, want)
 	}
 }
 

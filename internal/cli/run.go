@@ -194,6 +194,13 @@ command line is invalid (nothing ran).`,
 					if c.Flags().Changed("order") {
 						w.Scheduling.Order = order
 					}
+					if w.Scheduling.Order == "" {
+						// A workflow is a batch known from the start,
+						// which ends soonest longest first (docs/gpu.md,
+						// "Order within a batch"); a Scheduler fed
+						// tasks over time keeps submission order.
+						w.Scheduling.Order = gpusched.OrderLongestFirst
+					}
 					host.apply(c, &w.Scheduling)
 					// Tasks that ask for more cores, host memory or custom
 					// resources than there are could never start.
@@ -295,7 +302,7 @@ command line is invalid (nothing ran).`,
 	}
 	c.Flags().StringVar(&runDir, "run-dir", "", "run directory (default .gpusched/<workflow name> beside the workflow)")
 	c.Flags().IntVarP(&jobs, "jobs", "j", 0, "run at most N tasks at once (default: the workflow's max_parallel_tasks, else the number of CPUs)")
-	c.Flags().StringVar(&order, "order", "", "take ready tasks of one priority in `ORDER`: submitted, or longest_first (longest estimated run time first), in place of the workflow's scheduling.order")
+	c.Flags().StringVar(&order, "order", "", "take ready tasks of one priority in `ORDER`: longest_first (the default: longest estimated run time, with what waits for the task, first) or submitted, in place of the workflow's scheduling.order")
 	host.add(c)
 	addExecutorFlag(c, &executor)
 	addRerunFlags(c, &rerun)
