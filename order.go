@@ -100,19 +100,47 @@ func throughDependents(specs []*task.Spec, est []time.Duration) {
 	if !known || !waits {
 		return
 	}
+	// The batch's dependencies as indexes, each task's from first[i] to
+	// first[i+1] in on: looked up once, in the batch's order.
 	index := make(map[string]int32, len(specs))
 	for i, sp := range specs {
 		index[sp.ID] = int32(i)
 	}
-	// Kahn's order on the graph reversed: a task is taken once every task
-	// of the batch that waits for it has been.
-	waiting := make([]int32, len(specs)) // by task: its waiters not yet taken
-	for _, sp := range specs {
+	first := make([]int32, len(specs)+1)
+	on := make([]int32, 0, len(specs))
+	ordered := true // every task after the tasks of the batch it waits for
+	for i, sp := range specs {
+		first[i] = int32(len(on))
 		for _, d := range sp.Dependencies {
 			if j, ok := index[d]; ok {
-				waiting[j]++
+				on = append(on, j)
+				ordered = ordered && int(j) < i
 			}
 		}
+	}
+	first[len(specs)] = int32(len(on))
+	tail := make([]time.Duration, len(specs)) // by task: its waiters' longest chain
+	take := func(i int32) {
+		chain := tail[i] // what i adds to the chains of the tasks it waits for
+		if est[i] >= 0 {
+			chain = addCapped(est[i], tail[i])
+			est[i] = chain
+		}
+		for _, j := range on[first[i]:first[i+1]] {
+			tail[j] = max(tail[j], chain)
+		}
+	}
+	if ordered { // a workflow's usual order: the last task first
+		for i := len(specs) - 1; i >= 0; i-- {
+			take(int32(i))
+		}
+		return
+	}
+	// Else Kahn's order on the graph reversed: a task is taken once every
+	// task of the batch that waits for it has been.
+	waiting := make([]int32, len(specs)) // by task: its waiters not yet taken
+	for _, j := range on {
+		waiting[j]++
 	}
 	next := make([]int32, 0, len(specs))
 	for i := range specs {
@@ -120,21 +148,11 @@ func throughDependents(specs []*task.Spec, est []time.Duration) {
 			next = append(next, int32(i))
 		}
 	}
-	tail := make([]time.Duration, len(specs)) // by task: its waiters' longest chain
 	for len(next) > 0 {
 		i := next[len(next)-1]
 		next = next[:len(next)-1]
-		chain := tail[i] // what i adds to the chains of the tasks it waits for
-		if est[i] >= 0 {
-			chain = addCapped(est[i], tail[i])
-			est[i] = chain
-		}
-		for _, d := range specs[i].Dependencies {
-			j, ok := index[d]
-			if !ok {
-				continue
-			}
-			tail[j] = max(tail[j], chain)
+		take(i)
+		for _, j := range on[first[i]:first[i+1]] {
 			if waiting[j]--; waiting[j] == 0 {
 				next = append(next, j)
 			}

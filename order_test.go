@@ -3,7 +3,9 @@ package gpusched
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -181,5 +183,28 @@ func TestLongestFirstCountsWhatWaits(t *testing.T) {
 	}
 	if got, want := startOrder(t, OrderSubmitted, tasks, nil), []string{"long", "gate", "after", "short"}; !slices.Equal(got, want) {
 		t.Errorf("submitted: started %v, want %v", got, want)
+	}
+}
+
+// The chains of 100,000 tasks shaped as bench/scale.sh's (each waits for
+// up to two random earlier ones), which a resumed run of that size
+// computes before its first start.
+func BenchmarkThroughDependents100k(b *testing.B) {
+	const n = 100_000
+	r := rand.New(rand.NewPCG(1, 2))
+	specs := make([]*task.Spec, n)
+	for i := range specs {
+		sp := &task.Spec{ID: fmt.Sprintf("task-%06d", i)}
+		for k := 0; k < 2 && i > 0; k++ {
+			sp.Dependencies = append(sp.Dependencies, fmt.Sprintf("task-%06d", r.IntN(i)))
+		}
+		specs[i] = sp
+	}
+	est := make([]time.Duration, n)
+	for b.Loop() {
+		for i := range est {
+			est[i] = time.Duration(i%7) * time.Second
+		}
+		throughDependents(specs, est)
 	}
 }
