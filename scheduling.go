@@ -26,7 +26,9 @@ type Scheduling struct {
 	// Order is how ready tasks of one priority are taken: OrderSubmitted
 	// (the default: in submission order, a workflow file's order) or
 	// OrderLongestFirst (the longest estimated run time first, then
-	// submission). See docs/gpu.md, "Order within a batch".
+	// submission: what "gpusched run" does unless the workflow says
+	// otherwise, since a workflow is a batch known from the start). See
+	// docs/gpu.md, "Order within a batch".
 	Order string
 	// DefaultTimeout bounds each attempt of a task that sets no Timeout.
 	// Default 0: no timeout.
