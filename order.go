@@ -108,36 +108,17 @@ func throughDependents(specs []*task.Spec, est []time.Duration) {
 	}
 	first := make([]int32, len(specs)+1)
 	on := make([]int32, 0, len(specs))
-	ordered := true // every task after the tasks of the batch it waits for
 	for i, sp := range specs {
 		first[i] = int32(len(on))
 		for _, d := range sp.Dependencies {
 			if j, ok := index[d]; ok {
 				on = append(on, j)
-				ordered = ordered && int(j) < i
 			}
 		}
 	}
 	first[len(specs)] = int32(len(on))
-	tail := make([]time.Duration, len(specs)) // by task: its waiters' longest chain
-	take := func(i int32) {
-		chain := tail[i] // what i adds to the chains of the tasks it waits for
-		if est[i] >= 0 {
-			chain = addCapped(est[i], tail[i])
-			est[i] = chain
-		}
-		for _, j := range on[first[i]:first[i+1]] {
-			tail[j] = max(tail[j], chain)
-		}
-	}
-	if ordered { // a workflow's usual order: the last task first
-		for i := len(specs) - 1; i >= 0; i-- {
-			take(int32(i))
-		}
-		return
-	}
-	// Else Kahn's order on the graph reversed: a task is taken once every
-	// task of the batch that waits for it has been.
+	// Kahn's order on the graph reversed: a task is taken once every task
+	// of the batch that waits for it has been.
 	waiting := make([]int32, len(specs)) // by task: its waiters not yet taken
 	for _, j := range on {
 		waiting[j]++
@@ -148,11 +129,17 @@ func throughDependents(specs []*task.Spec, est []time.Duration) {
 			next = append(next, int32(i))
 		}
 	}
+	tail := make([]time.Duration, len(specs)) // by task: its waiters' longest chain
 	for len(next) > 0 {
 		i := next[len(next)-1]
 		next = next[:len(next)-1]
-		take(i)
+		chain := tail[i] // what i adds to the chains of the tasks it waits for
+		if est[i] >= 0 {
+			chain = addCapped(est[i], tail[i])
+			est[i] = chain
+		}
 		for _, j := range on[first[i]:first[i+1]] {
+			tail[j] = max(tail[j], chain)
 			if waiting[j]--; waiting[j] == 0 {
 				next = append(next, j)
 			}
