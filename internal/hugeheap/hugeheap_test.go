@@ -65,15 +65,16 @@ func TestPrepareBacksTheHeapWithHugePages(t *testing.T) {
 	if free := after.HeapIdle - after.HeapReleased; free < n/2 {
 		t.Errorf("the runtime holds %d bytes free and not released, want at least %d", free, n/2)
 	}
-	// The heap that comes next takes that memory: no new huge page, no
-	// growth of what the runtime asked of the kernel.
+	// The heap that comes next takes that memory: no new huge page, and
+	// what the runtime asks of the kernel does not grow by the 16 MiB it
+	// takes (a span or two of the runtime's own, 32 KiB, was seen once).
 	keep := make([][]byte, 0, 4096)
 	for range 4096 {
 		keep = append(keep, make([]byte, 4096))
 	}
 	var later runtime.MemStats
 	runtime.ReadMemStats(&later)
-	if later.HeapSys > after.HeapSys {
+	if later.HeapSys > after.HeapSys+1<<20 {
 		t.Errorf("16 MiB of small objects grew the heap from %d to %d bytes", after.HeapSys, later.HeapSys)
 	}
 	runtime.KeepAlive(keep)
